@@ -1,0 +1,48 @@
+"""Fixtures shared by every test package.
+
+One local SparkSession per test session: starting a JVM costs seconds, so tests share it and must not
+stop it. Tests that need a session of their own (a cluster, a crashing job) start a subprocess instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = REPO_ROOT.parent / "shared"
+
+# Python workers must run the interpreter of this venv, and Spark must not look for a network address.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED_DIR.is_dir():
+        pytest.fail(f"shared/ not found at {SHARED_DIR}: clone the repository beside the shared/ folder")
+    return SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """The test session's local SparkSession: 2 cores, small shuffles, no UI."""
+    from spark_jobs.spark.session import local_spark_session
+
+    session = local_spark_session(
+        app_name="spark-jobs-tests",
+        master="local[2]",
+        warehouse_dir=str(tmp_path_factory.mktemp("spark-warehouse")),
+    )
+    yield session
+    session.stop()
