@@ -468,8 +468,10 @@ def test_dockerfile_pins_base_java_and_pyspark_reinstall():
     ).group(0)
     req = text.index('requirements.txt"')
     reinstall = text.index("--force-reinstall --no-deps")
-    project = text.index('pip install --no-cache-dir --no-deps "${SPARK_JOBS_HOME}"')
-    assert req < reinstall < project, "pyspark must be reinstalled after the provider, before the project"
+    check = text.index('scripts/check_pyspark.py" ')
+    assert req < reinstall < check, "pyspark must be reinstalled after the provider, then checked"
+    # The package runs from a checkout-like layout, as natively: jobs and expectations/ beside it.
+    assert "ENV PYTHONPATH=${SPARK_JOBS_HOME}" in text
     assert '-c "${SPARK_JOBS_HOME}/constraints.txt"' in text
 
 
