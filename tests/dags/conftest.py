@@ -1,0 +1,22 @@
+"""Fixtures for tests that need Airflow's metadata database (marked `airflow`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> None:
+    """This session's metadata database (in the throwaway AIRFLOW_HOME of tests/conftest.py), migrated."""
+    migrate = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+    )
+    if migrate.returncode != 0:
+        pytest.fail(f"airflow db migrate failed:\n{migrate.stdout[-3000:]}\n{migrate.stderr[-3000:]}")

@@ -1,0 +1,207 @@
+"""Every DAG imports, serializes as the DAG processor stores it, and says what it runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pendulum
+import pytest
+from airflow.dag_processing.dagbag import DagBag
+from airflow.exceptions import SerializationError
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG
+from airflow.serialization.encoders import encode_timetable
+from airflow.serialization.serialized_objects import DagSerialization
+from pipeline_airflow.sensors import WallClockPunctuationSensor
+from pipeline_airflow.spark import package_spark_jobs, spark_connection_id, spark_job_env
+from pipeline_airflow.timetables import AlignedIntervalTimetable
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DAG_IDS = {"sensor_alerts_pipeline", "wall_clock_ticks"}
+MIN = dt.timedelta(minutes=1)
+
+
+def load_dags() -> DagBag:
+    """A fresh parse of dags/: DAG files read the environment when imported."""
+    bag = DagBag(dag_folder=REPO_ROOT / "dags")
+    assert bag.import_errors == {}
+    return bag
+
+
+def serialize_round_trip(dag: DAG):
+    """What the DAG processor stores (JSON) and the scheduler and UI read back."""
+    return DagSerialization.from_dict(json.loads(json.dumps(DagSerialization.to_dict(dag))))
+
+
+@pytest.fixture(scope="module")
+def dags() -> dict[str, DAG]:
+    return load_dags().dags
+
+
+def test_every_dag_file_imports(dags):
+    assert set(dags) == DAG_IDS
+
+
+@pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
+def test_every_dag_serializes_and_reads_back(dags, dag_id):
+    dag = dags[dag_id]
+    back = serialize_round_trip(dag)
+    assert set(back.task_ids) == set(dag.task_ids)
+    assert encode_timetable(back.timetable) == encode_timetable(dag.timetable)
+    assert dag.doc_md and dag.description
+
+
+def test_an_unregistered_timetable_fails_that_serialization():
+    class UnregisteredTimetable(AlignedIntervalTimetable):
+        """The same timetable under an import path no plugin registered."""
+
+    with DAG(
+        "unregistered", schedule=UnregisteredTimetable(10 * MIN), start_date=pendulum.datetime(2025, 1, 1)
+    ) as dag:
+        EmptyOperator(task_id="nothing")
+    with pytest.raises(SerializationError, match="is not registered"):
+        serialize_round_trip(dag)
+
+
+class TestSensorAlertsPipeline:
+    def test_runs_the_job_then_validates_then_reports_whatever_the_verdict(self, dags):
+        dag = dags["sensor_alerts_pipeline"]
+        job, validate, report = (
+            dag.get_task(t) for t in ("run_sensor_alerts", "validate_outputs", "report_outputs")
+        )
+        assert job.downstream_task_ids == {"validate_outputs"}
+        assert validate.downstream_task_ids == {"report_outputs"}
+        # A teardown runs after a failed validation and leaves the run's state to validate_outputs.
+        assert report.is_teardown and not report.on_failure_fail_dagrun
+
+    def test_is_scheduled_every_10_minutes_at_plus_2_one_run_at_a_time(self, dags):
+        dag = dags["sensor_alerts_pipeline"]
+        assert dag.timetable == AlignedIntervalTimetable(10 * MIN, 2 * MIN)
+        assert dag.timetable.summary == "every 10m, +2m"
+        assert dag.max_active_runs == 1
+        assert serialize_round_trip(dag).timetable == dag.timetable
+
+    def test_interval_and_shift_come_from_the_environment(self, monkeypatch):
+        monkeypatch.setenv("SENSOR_ALERTS_INTERVAL_MINUTES", "90")
+        monkeypatch.setenv("SENSOR_ALERTS_SHIFT_MINUTES", "20")
+        assert load_dags().dags["sensor_alerts_pipeline"].timetable.summary == "every 1h30m, +20m"
+
+    def test_the_job_is_retried_and_the_validation_is_not(self, dags):
+        dag = dags["sensor_alerts_pipeline"]
+        assert dag.get_task("run_sensor_alerts").retries == 2
+        assert dag.get_task("validate_outputs").retries == 0
+
+    def test_the_job_gets_stable_paths_and_the_run_wall_clock(self, monkeypatch, tmp_path):
+        monkeypatch.setenv("SPARK_JOBS_VAR", str(tmp_path))
+        monkeypatch.setenv("SENSOR_ALERTS_CHECKPOINT", str(tmp_path / "elsewhere"))
+        dag = load_dags().dags["sensor_alerts_pipeline"]
+        job = dag.get_task("run_sensor_alerts")
+        assert job.application == str(REPO_ROOT / "spark_jobs" / "jobs" / "sensor_alerts.py")
+        args = dict(zip(job.application_args[::2], job.application_args[1::2], strict=True))
+        assert args["--input"] == str(tmp_path / "data" / "sensor_alerts" / "input")
+        assert args["--output"] == str(tmp_path / "data" / "sensor_alerts" / "output")
+        assert args["--checkpoint"] == str(tmp_path / "elsewhere")
+        assert args["--trigger"] == "available-now"
+        rendered = (
+            dag.get_template_env()
+            .from_string(args["--wall-clock"])
+            .render(data_interval_end=pendulum.datetime(2024, 1, 1, 0, 12, tz="UTC"))
+        )
+        assert rendered == "2024-01-01T00:12:00+00:00"
+
+        validate = dag.get_task("validate_outputs")
+        assert validate.application == str(REPO_ROOT / "spark_jobs" / "quality" / "validate.py")
+        assert validate.application_args == [
+            "--output", str(tmp_path / "data" / "sensor_alerts" / "output"),
+            "--reports", str(tmp_path / "reports" / "sensor_alerts"),
+        ]  # fmt: skip
+
+
+class TestSparkSettings:
+    @pytest.fixture(autouse=True)
+    def no_spark_connection_yet(self, monkeypatch):
+        # setenv first so that monkeypatch records the variable and removes what the code sets.
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_PIPELINE", "")
+        monkeypatch.delenv("AIRFLOW_CONN_SPARK_PIPELINE")
+
+    def master_seen_by_the_provider(self) -> str:
+        return SparkSubmitHook(conn_id=spark_connection_id())._resolve_connection()["master"]
+
+    def test_local_by_default(self, monkeypatch):
+        monkeypatch.delenv("SPARK_MASTER", raising=False)
+        assert self.master_seen_by_the_provider() == "local[*]"
+        assert spark_job_env()["SPARK_MASTER"] == "local[*]"
+
+    def test_a_cluster_by_setting_spark_master(self, monkeypatch):
+        monkeypatch.setenv("SPARK_MASTER", "spark://spark-master:7077")
+        assert self.master_seen_by_the_provider() == "spark://spark-master:7077"
+        env = spark_job_env()
+        assert env["SPARK_MASTER"] == "spark://spark-master:7077"
+
+    def test_an_explicit_connection_wins(self, monkeypatch):
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_SPARK_PIPELINE", json.dumps({"conn_type": "spark", "host": "local[2]"})
+        )
+        monkeypatch.setenv("SPARK_MASTER", "spark://ignored:7077")
+        assert self.master_seen_by_the_provider() == "local[2]"
+
+    def test_jobs_import_this_checkout_with_this_interpreter(self, monkeypatch):
+        monkeypatch.delenv("SPARK_MASTER", raising=False)
+        monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+        env = spark_job_env()
+        assert env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO_ROOT)
+        assert Path(env["PYSPARK_PYTHON"]).exists()
+        assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
+
+    def test_the_shipped_package_imports_on_its_own(self, tmp_path):
+        archive = package_spark_jobs(tmp_path / "spark_jobs.zip")
+        assert {"spark_jobs/__init__.py", "spark_jobs/spark/session.py"} <= set(
+            zipfile.ZipFile(archive).namelist()
+        )
+        # As on an executor: nothing but the zip on the path, run from elsewhere.
+        probe = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import spark_jobs.spark.session as s; print(s.__file__)",
+            ],
+            env={"PYTHONPATH": str(archive), "PATH": os.environ["PATH"]},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
+        assert probe.stdout.strip() == str(archive / "spark_jobs" / "spark" / "session.py"), probe.stderr
+
+
+class TestWallClockTicks:
+    def test_runs_back_to_back_and_waits_in_the_triggerer(self, dags):
+        dag = dags["wall_clock_ticks"]
+        assert serialize_round_trip(dag).timetable.summary == "@continuous" and dag.max_active_runs == 1
+        sensor = dag.get_task("wait_for_boundary")
+        assert isinstance(sensor, WallClockPunctuationSensor) and sensor.deferrable
+        assert dag.get_task("record_tick").upstream_task_ids == {"wait_for_boundary"}
+
+    @pytest.mark.airflow
+    def test_a_test_run_records_the_boundary_it_waited_for(self, airflow_db, monkeypatch, tmp_path):
+        monkeypatch.setenv("SPARK_JOBS_VAR", str(tmp_path))
+        monkeypatch.setenv("WALL_CLOCK_TICK_INTERVAL_SECONDS", "2")
+        monkeypatch.setenv("WALL_CLOCK_TICK_SHIFT_SECONDS", "1")
+        dag = load_dags().dags["wall_clock_ticks"]
+        started_ms = pendulum.now("UTC").int_timestamp * 1000
+
+        run = dag.test()  # runs the DateTimeTrigger inline
+
+        assert run.state == "success"
+        ticks = (tmp_path / "data" / "wall_clock_ticks" / "ticks.jsonl").read_text().splitlines()
+        assert len(ticks) == 1
+        tick = json.loads(ticks[0])
+        assert tick["boundary_ms"] % 2000 == 1000 and tick["boundary_ms"] >= started_ms
+        assert tick["recorded_ms"] >= tick["boundary_ms"]
+        assert tick["lateness_ms"] == tick["recorded_ms"] - tick["boundary_ms"]
