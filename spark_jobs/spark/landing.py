@@ -1,0 +1,233 @@
+"""Landing-directory files -> validated records per partition, and quarantined records with reasons.
+
+Pure Python (pyarrow for Parquet), no Spark: the Spark runtime calls it on executors, one whole file at a
+time (files are never split, so line numbers are exact), and the in-memory runner calls it directly.
+
+Input fields (API.md): `key` (string), `value` (any JSON), `timestamp` (epoch ms, integer >= 0), and
+optionally `partition` (integer in [0, partitions)) and `offset` (integer >= 0). A record without
+`partition` goes to `partition_for_key(key)`. Blank lines are not records. Anything else that is not a
+valid record is quarantined with its reason, raw text, file and line; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+INT64_MAX = 2**63 - 1
+
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+class Reason:
+    """Quarantine reasons: one stable string per kind of bad record (tests and dashboards group by them)."""
+
+    UNREADABLE_FILE = "unreadable file"
+    INVALID_UTF8 = "invalid UTF-8"
+    UNPARSEABLE = "unparseable JSON"
+    NOT_AN_OBJECT = "not a JSON object"
+    MISSING_KEY = "missing key"
+    ILL_TYPED_KEY = "ill-typed key"
+    MISSING_TIMESTAMP = "missing timestamp"
+    ILL_TYPED_TIMESTAMP = "ill-typed timestamp"
+    NEGATIVE_TIMESTAMP = "negative timestamp"
+    ILL_TYPED_PARTITION = "ill-typed partition"
+    PARTITION_OUT_OF_RANGE = "partition out of range"
+    ILL_TYPED_OFFSET = "ill-typed offset"
+
+    ALL = (
+        UNREADABLE_FILE,
+        INVALID_UTF8,
+        UNPARSEABLE,
+        NOT_AN_OBJECT,
+        MISSING_KEY,
+        ILL_TYPED_KEY,
+        MISSING_TIMESTAMP,
+        ILL_TYPED_TIMESTAMP,
+        NEGATIVE_TIMESTAMP,
+        ILL_TYPED_PARTITION,
+        PARTITION_OUT_OF_RANGE,
+        ILL_TYPED_OFFSET,
+    )
+
+
+def partition_for_key(key: str, num_partitions: int) -> int:
+    """Stable across processes and Python versions: crc32 of the UTF-8 key (never `hash()`, which is salted)."""
+    return zlib.crc32(key.encode("utf-8")) % num_partitions
+
+
+@dataclass
+class PartitionRecords:
+    """Valid records of one file for one partition, in file order (columnar)."""
+
+    keys: list[str] = field(default_factory=list)
+    values: list[Any] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    offsets: list[int | None] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+@dataclass
+class QuarantinedRecords:
+    """Bad records of one file (columnar): 1-based line (row index + 1 for Parquet), reason, raw text."""
+
+    lines: list[int] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    raws: list[str] = field(default_factory=list)
+
+    def add(self, line: int, reason: str, raw: str) -> None:
+        self.lines.append(line)
+        self.reasons.append(reason)
+        self.raws.append(raw)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+
+@dataclass
+class LandingFile:
+    """One parsed file: valid records grouped by partition, plus its quarantine."""
+
+    path: str
+    by_partition: dict[int, PartitionRecords] = field(default_factory=dict)
+    quarantined: QuarantinedRecords = field(default_factory=QuarantinedRecords)
+
+    @property
+    def records_read(self) -> int:
+        return sum(len(p) for p in self.by_partition.values()) + len(self.quarantined)
+
+
+def is_parquet(path: str) -> bool:
+    name = path.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return name.endswith(PARQUET_SUFFIXES)
+
+
+def read_landing_file(path: str, content: bytes, num_partitions: int) -> LandingFile:
+    """Parse one landing file (JSON lines, or Parquet by suffix; `.gz` is decompressed first)."""
+    parsed = LandingFile(path=path)
+    if path.lower().endswith(".gz"):
+        try:
+            content = gzip.decompress(content)
+        except (OSError, EOFError, zlib.error) as exc:
+            parsed.quarantined.add(0, Reason.UNREADABLE_FILE, f"{type(exc).__name__}: {exc}")
+            return parsed
+    if is_parquet(path):
+        _read_parquet(content, num_partitions, parsed)
+    else:
+        _read_json_lines(content, num_partitions, parsed)
+    return parsed
+
+
+class _Invalid(Exception):
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def _is_int(x: Any) -> bool:
+    # bool is an int subclass in Python; JSON true is not a timestamp.
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _validate(fields: dict, num_partitions: int) -> tuple[str, Any, int, int, int | None]:
+    """(key, value, timestamp, partition, offset) of a valid record, or raise _Invalid(reason)."""
+    key = fields.get("key")
+    if key is None:
+        raise _Invalid(Reason.MISSING_KEY)
+    if not isinstance(key, str):
+        raise _Invalid(Reason.ILL_TYPED_KEY)
+    timestamp = fields.get("timestamp")
+    if timestamp is None:
+        raise _Invalid(Reason.MISSING_TIMESTAMP)
+    if not _is_int(timestamp) or timestamp > INT64_MAX:
+        raise _Invalid(Reason.ILL_TYPED_TIMESTAMP)
+    if timestamp < 0:
+        raise _Invalid(Reason.NEGATIVE_TIMESTAMP)
+    partition = fields.get("partition")
+    if partition is None:
+        partition = partition_for_key(key, num_partitions)
+    elif not _is_int(partition):
+        raise _Invalid(Reason.ILL_TYPED_PARTITION)
+    elif not 0 <= partition < num_partitions:
+        raise _Invalid(Reason.PARTITION_OUT_OF_RANGE)
+    offset = fields.get("offset")
+    if offset is not None and (not _is_int(offset) or not 0 <= offset <= INT64_MAX):
+        raise _Invalid(Reason.ILL_TYPED_OFFSET)
+    return key, fields.get("value"), timestamp, partition, offset
+
+
+def _accept(parsed: LandingFile, line: int, fields: dict, num_partitions: int) -> str | None:
+    """Add a valid record to its partition; return the quarantine reason of an invalid one."""
+    try:
+        key, value, timestamp, partition, offset = _validate(fields, num_partitions)
+    except _Invalid as bad:
+        return bad.reason
+    records = parsed.by_partition.get(partition)
+    if records is None:
+        records = parsed.by_partition[partition] = PartitionRecords()
+    records.keys.append(key)
+    records.values.append(value)
+    records.timestamps.append(timestamp)
+    records.offsets.append(offset)
+    records.lines.append(line)
+    return None
+
+
+def _read_json_lines(content: bytes, num_partitions: int, parsed: LandingFile) -> None:
+    loads = json.loads
+    # Split bytes, not text: one bad byte sequence must cost one line, not the file.
+    for number, raw in enumerate(content.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            parsed.quarantined.add(
+                number, Reason.INVALID_UTF8, raw.decode("utf-8", errors="backslashreplace")
+            )
+            continue
+        text = text.rstrip("\r")
+        try:
+            fields = loads(text)
+        except ValueError:
+            parsed.quarantined.add(number, Reason.UNPARSEABLE, text)
+            continue
+        if not isinstance(fields, dict):
+            parsed.quarantined.add(number, Reason.NOT_AN_OBJECT, text)
+            continue
+        reason = _accept(parsed, number, fields, num_partitions)
+        if reason is not None:
+            parsed.quarantined.add(number, reason, text)
+
+
+def _json_default(x: Any) -> Any:
+    # Parquet values may be dates, decimals or bytes; the raw text of a quarantined row only needs to be readable.
+    if isinstance(x, bytes):
+        return x.decode("utf-8", errors="backslashreplace")
+    return str(x)
+
+
+def _read_parquet(content: bytes, num_partitions: int, parsed: LandingFile) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(io.BytesIO(content))
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        parsed.quarantined.add(0, Reason.UNREADABLE_FILE, f"{type(exc).__name__}: {exc}")
+        return
+    # Column types are checked once per file; a wrongly typed column makes every row of it ill-typed,
+    # which _validate reports row by row (values keep their Python types after to_pylist()).
+    rows = table.to_pylist()
+    for number, fields in enumerate(rows, start=1):
+        reason = _accept(parsed, number, fields, num_partitions)
+        if reason is not None:
+            parsed.quarantined.add(number, reason, json.dumps(fields, default=_json_default, sort_keys=True))

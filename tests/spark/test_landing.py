@@ -1,0 +1,115 @@
+"""Parsing, validation and partitioning of landing files (pure Python, no Spark)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import zlib
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from spark_jobs.spark.landing import Reason, partition_for_key, read_landing_file
+
+BAD_LINES = {
+    b'{"key": "a", "timestamp": ': Reason.UNPARSEABLE,
+    b'["a", 1]': Reason.NOT_AN_OBJECT,
+    b'{"value": 1, "timestamp": 5}': Reason.MISSING_KEY,
+    b'{"key": null, "timestamp": 5}': Reason.MISSING_KEY,
+    b'{"key": 7, "timestamp": 5}': Reason.ILL_TYPED_KEY,
+    b'{"key": "a"}': Reason.MISSING_TIMESTAMP,
+    b'{"key": "a", "timestamp": "5"}': Reason.ILL_TYPED_TIMESTAMP,
+    b'{"key": "a", "timestamp": 5.5}': Reason.ILL_TYPED_TIMESTAMP,
+    b'{"key": "a", "timestamp": true}': Reason.ILL_TYPED_TIMESTAMP,
+    b'{"key": "a", "timestamp": 9223372036854775808}': Reason.ILL_TYPED_TIMESTAMP,
+    b'{"key": "a", "timestamp": -1}': Reason.NEGATIVE_TIMESTAMP,
+    b'{"key": "a", "timestamp": 5, "partition": "0"}': Reason.ILL_TYPED_PARTITION,
+    b'{"key": "a", "timestamp": 5, "partition": 4}': Reason.PARTITION_OUT_OF_RANGE,
+    b'{"key": "a", "timestamp": 5, "offset": -3}': Reason.ILL_TYPED_OFFSET,
+    b'{"key": "\xff", "timestamp": 5}': Reason.INVALID_UTF8,
+}
+
+
+def test_partition_is_crc32_of_utf8_key_modulo_count():
+    assert partition_for_key("sensor-0001", 4) == zlib.crc32(b"sensor-0001") % 4
+    assert partition_for_key("żółw", 7) == zlib.crc32("żółw".encode()) % 7
+
+
+def test_every_kind_of_bad_line_is_quarantined_with_reason_raw_text_and_line():
+    good = [
+        b'{"key": "a", "value": {"t": 1.5}, "timestamp": 10}',
+        b'{"key": "b", "value": null, "timestamp": 0}',
+    ]
+    lines = [good[0], *BAD_LINES, b"   ", good[1]]
+    parsed = read_landing_file("/in/f.jsonl", b"\n".join(lines) + b"\n", 4)
+    assert parsed.records_read == len(BAD_LINES) + 2
+    q = parsed.quarantined
+    assert q.reasons == list(BAD_LINES.values())
+    assert q.lines == list(range(2, 2 + len(BAD_LINES)))
+    assert q.raws[0] == '{"key": "a", "timestamp": '
+    assert q.raws[-1] == '{"key": "\\xff", "timestamp": 5}'  # undecodable bytes kept visible
+    records = {k: r for r in parsed.by_partition.values() for k in r.keys}
+    assert set(records) == {"a", "b"}
+    a = records["a"]
+    assert a.values[a.keys.index("a")] == {"t": 1.5}
+    assert parsed.by_partition[partition_for_key("b", 4)].lines[-1] == len(lines)
+
+
+def test_explicit_partition_and_offset_are_kept():
+    text = b'{"key": "a", "value": 1, "timestamp": 3, "partition": 2, "offset": 17}\n'
+    parsed = read_landing_file("f.jsonl", text, 4)
+    assert list(parsed.by_partition) == [2]
+    assert parsed.by_partition[2].offsets == [17]
+
+
+def test_records_keep_file_order_within_a_partition():
+    lines = [json.dumps({"key": "k", "value": i, "timestamp": 100 - i}) for i in range(5)]
+    parsed = read_landing_file("f.jsonl", "\n".join(lines).encode(), 3)
+    (records,) = parsed.by_partition.values()
+    assert records.values == [0, 1, 2, 3, 4]
+    assert records.timestamps == [100, 99, 98, 97, 96]
+
+
+def _parquet(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
+
+
+def test_parquet_rows_are_validated_like_json_lines():
+    table = pa.table(
+        {
+            "key": pa.array(["a", None, "c", "d"]),
+            "value": [{"t": 1.0}, {"t": 2.0}, {"t": 3.0}, None],
+            "timestamp": pa.array([5, 6, -1, None], pa.int64()),
+        }
+    )
+    parsed = read_landing_file("f.parquet", _parquet(table), 2)
+    assert parsed.quarantined.reasons == [
+        Reason.MISSING_KEY,
+        Reason.NEGATIVE_TIMESTAMP,
+        Reason.MISSING_TIMESTAMP,
+    ]
+    assert json.loads(parsed.quarantined.raws[0]) == {"key": None, "value": {"t": 2.0}, "timestamp": 6}
+    (records,) = parsed.by_partition.values()
+    assert records.keys == ["a"] and records.values == [{"t": 1.0}]
+
+
+def test_parquet_with_wrong_column_types_quarantines_every_row():
+    table = pa.table({"key": pa.array([1, 2], pa.int64()), "timestamp": pa.array([1, 2], pa.int64())})
+    parsed = read_landing_file("f.parquet", _parquet(table), 2)
+    assert parsed.quarantined.reasons == [Reason.ILL_TYPED_KEY] * 2
+
+
+@pytest.mark.parametrize("name", ["f.parquet", "f.jsonl.gz"])
+def test_unreadable_file_is_one_quarantined_record(name):
+    parsed = read_landing_file(name, b"PAR1 not really", 2)
+    assert parsed.records_read == 1
+    assert parsed.quarantined.reasons == [Reason.UNREADABLE_FILE]
+
+
+def test_gzipped_json_lines_are_read():
+    parsed = read_landing_file("f.jsonl.gz", gzip.compress(b'{"key": "a", "timestamp": 1}\n'), 2)
+    assert parsed.records_read == 1 and not parsed.quarantined
