@@ -1,0 +1,185 @@
+"""Exactly-once Parquet output: stage a micro-batch, then publish each topic's part with one rename.
+
+Layout: `<output>/<topic>/batch_id=<n>/part-*.parquet`. A batch directory appears complete or not at all
+(an atomic directory rename), so Spark and pandas readers never see a partial batch: they skip the
+`_staging` directory like every name starting with `_` or `.`.
+
+Exactly once: Spark may run a micro-batch again after a crash (its offsets are logged before it runs, its
+commit is logged after the sink returns). The replay restores the pre-batch task state from the state
+store and so produces identical rows; publishing skips every topic whose batch directory exists already
+and completes the others. Nothing is appended in place, so nothing is duplicated or lost.
+
+Executor side: `stage_output_chunks` (for `mapInArrow`) writes the output chunks of its Spark partition
+into one Parquet file per topic under a fresh attempt directory and returns a manifest. Driver side:
+`commit_batch` moves exactly the files of the manifest (attempts that failed leave files nobody lists)
+into place.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from spark_jobs.spark.topics import QUARANTINE_SCHEMA, QUARANTINE_TOPIC, TopicSchema
+from spark_jobs.spark.transport import METRICS_TOPIC, ipc_to_table
+
+STAGING_DIR = "_staging"
+BATCH_PREFIX = "batch_id="
+
+MANIFEST_DDL = "topic string, file string, rows long, payload binary"
+MANIFEST_ARROW = pa.schema(
+    [("topic", pa.string()), ("file", pa.string()), ("rows", pa.int64()), ("payload", pa.binary())]
+)
+
+
+def staging_dir(output_dir: str | os.PathLike, batch_id: int) -> Path:
+    return Path(output_dir) / STAGING_DIR / f"batch-{batch_id}"
+
+
+def batch_dir(output_dir: str | os.PathLike, topic: str, batch_id: int) -> Path:
+    return Path(output_dir) / topic / f"{BATCH_PREFIX}{batch_id}"
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _manifest_batch(rows: list[tuple[str, str | None, int, bytes | None]]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([r[0] for r in rows], pa.string()),
+            pa.array([r[1] for r in rows], pa.string()),
+            pa.array([r[2] for r in rows], pa.int64()),
+            pa.array([r[3] for r in rows], pa.binary()),
+        ],
+        schema=MANIFEST_ARROW,
+    )
+
+
+def stage_output_chunks(batches: Iterator[pa.RecordBatch], staging: str) -> Iterator[pa.RecordBatch]:
+    """Executor side: write output chunks to `<staging>/<attempt>/<topic>.parquet`; yield the manifest.
+
+    Metrics chunks are not written: they travel back to the driver in the manifest's payload column.
+    """
+    attempt = Path(staging) / uuid.uuid4().hex
+    writers: dict[str, tuple[pq.ParquetWriter, Path, list[int]]] = {}
+    manifest: list[tuple[str, str | None, int, bytes | None]] = []
+    try:
+        for batch in batches:
+            columns = batch.to_pydict()
+            for topic, rows, payload in zip(
+                columns["topic"], columns["rows"], columns["payload"], strict=True
+            ):
+                if topic == METRICS_TOPIC:
+                    manifest.append((topic, None, 0, payload))
+                    continue
+                table = ipc_to_table(payload)
+                entry = writers.get(topic)
+                if entry is None:
+                    attempt.mkdir(parents=True, exist_ok=True)
+                    path = attempt / f"{topic}.parquet"
+                    entry = writers[topic] = (pq.ParquetWriter(str(path), table.schema), path, [0])
+                entry[0].write_table(table)
+                entry[2][0] += rows
+    finally:
+        for writer, _path, _count in writers.values():
+            writer.close()
+    for topic, (_writer, path, count) in writers.items():
+        _fsync(path)
+        manifest.append((topic, str(path), count[0], None))
+    if manifest:
+        yield _manifest_batch(manifest)
+
+
+def prepare_batch(output_dir: str | os.PathLike, batch_id: int) -> Path:
+    """Driver side, before the batch runs: an empty staging directory (a crashed attempt leaves files)."""
+    staging = staging_dir(output_dir, batch_id)
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def _empty_table(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
+
+
+def commit_batch(
+    output_dir: str | os.PathLike,
+    batch_id: int,
+    staged_files: dict[str, list[str]],
+    declared: dict[str, TopicSchema],
+) -> list[str]:
+    """Driver side: publish each topic's staged files of `batch_id`; return the topics published now.
+
+    Declared topics and the quarantine that have no batch yet get an empty file, so that each of them is
+    readable (with its schema) from the first batch on, also when it has no rows.
+    """
+    output = Path(output_dir)
+    staging = staging_dir(output, batch_id)
+    ready = staging / "_ready"
+    published = []
+    for topic in sorted(set(staged_files) | set(declared) | {QUARANTINE_TOPIC}):
+        files = staged_files.get(topic, [])
+        final = batch_dir(output, topic, batch_id)
+        if final.exists():
+            continue  # published by an earlier attempt of this batch: identical rows
+        if not files and _has_batches(output / topic):
+            continue
+        part = ready / topic
+        part.mkdir(parents=True, exist_ok=True)
+        if files:
+            for i, path in enumerate(files):
+                os.rename(path, part / f"part-{i:05d}.parquet")
+        else:
+            schema = QUARANTINE_SCHEMA if topic == QUARANTINE_TOPIC else declared[topic].arrow_schema()
+            pq.write_table(_empty_table(schema), part / "part-00000.parquet")
+        (output / topic).mkdir(parents=True, exist_ok=True)
+        _fsync(part)
+        os.rename(part, final)
+        _fsync(final.parent)
+        published.append(topic)
+    shutil.rmtree(staging, ignore_errors=True)
+    return published
+
+
+def _has_batches(topic_dir: Path) -> bool:
+    return topic_dir.is_dir() and any(p.name.startswith(BATCH_PREFIX) for p in topic_dir.iterdir())
+
+
+def committed_batch_ids(output_dir: str | os.PathLike, topic: str) -> list[int]:
+    topic_dir = Path(output_dir) / topic
+    if not topic_dir.is_dir():
+        return []
+    return sorted(
+        int(p.name[len(BATCH_PREFIX) :]) for p in topic_dir.iterdir() if p.name.startswith(BATCH_PREFIX)
+    )
+
+
+def read_topic(output_dir: str | os.PathLike, topic: str):
+    """A committed topic as pandas, in task output order: sorted by (partition, seq); with `batch_id`.
+
+    Reads with pyarrow directly (as `pandas.read_parquet` does), batch directory by batch directory.
+    """
+    import pandas as pd
+
+    frames = []
+    for batch_id in committed_batch_ids(output_dir, topic):
+        table = pq.read_table(batch_dir(output_dir, topic, batch_id))
+        frame = table.to_pandas()
+        frame["batch_id"] = batch_id
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame()
+    frame = pd.concat(frames, ignore_index=True)
+    order = ["partition", "seq"] if "seq" in frame.columns else ["batch_id", "source_file", "line"]
+    return frame.sort_values(order, kind="stable").reset_index(drop=True)

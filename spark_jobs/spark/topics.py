@@ -1,0 +1,115 @@
+"""Output topics: their Parquet schema, and the conversion of a task's columnar output into Arrow tables.
+
+Every output topic is one Parquet dataset with the columns of API.md. A job declares the Arrow types of
+each topic's key and value (`TopicSchema`); an undeclared topic stores keys as strings and values as
+JSON text, so any topology can run without declarations.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+# A key or value declared JSON is stored as its JSON text in a string column.
+JSON = "json"
+
+QUARANTINE_TOPIC = "_quarantine"
+
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        ("reason", pa.string()),
+        ("raw", pa.string()),
+        ("source_file", pa.string()),
+        ("line", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class TopicSchema:
+    key: pa.DataType | str = pa.string()
+    value: pa.DataType | str = JSON
+
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema(
+            [
+                ("key", _storage_type(self.key)),
+                ("value", _storage_type(self.value)),
+                ("timestamp", pa.int64()),
+                ("window_start", pa.int64()),
+                ("window_end", pa.int64()),
+                ("partition", pa.int32()),
+                ("seq", pa.int64()),
+            ]
+        )
+
+
+DEFAULT_TOPIC_SCHEMA = TopicSchema()
+
+
+def _storage_type(declared: pa.DataType | str) -> pa.DataType:
+    return pa.string() if declared == JSON else declared
+
+
+def _column(declared: pa.DataType | str, items: list[Any]) -> pa.Array:
+    if declared == JSON:
+        return pa.array([None if x is None else json.dumps(x, sort_keys=True) for x in items], pa.string())
+    if pa.types.is_string(declared) and not all(x is None or isinstance(x, str) for x in items):
+        # A topology that forwards non-string keys to a string topic still gets readable rows.
+        items = [x if x is None or isinstance(x, str) else json.dumps(x, sort_keys=True) for x in items]
+    return pa.array(items, declared)
+
+
+def topic_tables(output, partition: int, schemas: dict[str, TopicSchema]) -> dict[str, pa.Table]:
+    """Split one columnar OutputBatch (the engine's drain) into one Arrow table per topic, in output order."""
+    n = len(output.topics)
+    if n == 0:
+        return {}
+    # Group positions by topic once; itemgetter then picks each column's items in C.
+    positions: dict[str, list[int]] = {}
+    for i, topic in enumerate(output.topics):
+        positions.setdefault(topic, []).append(i)
+    tables = {}
+    for topic, idx in positions.items():
+        pick = (lambda col: list(col)) if len(idx) == n else _picker(idx)
+        schema = schemas.get(topic, DEFAULT_TOPIC_SCHEMA)
+        arrow_schema = schema.arrow_schema()
+        tables[topic] = pa.Table.from_arrays(
+            [
+                _column(schema.key, pick(output.keys)),
+                _column(schema.value, pick(output.values)),
+                pa.array(pick(output.timestamps), pa.int64()),
+                pa.array(pick(output.window_starts), pa.int64()),
+                pa.array(pick(output.window_ends), pa.int64()),
+                pa.array([partition] * len(idx), pa.int32()),
+                pa.array(pick(output.seqs), pa.int64()),
+            ],
+            schema=arrow_schema,
+        )
+    return tables
+
+
+def _picker(idx: list[int]):
+    if len(idx) == 1:
+        getter = operator.itemgetter(idx[0])
+        return lambda col: [getter(col)]
+    getter = operator.itemgetter(*idx)
+    return lambda col: list(getter(col))
+
+
+def quarantine_table(
+    reasons: list[str], raws: list[str], source_files: list[str], lines: list[int]
+) -> pa.Table:
+    return pa.Table.from_arrays(
+        [
+            pa.array(reasons, pa.string()),
+            pa.array(raws, pa.string()),
+            pa.array(source_files, pa.string()),
+            pa.array(lines, pa.int64()),
+        ],
+        schema=QUARANTINE_SCHEMA,
+    )

@@ -1,0 +1,207 @@
+"""What travels through Spark between the stages of a job: chunks of records, not single records.
+
+Stage 1 (before the shuffle, one whole file per call) turns a landing file into *input chunks*: for each
+partition of the file, its valid records in file order, encoded as one binary cell, plus one chunk of
+quarantined records for the pseudo-partition -1; a wall-clock marker file becomes one chunk per
+partition. The shuffle groups chunks by partition; stage 2 (the stateful task) orders them and runs the
+engine; its output is one *output chunk* per (partition, topic): an Arrow IPC table, plus one metrics
+chunk. Chunks keep Spark's per-row overhead out of the per-record path.
+
+The order of a partition's records in a micro-batch: data before wall-clock markers; chunks by (file
+modification time, file path, first line), i.e. the order in which Spark's file source admits files; then,
+if records carry offsets, a stable sort by offset (records without one first).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from spark_jobs.spark.landing import LandingFile
+
+# Chunk size bounds the size of one binary cell (and so of one Arrow batch handed to pandas).
+CHUNK_RECORDS = 20_000
+
+KIND_DATA = 0
+KIND_WALL_CLOCK = 1
+KIND_QUARANTINE = 2
+
+# The group that carries quarantined records to the sink: it never touches task state.
+QUARANTINE_PARTITION = -1
+
+INPUT_CHUNK_DDL = "partition int, kind int, file_mtime long, file_path string, first_line long, records long, payload binary"
+INPUT_CHUNK_ARROW = pa.schema(
+    [
+        ("partition", pa.int32()),
+        ("kind", pa.int32()),
+        ("file_mtime", pa.int64()),
+        ("file_path", pa.string()),
+        ("first_line", pa.int64()),
+        ("records", pa.int64()),
+        ("payload", pa.binary()),
+    ]
+)
+
+# topic: an output topic, or METRICS_TOPIC / QUARANTINE_TOPIC; payload: Arrow IPC stream (JSON for metrics).
+OUTPUT_CHUNK_DDL = "topic string, partition int, rows long, payload binary"
+METRICS_TOPIC = "_metrics"
+
+# The task state kept in Spark's state store, one row per partition.
+TASK_STATE_DDL = "snapshot binary, wall_clock long"
+
+
+@dataclass
+class InputChunk:
+    partition: int
+    kind: int
+    file_mtime: int
+    file_path: str
+    first_line: int
+    records: int
+    payload: bytes
+
+
+def _dump(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def data_chunks(parsed: LandingFile, file_mtime: int) -> list[InputChunk]:
+    """The chunks of one parsed landing file: valid records per partition, then its quarantine."""
+    chunks = []
+    for partition, recs in sorted(parsed.by_partition.items()):
+        for start in range(0, len(recs), CHUNK_RECORDS):
+            end = start + CHUNK_RECORDS
+            payload = _dump(
+                (
+                    recs.keys[start:end],
+                    recs.values[start:end],
+                    recs.timestamps[start:end],
+                    recs.offsets[start:end],
+                    recs.lines[start:end],
+                )
+            )
+            chunks.append(
+                InputChunk(
+                    partition,
+                    KIND_DATA,
+                    file_mtime,
+                    parsed.path,
+                    recs.lines[start],
+                    len(recs.keys[start:end]),
+                    payload,
+                )
+            )
+    q = parsed.quarantined
+    for start in range(0, len(q), CHUNK_RECORDS):
+        end = start + CHUNK_RECORDS
+        payload = _dump((q.lines[start:end], q.reasons[start:end], q.raws[start:end]))
+        chunks.append(
+            InputChunk(
+                QUARANTINE_PARTITION,
+                KIND_QUARANTINE,
+                file_mtime,
+                parsed.path,
+                q.lines[start],
+                len(q.lines[start:end]),
+                payload,
+            )
+        )
+    return chunks
+
+
+def wall_clock_chunks(markers: dict[int, list[int]], file_path: str, file_mtime: int) -> list[InputChunk]:
+    return [
+        InputChunk(partition, KIND_WALL_CLOCK, file_mtime, file_path, 0, len(values), _dump(values))
+        for partition, values in sorted(markers.items())
+    ]
+
+
+def chunks_to_arrow(chunks: list[InputChunk]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([c.partition for c in chunks], pa.int32()),
+            pa.array([c.kind for c in chunks], pa.int32()),
+            pa.array([c.file_mtime for c in chunks], pa.int64()),
+            pa.array([c.file_path for c in chunks], pa.string()),
+            pa.array([c.first_line for c in chunks], pa.int64()),
+            pa.array([c.records for c in chunks], pa.int64()),
+            pa.array([c.payload for c in chunks], pa.binary()),
+        ],
+        schema=INPUT_CHUNK_ARROW,
+    )
+
+
+def _arrival_order(chunks: list[InputChunk]) -> list[InputChunk]:
+    return sorted(chunks, key=lambda c: (c.file_mtime, c.file_path, c.first_line))
+
+
+@dataclass
+class OrderedInput:
+    """One partition's input of one micro-batch, in processing order."""
+
+    keys: list[str]
+    values: list[Any]
+    timestamps: list[int]
+    wall_clocks: list[int]
+
+    @property
+    def records(self) -> int:
+        return len(self.keys)
+
+
+def ordered_input(chunks: list[InputChunk]) -> OrderedInput:
+    """Decode and order a partition's data and wall-clock chunks (see the module docstring)."""
+    keys: list[str] = []
+    values: list[Any] = []
+    timestamps: list[int] = []
+    offsets: list[int | None] = []
+    wall_clocks: list[int] = []
+    for chunk in _arrival_order([c for c in chunks if c.kind == KIND_DATA]):
+        k, v, t, o, _lines = pickle.loads(chunk.payload)
+        keys += k
+        values += v
+        timestamps += t
+        offsets += o
+    if any(o is not None for o in offsets):
+        order = sorted(range(len(keys)), key=lambda i: -1 if offsets[i] is None else offsets[i])
+        keys = [keys[i] for i in order]
+        values = [values[i] for i in order]
+        timestamps = [timestamps[i] for i in order]
+    for chunk in _arrival_order([c for c in chunks if c.kind == KIND_WALL_CLOCK]):
+        wall_clocks += pickle.loads(chunk.payload)
+    return OrderedInput(keys, values, timestamps, wall_clocks)
+
+
+def quarantined_rows(chunks: list[InputChunk]) -> tuple[list[str], list[str], list[str], list[int]]:
+    """(reasons, raws, source_files, lines) of quarantine chunks, in arrival order."""
+    reasons: list[str] = []
+    raws: list[str] = []
+    files: list[str] = []
+    lines: list[int] = []
+    for chunk in _arrival_order(chunks):
+        ls, rs, raw = pickle.loads(chunk.payload)
+        reasons += rs
+        raws += raw
+        files += [chunk.file_path] * len(ls)
+        lines += ls
+    return reasons, raws, files, lines
+
+
+def table_to_ipc(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def ipc_to_table(payload: bytes) -> pa.Table:
+    return pa.ipc.open_stream(payload).read_all()
+
+
+def metrics_payload(metrics: dict) -> bytes:
+    return json.dumps(metrics, sort_keys=True).encode("utf-8")

@@ -1,0 +1,115 @@
+"""The exactly-once Parquet sink without Spark: staging, publishing, replays, readers."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from spark_jobs.spark import sink
+from spark_jobs.spark.topics import QUARANTINE_TOPIC, TopicSchema
+from spark_jobs.spark.transport import METRICS_TOPIC, OUTPUT_CHUNK_DDL, metrics_payload, table_to_ipc
+
+SCHEMA = TopicSchema(pa.string(), pa.int64())
+DECLARED = {"counts": SCHEMA, "alerts": SCHEMA}
+
+
+def _chunk(partition: int, seqs: list[int]) -> pa.Table:
+    n = len(seqs)
+    return pa.Table.from_arrays(
+        [
+            pa.array([f"k{s}" for s in seqs]),
+            pa.array(seqs, pa.int64()),
+            pa.array(seqs, pa.int64()),
+            pa.array([None] * n, pa.int64()),
+            pa.array([None] * n, pa.int64()),
+            pa.array([partition] * n, pa.int32()),
+            pa.array(seqs, pa.int64()),
+        ],
+        schema=SCHEMA.arrow_schema(),
+    )
+
+
+def _output_rows(rows: list[tuple[str, int, bytes]]) -> pa.RecordBatch:
+    assert OUTPUT_CHUNK_DDL.startswith("topic string, partition int, rows long, payload binary")
+    return pa.RecordBatch.from_pydict(
+        {
+            "topic": [r[0] for r in rows],
+            "partition": [r[1] for r in rows],
+            "rows": [r[2] for r in rows],
+            "payload": [r[3] for r in rows],
+        }
+    )
+
+
+def _stage(
+    output, batch_id: int, tables: dict[int, pa.Table], metrics: dict | None = None
+) -> dict[str, list[str]]:
+    staging = sink.prepare_batch(output, batch_id)
+    rows = [("counts", p, t.num_rows, table_to_ipc(t)) for p, t in tables.items()]
+    if metrics is not None:
+        rows.append((METRICS_TOPIC, 0, 0, metrics_payload(metrics)))
+    manifest = pa.Table.from_batches(list(sink.stage_output_chunks(iter([_output_rows(rows)]), str(staging))))
+    staged: dict[str, list[str]] = {}
+    for topic, file in zip(manifest["topic"].to_pylist(), manifest["file"].to_pylist(), strict=True):
+        if topic != METRICS_TOPIC:
+            staged.setdefault(topic, []).append(file)
+    return staged
+
+
+def test_a_batch_is_published_per_topic_and_readable_by_pandas_and_pyarrow(tmp_path):
+    staged = _stage(tmp_path, 0, {0: _chunk(0, [0, 1]), 1: _chunk(1, [0])}, metrics={"partition": 0})
+    assert list(staged) == ["counts"]  # metrics go back to the driver, not to a file
+    published = sink.commit_batch(tmp_path, 0, staged, DECLARED)
+    assert published == [QUARANTINE_TOPIC, "alerts", "counts"]
+    frame = pd.read_parquet(tmp_path / "counts")
+    assert sorted(zip(frame["partition"], frame["seq"], strict=False)) == [(0, 0), (0, 1), (1, 0)]
+    assert len(pd.read_parquet(tmp_path / "alerts")) == 0  # declared topic: readable, with its schema
+    assert list(pd.read_parquet(tmp_path / QUARANTINE_TOPIC).columns[:4]) == [
+        "reason",
+        "raw",
+        "source_file",
+        "line",
+    ]
+    assert not (tmp_path / sink.STAGING_DIR / "batch-0").exists()
+
+
+def test_replayed_batch_is_not_published_twice(tmp_path):
+    sink.commit_batch(tmp_path, 0, _stage(tmp_path, 0, {0: _chunk(0, [0, 1])}), DECLARED)
+    # The same batch again (a replay after a crash between publishing and Spark's commit).
+    assert sink.commit_batch(tmp_path, 0, _stage(tmp_path, 0, {0: _chunk(0, [0, 1])}), DECLARED) == []
+    sink.commit_batch(tmp_path, 1, _stage(tmp_path, 1, {0: _chunk(0, [2])}), DECLARED)
+    frame = sink.read_topic(tmp_path, "counts")
+    assert frame["seq"].tolist() == [0, 1, 2]
+    assert frame["batch_id"].tolist() == [0, 0, 1]
+
+
+def test_replay_completes_a_batch_whose_publishing_was_interrupted(tmp_path):
+    staged = _stage(tmp_path, 0, {0: _chunk(0, [0])})
+    staged["alerts"] = staged.pop("counts")  # pretend: one topic of two published before the crash
+    sink.commit_batch(tmp_path, 0, staged, {"alerts": SCHEMA})
+    assert sink.committed_batch_ids(tmp_path, "counts") == []
+    sink.commit_batch(tmp_path, 0, _stage(tmp_path, 0, {0: _chunk(0, [0])}), DECLARED)
+    assert sink.committed_batch_ids(tmp_path, "counts") == [0]
+    assert len(sink.read_topic(tmp_path, "alerts")) == 1  # kept: not re-published
+
+
+def test_staged_but_uncommitted_files_are_invisible_to_readers(tmp_path):
+    sink.commit_batch(tmp_path, 0, _stage(tmp_path, 0, {0: _chunk(0, [0])}), DECLARED)
+    _stage(tmp_path, 1, {0: _chunk(0, [1, 2, 3])})  # a crash here: staged, never committed
+    assert len(pd.read_parquet(tmp_path / "counts")) == 1
+    assert len(sink.read_topic(tmp_path, "counts")) == 1
+
+
+def test_prepare_batch_discards_what_a_crashed_attempt_staged(tmp_path):
+    _stage(tmp_path, 3, {0: _chunk(0, [0])})
+    staging = sink.prepare_batch(tmp_path, 3)
+    assert list(staging.iterdir()) == []
+
+
+@pytest.mark.spark
+def test_spark_reader_sees_committed_batches_only(spark, tmp_path):
+    sink.commit_batch(tmp_path, 0, _stage(tmp_path, 0, {0: _chunk(0, [0, 1])}), DECLARED)
+    _stage(tmp_path, 1, {0: _chunk(0, [2])})
+    rows = spark.read.parquet(str(tmp_path / "counts")).select("seq", "batch_id").collect()
+    assert sorted((r.seq, r.batch_id) for r in rows) == [(0, 0), (1, 0)]
