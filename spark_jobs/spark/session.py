@@ -12,6 +12,11 @@ def prepare_environment() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+def launched_by_spark_submit() -> bool:
+    """spark-submit starts the JVM first and hands its gateway to the Python driver through these."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def local_spark_session(
     app_name: str,
     master: str | None = None,
@@ -21,16 +26,21 @@ def local_spark_session(
 ):
     """A SparkSession for jobs and tests.
 
-    `master` defaults to `$SPARK_MASTER` or `local[2]`. The RocksDB state store provider is set here
-    because the task state of every job lives in it.
+    `master` defaults to `$SPARK_MASTER` or `local[2]`, except under `spark-submit`, whose `--master`
+    is kept. The RocksDB state store provider is set here because the task state of every job lives in it.
     """
     prepare_environment()
     from pyspark.sql import SparkSession
 
+    master = master or os.environ.get("SPARK_MASTER")
+    if master is None and not launched_by_spark_submit():
+        master = "local[2]"
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
     builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master or os.environ.get("SPARK_MASTER", "local[2]"))
-        .config("spark.ui.enabled", "false")
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")

@@ -1,0 +1,118 @@
+"""The command line every job shares (API.md "Spark jobs"), plus the job's own topology options.
+
+A job declares its options once (`JobOption`); each becomes a `--flag` and a `build_topology` keyword
+with the same default, so the command line and the Python API cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import sys
+from pathlib import Path
+
+from spark_jobs.spark.job import JobOption, JobSpec, parse_duration_ms
+from spark_jobs.spark.runtime import AVAILABLE_NOW, TRIGGERS, RunConfig, run_job
+
+
+def parse_wall_clock(text: str) -> int:
+    """ISO 8601 (a naive time is UTC) or epoch milliseconds -> epoch milliseconds."""
+    if re.fullmatch(r"\d+", text.strip()):
+        return int(text)
+    try:
+        moment = dt.datetime.fromisoformat(text.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time or epoch ms: {text!r}") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    delta = moment - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    return delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
+
+
+def build_parser(prog: str, description: str, options: list[JobOption]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    run = parser.add_argument_group("run")
+    run.add_argument("--input", required=True, help="landing directory of JSON-lines or Parquet files")
+    run.add_argument("--output", required=True, help="one Parquet dataset per topic is written under it")
+    run.add_argument(
+        "--checkpoint", required=True, help="Spark checkpoint, task state and wall-clock markers"
+    )
+    run.add_argument("--trigger", choices=TRIGGERS, default=AVAILABLE_NOW)
+    run.add_argument("--max-files-per-trigger", type=int, default=None, metavar="N")
+    run.add_argument(
+        "--wall-clock",
+        type=parse_wall_clock,
+        default=None,
+        metavar="ISO8601",
+        help="available-now: advance every task's wall clock to this time after the run's input",
+    )
+    run.add_argument("--partitions", type=int, default=4, help="input partitions = tasks (default 4)")
+    run.add_argument("--master", default=None, help="Spark master (default $SPARK_MASTER or local[2])")
+    run.add_argument("--shuffle-partitions", type=int, default=2, help="Spark shuffle partitions (default 2)")
+    run.add_argument(
+        "--processing-interval",
+        default="10 seconds",
+        help="continuous: micro-batch interval (default 10 seconds)",
+    )
+    run.add_argument(
+        "--wall-clock-tick",
+        type=parse_duration_ms,
+        default=10_000,
+        metavar="DURATION",
+        help="continuous: how often the system clock is given to every task (default 10s)",
+    )
+    run.add_argument(
+        "--run-for",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="continuous: stop gracefully after this long (default: until SIGTERM or SIGINT)",
+    )
+    topology = parser.add_argument_group("topology")
+    for option in options:
+        topology.add_argument(
+            "--" + option.name.replace("_", "-"),
+            dest=option.name,
+            type=option.parse,
+            default=option.default,
+            help=f"{option.help} (default {option.default})",
+        )
+    return parser
+
+
+def run_cli(module: str, description: str, options: list[JobOption], argv: list[str] | None = None) -> int:
+    """Parse the command line, run the job once, print the run summary as JSON."""
+    from spark_jobs.spark.session import local_spark_session
+
+    job_name = module.rsplit(".", 1)[-1]
+    args = build_parser(f"python -m {module}", description, options).parse_args(argv)
+    spec = JobSpec(module, {o.name: getattr(args, o.name) for o in options}, args.partitions)
+    config = RunConfig(
+        input_dir=args.input,
+        output_dir=args.output,
+        checkpoint_dir=args.checkpoint,
+        trigger=args.trigger,
+        max_files_per_trigger=args.max_files_per_trigger,
+        wall_clock_ms=args.wall_clock,
+        processing_interval=args.processing_interval,
+        wall_clock_tick_ms=args.wall_clock_tick,
+        run_for_s=args.run_for,
+    )
+    # Executors import the job by its package name: make the repository root importable for them too
+    # (a cluster run by spark-submit ships the package with --py-files instead).
+    repo_root = str(Path(__file__).resolve().parents[2])
+    spark = local_spark_session(
+        job_name,
+        master=args.master,
+        shuffle_partitions=args.shuffle_partitions,
+        extra_conf={"spark.executorEnv.PYTHONPATH": repo_root},
+    )
+    try:
+        summary = run_job(spark, spec, config, job_name)
+    finally:
+        spark.stop()
+    print(json.dumps(summary.to_dict(), indent=2))
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,303 @@
+"""Runs a job's Topology on Spark Structured Streaming with Kafka Streams' per-task guarantees.
+
+The query, stage by stage:
+
+1. Two file sources in `binaryFile` format, unioned: the landing directory (whole files, admitted by
+   Spark in modification-time order, optionally `maxFilesPerTrigger` at a time) and the wall-clock
+   control directory under the checkpoint (see `wall_clock`).
+2. `mapInArrow`: each file is parsed, validated and partitioned (`landing`), and cut into chunks of
+   records per partition (`transport`); bad records go to the pseudo-partition -1.
+3. `groupBy(partition).applyInPandasWithState`: one group per partition = one task. The task state is
+   the engine's `StreamTask.snapshot()` bytes in Spark's state store (RocksDB provider, checkpointed);
+   each micro-batch restores it, processes the partition's records in order, applies wall-clock markers,
+   and emits its output as Arrow tables (`task_runner`).
+4. `foreachBatch`: the output is staged and published per topic with an atomic rename (`sink`).
+
+Spark logs a micro-batch's offsets before running it and restores the state of the previous version on
+replay, so a micro-batch that is run again after a crash yields the same rows, and the sink publishes
+each batch once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pandas as pd
+import pyarrow as pa
+
+from spark_jobs.spark import sink, wall_clock
+from spark_jobs.spark.job import JobSpec
+from spark_jobs.spark.landing import read_landing_file
+from spark_jobs.spark.summary import RunSummary
+from spark_jobs.spark.task_runner import TaskState, run_task_batch
+from spark_jobs.spark.topics import QUARANTINE_TOPIC, quarantine_table
+from spark_jobs.spark.transport import (
+    INPUT_CHUNK_DDL,
+    KIND_QUARANTINE,
+    METRICS_TOPIC,
+    OUTPUT_CHUNK_DDL,
+    QUARANTINE_PARTITION,
+    TASK_STATE_DDL,
+    InputChunk,
+    chunks_to_arrow,
+    data_chunks,
+    metrics_payload,
+    ordered_input,
+    quarantined_rows,
+    table_to_ipc,
+    wall_clock_chunks,
+)
+
+AVAILABLE_NOW = "available-now"
+CONTINUOUS = "continuous"
+TRIGGERS = (AVAILABLE_NOW, CONTINUOUS)
+
+BINARY_FILE_DDL = "path string, modificationTime timestamp, length long, content binary"
+SOURCE_LANDING = "landing"
+SOURCE_CONTROL = "control"
+
+# Rows per output chunk: bounds one Arrow IPC cell between the task and the sink.
+OUTPUT_CHUNK_ROWS = 100_000
+
+JOB_FILE = "job.json"
+SPARK_CHECKPOINT = "spark"
+
+
+@dataclass
+class RunConfig:
+    input_dir: str
+    output_dir: str
+    checkpoint_dir: str
+    trigger: str = AVAILABLE_NOW
+    max_files_per_trigger: int | None = None
+    wall_clock_ms: int | None = None
+    processing_interval: str = "10 seconds"
+    wall_clock_tick_ms: int = 10_000
+    run_for_s: float | None = None
+
+    def __post_init__(self):
+        if self.trigger not in TRIGGERS:
+            raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
+        if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
+            raise ValueError("max_files_per_trigger must be at least 1")
+        if self.wall_clock_ms is not None and self.trigger == CONTINUOUS:
+            raise ValueError("--wall-clock is for available-now runs; continuous runs use the system clock")
+
+
+# ---------------------------------------------------------------------------------------------- stages
+
+
+def _local_path(uri: str) -> str:
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme in ("", "file") else uri
+
+
+def parse_files(batches: Iterator[pa.RecordBatch], num_partitions: int) -> Iterator[pa.RecordBatch]:
+    """Stage 2 (executors): whole files in, input chunks out."""
+    for batch in batches:
+        sources = batch.column("source").to_pylist()
+        paths = batch.column("path").to_pylist()
+        mtimes_us = batch.column("modificationTime").cast(pa.int64()).to_pylist()
+        contents = batch.column("content").to_pylist()
+        chunks: list[InputChunk] = []
+        for source, uri, mtime_us, content in zip(sources, paths, mtimes_us, contents, strict=True):
+            path = _local_path(uri)
+            mtime_ms = mtime_us // 1000
+            if source == SOURCE_CONTROL:
+                chunks += wall_clock_chunks(wall_clock.parse_marker_file(content), path, mtime_ms)
+            else:
+                chunks += data_chunks(read_landing_file(path, content, num_partitions), mtime_ms)
+        if chunks:
+            yield chunks_to_arrow(chunks)
+
+
+def _output_rows(topic: str, partition: int, table: pa.Table) -> list[tuple]:
+    return [
+        (topic, partition, piece.num_rows, table_to_ipc(piece))
+        for piece in (
+            table.slice(start, OUTPUT_CHUNK_ROWS) for start in range(0, table.num_rows, OUTPUT_CHUNK_ROWS)
+        )
+    ]
+
+
+def _frame(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["topic", "partition", "rows", "payload"])
+
+
+def run_partition(spec: JobSpec, key, frames, state):
+    """Stage 3 (executors): the stateful function of `applyInPandasWithState`, one call per task."""
+    partition = int(key[0])
+    chunks = [
+        InputChunk(*row)
+        for frame in frames
+        for row in frame[
+            ["partition", "kind", "file_mtime", "file_path", "first_line", "records", "payload"]
+        ].itertuples(index=False, name=None)
+    ]
+    if partition == QUARANTINE_PARTITION:
+        reasons, raws, files, lines = quarantined_rows([c for c in chunks if c.kind == KIND_QUARANTINE])
+        by_reason: dict[str, int] = {}
+        for reason in reasons:
+            by_reason[reason] = by_reason.get(reason, 0) + 1
+        metrics = {"partition": partition, "quarantined": len(reasons), "reasons": by_reason}
+        rows = _output_rows(QUARANTINE_TOPIC, partition, quarantine_table(reasons, raws, files, lines))
+        yield _frame(rows + [(METRICS_TOPIC, partition, 0, metrics_payload(metrics))])
+        return
+    previous = TaskState(*state.get) if state.exists else None
+    result = run_task_batch(spec, partition, previous, ordered_input(chunks))
+    state.update((result.state.snapshot, result.state.wall_clock))
+    rows = [
+        row for topic, table in sorted(result.tables.items()) for row in _output_rows(topic, partition, table)
+    ]
+    yield _frame(rows + [(METRICS_TOPIC, partition, 0, metrics_payload(result.metrics))])
+
+
+# --------------------------------------------------------------------------------------------- driver
+
+
+class TopologyRuntime:
+    """Builds and runs the streaming query of one job; one instance per run."""
+
+    def __init__(self, spark, spec: JobSpec, config: RunConfig, job_name: str | None = None):
+        self.spark = spark
+        self.spec = spec
+        self.config = config
+        self.summary = RunSummary(
+            job=job_name or spec.module, trigger=config.trigger, partitions=spec.num_partitions
+        )
+        self._declared = spec.topic_schemas
+        self._checkpoint = Path(config.checkpoint_dir)
+        self._control = wall_clock.control_dir(config.checkpoint_dir)
+
+    # -- checkpoint identity
+
+    def _check_job_file(self) -> None:
+        """A checkpoint belongs to one job and one partition count: the state of a task is keyed by its
+        partition, so changing the count (or the job) under an existing checkpoint would corrupt it."""
+        identity = {"module": self.spec.module, "partitions": self.spec.num_partitions}
+        path = self._checkpoint / JOB_FILE
+        if path.exists():
+            stored = json.loads(path.read_text())
+            if stored != identity:
+                raise SystemExit(f"checkpoint {self._checkpoint} belongs to {stored}, not {identity}")
+            return
+        self._checkpoint.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(identity, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+
+    # -- the query
+
+    def _source(self, directory: Path, name: str, max_files: int | None):
+        from pyspark.sql import functions as F
+
+        reader = (
+            self.spark.readStream.format("binaryFile")
+            .schema(BINARY_FILE_DDL)
+            # Without this, files more than 7 days older than the newest seen file would be skipped silently.
+            .option("maxFileAge", "36500d")
+        )
+        if max_files is not None:
+            reader = reader.option("maxFilesPerTrigger", max_files)
+        return reader.load(str(directory)).withColumn("source", F.lit(name))
+
+    def build_query(self):
+        Path(self.config.input_dir).mkdir(parents=True, exist_ok=True)
+        self._control.mkdir(parents=True, exist_ok=True)
+        files = self._source(
+            Path(self.config.input_dir), SOURCE_LANDING, self.config.max_files_per_trigger
+        ).unionByName(self._source(self._control, SOURCE_CONTROL, None))
+        chunks = files.select("source", "path", "modificationTime", "content").mapInArrow(
+            partial(parse_files, num_partitions=self.spec.num_partitions), INPUT_CHUNK_DDL
+        )
+        return (
+            chunks.groupBy("partition")
+            .applyInPandasWithState(
+                partial(run_partition, self.spec), OUTPUT_CHUNK_DDL, TASK_STATE_DDL, "append", "NoTimeout"
+            )
+            .writeStream.queryName(f"{self.summary.job}-{self.summary.run_id}".replace(".", "_"))
+            .foreachBatch(self._publish)
+            .option("checkpointLocation", str(self._checkpoint / SPARK_CHECKPOINT))
+        )
+
+    def _publish(self, batch, batch_id: int) -> None:
+        """foreachBatch: stage (one Spark job), then commit on the driver."""
+        staging = sink.prepare_batch(self.config.output_dir, batch_id)
+        manifest = batch.mapInArrow(
+            partial(sink.stage_output_chunks, staging=str(staging)), sink.MANIFEST_DDL
+        ).collect()
+        staged: dict[str, list[str]] = {}
+        metrics = []
+        for row in manifest:
+            if row.topic == METRICS_TOPIC:
+                metrics.append(json.loads(bytes(row.payload)))
+            else:
+                staged.setdefault(row.topic, []).append(row.file)
+        for files in staged.values():
+            files.sort()  # part numbering independent of task completion order
+        sink.commit_batch(self.config.output_dir, batch_id, staged, self._declared)
+        self.summary.add_batch(batch_id, metrics)
+        self.summary.write(self.config.output_dir)
+
+    # -- triggers
+
+    def run(self) -> RunSummary:
+        self._check_job_file()
+        if self.config.trigger == AVAILABLE_NOW:
+            self._run_available_now()
+        else:
+            self._run_continuous()
+        self.summary.write(self.config.output_dir)
+        return self.summary
+
+    def _run_available_now(self) -> None:
+        self._await(self.build_query().trigger(availableNow=True).start())
+        if self.config.wall_clock_ms is not None:
+            # The run's wall clock, after its input, for every task (SEMANTICS.md section 8).
+            wall_clock.write_marker(self._control, self.config.wall_clock_ms, self.spec.num_partitions)
+            self._await(self.build_query().trigger(availableNow=True).start())
+
+    def _run_continuous(self) -> None:
+        ticker = wall_clock.WallClockTicker(
+            self._control, self.spec.num_partitions, self.config.wall_clock_tick_ms
+        )
+        query = self.build_query().trigger(processingTime=self.config.processing_interval).start()
+        ticker.start()
+        stop = threading.Event()
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, lambda *_: stop.set())
+        deadline = None if self.config.run_for_s is None else time.monotonic() + self.config.run_for_s
+        try:
+            while query.isActive and not stop.is_set():
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                query.awaitTermination(0.5)
+        finally:
+            ticker.stop()
+            if query.isActive:
+                query.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if query.exception() is not None:
+            raise RuntimeError(f"streaming query failed: {query.exception()}")
+
+    @staticmethod
+    def _await(query) -> None:
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"streaming query failed: {query.exception()}")
+
+
+def run_job(spark, spec: JobSpec, config: RunConfig, job_name: str | None = None) -> RunSummary:
+    return TopologyRuntime(spark, spec, config, job_name).run()

@@ -1,0 +1,90 @@
+"""The JSON summary of one run: what was read, processed, dropped as late, quarantined, emitted.
+
+`read = processed + quarantined` always holds: every record of a landing file either reaches its task
+(where the engine may then drop it as late: `late` is part of `processed`) or is quarantined.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spark_jobs.spark.transport import QUARANTINE_PARTITION
+
+RUNS_DIR = "_runs"
+
+
+@dataclass
+class RunSummary:
+    job: str
+    trigger: str
+    partitions: int
+    run_id: str = field(
+        default_factory=lambda: time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
+    )
+    processed: int = 0
+    late: int = 0
+    quarantined: int = 0
+    emitted: dict[str, int] = field(default_factory=dict)
+    quarantined_by_reason: dict[str, int] = field(default_factory=dict)
+    batches: list[int] = field(default_factory=list)
+    wall_clock: dict[int, int] = field(default_factory=dict)
+    task_metrics: dict[int, dict] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def read(self) -> int:
+        return self.processed + self.quarantined
+
+    def add_batch(self, batch_id: int, metrics: list[dict]) -> None:
+        """Fold the per-task metrics of one committed micro-batch into the run's totals."""
+        with self._lock:
+            self.batches.append(batch_id)
+            for m in metrics:
+                if m["partition"] == QUARANTINE_PARTITION:
+                    self.quarantined += m["quarantined"]
+                    for reason, n in m["reasons"].items():
+                        self.quarantined_by_reason[reason] = self.quarantined_by_reason.get(reason, 0) + n
+                    continue
+                self.processed += m["processed"]
+                self.late += m["late"]
+                for topic, n in m["emitted"].items():
+                    self.emitted[topic] = self.emitted.get(topic, 0) + n
+                self.wall_clock[m["partition"]] = m["wall_clock"]
+                self.task_metrics[m["partition"]] = m["task_metrics"]
+
+    def to_dict(self) -> dict:
+        with self._lock:
+            return {
+                "run_id": self.run_id,
+                "job": self.job,
+                "trigger": self.trigger,
+                "partitions": self.partitions,
+                "records": {
+                    "read": self.read,
+                    "processed": self.processed,
+                    "dropped_late": self.late,
+                    "quarantined": self.quarantined,
+                },
+                "quarantined_by_reason": dict(sorted(self.quarantined_by_reason.items())),
+                "emitted": dict(sorted(self.emitted.items())),
+                "batches": sorted(self.batches),
+                "wall_clock_by_partition": {str(p): w for p, w in sorted(self.wall_clock.items())},
+                "task_metrics_by_partition": {str(p): m for p, m in sorted(self.task_metrics.items())},
+            }
+
+    def write(self, output_dir: str | os.PathLike) -> Path:
+        """Write `<output>/_runs/<run_id>.json` and `latest.json` (each atomically)."""
+        runs = Path(output_dir) / RUNS_DIR
+        runs.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.to_dict(), indent=2) + "\n"
+        path = runs / f"{self.run_id}.json"
+        for target in (path, runs / "latest.json"):
+            tmp = runs / f".{target.name}.tmp"
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, target)
+        return path
