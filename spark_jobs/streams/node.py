@@ -1,0 +1,175 @@
+"""Runtime nodes: the per-task instances a StreamTask wires together.
+
+Every built-in operator implements one method, `process_columns`, over a batch of rows held as parallel
+lists. Per-record processing is a batch of one; a task feeds larger batches only where the result cannot
+differ (see task.py). Output is a `Batch` tuple `(keys, values, olds, timestamps, headers, src)`:
+
+- `olds` is the previous value of a table row (KTable changes), None for streams or when not tracked;
+- `headers` is None when no row carries headers;
+- `src[j]` is the index of the input row that produced output row j (non-decreasing), or None when
+  output row j came from input row j for every j. The task uses it to restore depth-first output order.
+
+`process_columns` never mutates its input lists (siblings receive the same lists).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .processor import Cancellable, Processor, ProcessorContext
+from .records import Record, To
+
+if TYPE_CHECKING:
+    from .task import StreamTask
+
+Batch = tuple  # (keys, values, olds, timestamps, headers, src)
+Row = tuple  # (topic, key, value, timestamp, headers)
+SerialRunner = Callable[[Any, Any, Any, int, Any], None]
+
+
+class Node:
+    """Base of all runtime nodes. Subclasses set `columnar = False` when a batch may not be cut in columns."""
+
+    columnar: bool = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.children: list[Node] = []
+        self.task: StreamTask | None = None  # set by the task before init()
+
+    def init(self, task: StreamTask) -> None:
+        self.task = task
+
+    def process_columns(self, keys: list, values: list, olds: Optional[list], timestamps: list,
+                        headers: Optional[list]) -> Optional[Batch]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def snapshot_state(self) -> Any:
+        return None
+
+    def restore_state(self, state: Any) -> None:
+        pass
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+    # KTable value getter: (value, timestamp) or None. Only table nodes implement it.
+    def get(self, key: Any) -> Optional[tuple[Any, int]]:
+        raise TypeError(f"node {self.name} is not a table and has no value getter")
+
+    def count_dropped(self, n: int = 1) -> None:
+        self.task.dropped_records += n
+
+
+class SourceNode(Node):
+    """Reads one or more input topics; its children get every valid record."""
+
+    def __init__(self, name: str, topics: tuple[str, ...]) -> None:
+        super().__init__(name)
+        self.topics = topics
+
+    def process_columns(self, keys, values, olds, timestamps, headers):
+        return keys, values, None, timestamps, headers, None
+
+
+class SinkNode(Node):
+    """Writes to an output topic. It has no children; the task collects its rows."""
+
+    def __init__(self, name: str, topic: str) -> None:
+        super().__init__(name)
+        self.topic = topic
+
+    def process_columns(self, keys, values, olds, timestamps, headers):
+        return keys, values, None, timestamps, headers, None
+
+
+class UserProcessorNode(Node):
+    """Hosts a user `Processor`; forwarding is synchronous and depth-first, so it always runs row by row."""
+
+    columnar = False
+
+    def __init__(self, name: str, processor: Processor) -> None:
+        super().__init__(name)
+        if not isinstance(processor, Processor) and not callable(getattr(processor, "process", None)):
+            raise ValueError(f"supplier of processor {name!r} returned {processor!r}, not a Processor")
+        self.processor = processor
+        self.context = ProcessorContext(self)
+        self.current_timestamp = -1
+        self.child_runners: list[SerialRunner] = []
+        self.child_runner_by_name: dict[str, SerialRunner] = {}
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.processor.init(self.context)
+
+    def run(self, key: Any, value: Any, old: Any, timestamp: int, headers: Any) -> None:
+        previous = self.current_timestamp
+        self.current_timestamp = timestamp
+        try:
+            self.processor.process(Record(key, value, timestamp, headers))
+        finally:
+            self.current_timestamp = previous
+
+    def punctuate(self, punctuator: Callable[[int], Any], now: int) -> None:
+        previous = self.current_timestamp
+        self.current_timestamp = now
+        try:
+            punctuator(now)
+        finally:
+            self.current_timestamp = previous
+
+    def forward(self, record: Record, to: To | str | None) -> None:
+        if not isinstance(record, Record):
+            raise TypeError(f"forward() takes a Record, got {type(record).__name__}")
+        timestamp = record.timestamp
+        if isinstance(to, str):
+            to = To.child(to)
+        if to is not None and to.timestamp is not None:
+            timestamp = to.timestamp
+        if timestamp is None:
+            timestamp = self.current_timestamp
+        if timestamp < 0:
+            raise ValueError(f"cannot forward a record with negative timestamp {timestamp}")
+        if to is None or to.child_name is None:
+            targets = self.child_runners
+        else:
+            runner = self.child_runner_by_name.get(to.child_name)
+            if runner is None:
+                raise ValueError(f"processor {self.name!r} has no child named {to.child_name!r}; "
+                                 f"children: {list(self.child_runner_by_name)}")
+            targets = (runner,)
+        key, value, headers = record.key, record.value, record.headers
+        for runner in targets:
+            runner(key, value, None, timestamp, headers)
+
+    def close(self) -> None:
+        self.processor.close()
+
+    # State contract documented on Processor.
+    def snapshot_state(self) -> Any:
+        processor = self.processor
+        hook = getattr(processor, "snapshot_state", None)
+        if hook is not None and callable(hook):
+            return ("hook", hook())
+        return ("dict", {name: value for name, value in vars(processor).items() if not _is_runtime_handle(value)})
+
+    def restore_state(self, state: Any) -> None:
+        kind, payload = state
+        if kind == "hook":
+            self.processor.restore_state(payload)
+        else:
+            vars(self.processor).update(payload)
+
+    def rebind(self, method_name: str) -> Callable[[int], Any]:
+        method = getattr(self.processor, method_name, None)
+        if method is None or not inspect.ismethod(method):
+            raise ValueError(f"processor {self.name!r} has no method {method_name!r} to re-create a schedule")
+        return method
+
+
+def _is_runtime_handle(value: Any) -> bool:
+    return isinstance(value, (ProcessorContext, Cancellable))

@@ -1,0 +1,287 @@
+"""Suppress (SEMANTICS.md section 5): configuration objects and the buffering node."""
+
+from __future__ import annotations
+
+from array import array
+from heapq import heapify, heappop, heappush
+from typing import Any, Optional
+
+from .node import Node
+from .serde import headers_size, key_bytes, value_size
+from .timeutil import INT64_MAX, Duration, to_millis
+
+_EMIT_EARLY = "emit_early_when_full"
+_SHUT_DOWN = "shut_down_when_full"
+
+
+class BufferFullError(RuntimeError):
+    """Raised by a `shut_down_when_full` suppress buffer that exceeded its max capacity."""
+
+
+class _ConfigMethod:
+    """`BufferConfig.max_records(n)` starts a new config; `config.max_records(n)` changes a copy of one."""
+
+    def __init__(self, func: Any) -> None:
+        self.func = func
+        self.__doc__ = func.__doc__
+
+    def __get__(self, instance: Optional[BufferConfig], owner: type) -> Any:
+        base = instance if instance is not None else BufferConfig(None, None, _EMIT_EARLY)
+        return lambda *args: self.func(base, *args)
+
+
+class BufferConfig:
+    """How much a suppress buffer may hold and what it does when full.
+
+    `BufferConfig.unbounded()`; `BufferConfig.max_records(n)` / `.max_bytes(b)` (emit early when full by
+    default), then `.emit_early_when_full()` or `.shut_down_when_full()`.
+    """
+
+    __slots__ = ("records_limit", "bytes_limit", "policy")
+
+    def __init__(self, records_limit: Optional[int], bytes_limit: Optional[int], policy: str) -> None:
+        self.records_limit = records_limit
+        self.bytes_limit = bytes_limit
+        self.policy = policy
+
+    @staticmethod
+    def unbounded() -> BufferConfig:
+        return BufferConfig(None, None, _SHUT_DOWN)
+
+    @_ConfigMethod
+    def max_records(self, records: int) -> BufferConfig:
+        """Emit early / shut down when more than `records` entries are buffered."""
+        if type(records) is not int or records < 0:
+            raise ValueError(f"max_records must be a non-negative int, got {records!r}")
+        return BufferConfig(records, self.bytes_limit, self.policy)
+
+    @_ConfigMethod
+    def max_bytes(self, num_bytes: int) -> BufferConfig:
+        """Emit early / shut down when the buffered entries take more than `num_bytes` bytes."""
+        if type(num_bytes) is not int or num_bytes < 0:
+            raise ValueError(f"max_bytes must be a non-negative int, got {num_bytes!r}")
+        return BufferConfig(self.records_limit, num_bytes, self.policy)
+
+    def with_no_bound(self) -> BufferConfig:
+        return BufferConfig(None, None, self.policy)
+
+    def emit_early_when_full(self) -> BufferConfig:
+        return BufferConfig(self.records_limit, self.bytes_limit, _EMIT_EARLY)
+
+    def shut_down_when_full(self) -> BufferConfig:
+        return BufferConfig(self.records_limit, self.bytes_limit, _SHUT_DOWN)
+
+    @property
+    def is_strict(self) -> bool:
+        """Strict configs never emit a result early: unbounded, or bounded with shut_down_when_full."""
+        return self.policy == _SHUT_DOWN
+
+    def __repr__(self) -> str:
+        return f"BufferConfig(max_records={self.records_limit}, max_bytes={self.bytes_limit}, {self.policy})"
+
+
+class Suppressed:
+    """`Suppressed.until_window_closes(config)` or `Suppressed.until_time_limit(duration, config)`."""
+
+    __slots__ = ("window_close", "time_limit", "buffer_config", "name")
+
+    def __init__(self, window_close: bool, time_limit: int, buffer_config: BufferConfig,
+                 name: Optional[str] = None) -> None:
+        self.window_close = window_close
+        self.time_limit = time_limit
+        self.buffer_config = buffer_config
+        self.name = name
+
+    @staticmethod
+    def until_window_closes(buffer_config: BufferConfig) -> Suppressed:
+        """Emit each windowed result once, when its window closes (window end + grace)."""
+        if not isinstance(buffer_config, BufferConfig):
+            raise ValueError(f"until_window_closes needs a BufferConfig, got {buffer_config!r}")
+        if not buffer_config.is_strict:
+            raise ValueError("until_window_closes needs a strict buffer config (BufferConfig.unbounded(), or a "
+                             "bounded one with .shut_down_when_full()): emitting early would break final results")
+        return Suppressed(True, 0, buffer_config)
+
+    @staticmethod
+    def until_time_limit(time_to_wait_for_more_events: Duration, buffer_config: BufferConfig) -> Suppressed:
+        """Emit a key's latest value once `duration` has passed since its first un-emitted update."""
+        limit = to_millis(time_to_wait_for_more_events, "time limit")
+        if limit < 0:
+            raise ValueError(f"suppress time limit must not be negative, got {limit} ms")
+        if not isinstance(buffer_config, BufferConfig):
+            raise ValueError(f"until_time_limit needs a BufferConfig, got {buffer_config!r}")
+        return Suppressed(False, limit, buffer_config)
+
+    def with_name(self, name: str) -> Suppressed:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"suppress name must be a non-empty string, got {name!r}")
+        return Suppressed(self.window_close, self.time_limit, self.buffer_config, name)
+
+    def __repr__(self) -> str:
+        kind = "until_window_closes" if self.window_close else f"until_time_limit({self.time_limit})"
+        return f"Suppressed.{kind}({self.buffer_config!r}, name={self.name!r})"
+
+
+# Buffer entry fields, in a list per buffered key (mutated in place on update).
+_BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ = range(9)
+
+
+class SuppressNode(Node):
+    """The suppress buffer. Ordered by (buffer time, key bytes) in a heap; updates keep their place."""
+
+    def __init__(self, name: str, suppressed: Suppressed, duration: int, parent_name: str) -> None:
+        super().__init__(name)
+        self.window_close = suppressed.window_close
+        self.duration = duration  # D: time limit, or the upstream window's grace (+ gap for sessions)
+        config = suppressed.buffer_config
+        self.max_records = INT64_MAX if config.records_limit is None else config.records_limit
+        self.max_bytes = INT64_MAX if config.bytes_limit is None else config.bytes_limit
+        self.shut_down = config.policy == _SHUT_DOWN
+        self.parent_name = parent_name
+        self.observed = -1
+        self.index: dict[Any, list] = {}
+        self.heap: list[tuple] = []
+        self.count = 0
+        self.num_bytes = 0
+        self.next_seq = 0
+        # Metric samples are taken after every put and every eviction pass, plus one at init (as Kafka).
+        self.samples = 1
+        self.size_sum = self.count_sum = 0
+        self.size_max = self.count_max = 0
+
+    def process_columns(self, keys, values, olds, timestamps, headers):
+        index, heap = self.index, self.heap
+        observed, duration = self.observed, self.duration
+        window_close = self.window_close
+        max_records, max_bytes = self.max_records, self.max_bytes
+        count, num_bytes, seq = self.count, self.num_bytes, self.next_seq
+        samples, size_sum, count_sum = self.samples, self.size_sum, self.count_sum
+        size_max, count_max = self.size_max, self.count_max
+        topic = self.task.current_topic
+        context_size = 20 + (len(topic) if topic else 0)  # timestamp, offset, partition + topic name
+        vsize = value_size
+        out_k: list = []
+        out_v: list = []
+        out_o: list = []
+        out_t: list = []
+        out_h: Optional[list] = None if headers is None else []
+        src: list = []
+        for i in range(len(keys)):
+            key = keys[i]
+            ts = timestamps[i]
+            if ts > observed:
+                observed = ts
+            new = values[i]
+            old = None if olds is None else olds[i]
+            hdr = None if headers is None else headers[i]
+            new_size = 8 if type(new) is int else vsize(new)
+            entry = index.get(key)
+            if entry is None:
+                kb = key_bytes(key)
+                # the first update's old value is the prior value: counted once
+                size = (8 + len(kb) + (8 if type(old) is int else vsize(old)) + new_size + context_size
+                        + (headers_size(hdr) if hdr else 0))
+                bt = key[1][1] if window_close else ts
+                index[key] = [bt, kb, new, old, old, ts, hdr, size, seq]
+                heappush(heap, (bt, kb, seq, key))
+                seq += 1
+                count += 1
+                num_bytes += size
+            else:
+                prior = entry[_PRIOR]
+                size = (8 + len(entry[_KB]) + (8 if type(prior) is int else vsize(prior)) + new_size
+                        + context_size + (headers_size(hdr) if hdr else 0))
+                if old != prior:
+                    size += 8 if type(old) is int else vsize(old)
+                num_bytes += size - entry[_SIZE]
+                entry[_NEW] = new
+                entry[_OLD] = old
+                entry[_TS] = ts
+                entry[_HDR] = hdr
+                entry[_SIZE] = size
+            samples += 1
+            size_sum += num_bytes
+            count_sum += count
+            if num_bytes > size_max:
+                size_max = num_bytes
+            if count > count_max:
+                count_max = count
+            # emit every entry whose buffer time has passed, then enforce the capacity
+            limit = observed - duration
+            if heap[0][0] <= limit or count > max_records or num_bytes > max_bytes:
+                for by_capacity in (False, True):
+                    if by_capacity and self.shut_down and (count > max_records or num_bytes > max_bytes):
+                        self._save(observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max,
+                                   count_max)
+                        raise BufferFullError(
+                            f"{self.name} buffer exceeded its max capacity. Currently [{count}/{max_records}] "
+                            f"records and [{num_bytes}/{max_bytes}] bytes.")
+                    evicted = False
+                    while heap and ((count > max_records or num_bytes > max_bytes) if by_capacity
+                                    else heap[0][0] <= limit):
+                        ekey = heappop(heap)[3]
+                        entry = index.pop(ekey)
+                        count -= 1
+                        num_bytes -= entry[_SIZE]
+                        evicted = True
+                        if entry[_NEW] is not None or not window_close:  # final results drop tombstones
+                            out_k.append(ekey)
+                            out_v.append(entry[_NEW])
+                            out_o.append(entry[_OLD])
+                            out_t.append(entry[_TS])
+                            if out_h is not None:
+                                out_h.append(entry[_HDR])
+                            src.append(i)
+                    if evicted:
+                        samples += 1
+                        size_sum += num_bytes
+                        count_sum += count
+        self._save(observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max, count_max)
+        if out_h is not None and all(h is None for h in out_h):
+            out_h = None
+        return out_k, out_v, out_o, out_t, out_h, src
+
+    def _save(self, observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max, count_max) -> None:
+        self.observed, self.count, self.num_bytes, self.next_seq = observed, count, num_bytes, seq
+        self.samples, self.size_sum, self.count_sum = samples, size_sum, count_sum
+        self.size_max, self.count_max = size_max, count_max
+
+    def get(self, key: Any) -> Optional[tuple[Any, int]]:
+        """A join reading the suppressed table sees the last emitted value while the key is buffered."""
+        entry = self.index.get(key)
+        if entry is not None:
+            prior = entry[_PRIOR]
+            return None if prior is None else (prior, -1)
+        return self.task.nodes[self.parent_name].get(key)
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "suppression-buffer-size-current": self.num_bytes,
+            "suppression-buffer-size-avg": self.size_sum / self.samples,
+            "suppression-buffer-size-max": self.size_max,
+            "suppression-buffer-count-current": self.count,
+            "suppression-buffer-count-avg": self.count_sum / self.samples,
+            "suppression-buffer-count-max": self.count_max,
+        }
+
+    def snapshot_state(self) -> Any:
+        entries = sorted(self.index.items(), key=lambda item: item[1][_SEQ])
+        columns: list[list] = [[] for _ in range(9)]
+        for _, entry in entries:
+            for field, value in enumerate(entry):
+                columns[field].append(value)
+        return {
+            "keys": [key for key, _ in entries],
+            "bt": array("q", columns[_BT]), "kb": columns[_KB], "new": columns[_NEW], "old": columns[_OLD],
+            "prior": columns[_PRIOR], "ts": array("q", columns[_TS]), "hdr": columns[_HDR],
+            "size": array("q", columns[_SIZE]), "seq": array("q", columns[_SEQ]),
+            "scalars": (self.observed, self.count, self.num_bytes, self.next_seq, self.samples, self.size_sum,
+                        self.count_sum, self.size_max, self.count_max),
+        }
+
+    def restore_state(self, state: Any) -> None:
+        fields = [state[name] for name in ("bt", "kb", "new", "old", "prior", "ts", "hdr", "size", "seq")]
+        self.index = {key: list(entry) for key, entry in zip(state["keys"], zip(*fields))} if state["keys"] else {}
+        self.heap = [(e[_BT], e[_KB], e[_SEQ], key) for key, e in self.index.items()]
+        heapify(self.heap)
+        self._save(*state["scalars"])

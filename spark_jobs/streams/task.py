@@ -1,0 +1,426 @@
+"""StreamTask: the one runtime of the engine (the test driver, the Spark runtime and the benchmark use it).
+
+A task processes its records one at a time, depth first, as Kafka does. To be fast it cuts a batch into
+columns where that cannot change anything:
+
+- For each source, if the nodes reachable from it form a tree of built-in nodes (no node reachable twice,
+  no user processor, no join reading another node's state), each node processes the whole batch as
+  columns. Each node then sees exactly the rows it would see record by record, in the same order, so its
+  state and outputs are the same; the task restores the depth-first interleaving of the sinks' rows with
+  the `src` index every node returns (see node.py).
+- STREAM_TIME punctuation may run between two records, so a batch is cut right after every record at
+  which a schedule falls due.
+- Other sources are processed record by record, each node's outputs cascading row by row.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from itertools import repeat
+from typing import Any, Callable, Optional, Sequence
+
+from .node import Node, SinkNode, SourceNode, UserProcessorNode
+from .punctuation import PunctuationManager, PunctuationSchedule
+from .records import Record, Windowed, make_windowed
+from .timeutil import INT64_MAX, Duration, to_millis
+from .topology import Topology, topology_fingerprint
+
+_NO_OLD = object()  # a serial row that belongs to a batch without an `olds` column
+_EMPTY: tuple[list, None] = ([], None)
+_SNAPSHOT_MAGIC = b"STK1"
+_COMPRESS_ABOVE = 64 * 1024  # smaller snapshots are not worth the zlib time
+
+ColumnarRunner = Callable[[list, list, Optional[list], list, Optional[list]], tuple]
+
+
+class OutputBatch:
+    """Columnar output of a task: parallel lists of equal length (see docs/TASK_INTERFACE.md)."""
+
+    __slots__ = ("topics", "keys", "values", "timestamps", "window_starts", "window_ends", "seqs", "headers")
+
+    def __init__(self, topics: list, keys: list, values: list, timestamps: list, window_starts: list,
+                 window_ends: list, seqs: list, headers: list) -> None:
+        self.topics = topics
+        self.keys = keys
+        self.values = values
+        self.timestamps = timestamps
+        self.window_starts = window_starts
+        self.window_ends = window_ends
+        self.seqs = seqs
+        self.headers = headers
+
+    @classmethod
+    def from_rows(cls, rows: list[tuple], first_seq: int) -> OutputBatch:
+        n = len(rows)
+        if not n:
+            return cls([], [], [], [], [], [], [], [])
+        topics, keys, values, timestamps, headers = map(list, zip(*rows))
+        W = Windowed
+        if type(keys[0]) is W or any(type(k) is W for k in keys):
+            starts = [k[1][0] if type(k) is W else None for k in keys]
+            ends = [k[1][1] if type(k) is W else None for k in keys]
+            keys = [k[0] if type(k) is W else k for k in keys]
+        else:
+            starts = [None] * n
+            ends = starts.copy()
+        return cls(topics, keys, values, timestamps, starts, ends, list(range(first_seq, first_seq + n)), headers)
+
+    def __len__(self) -> int:
+        return len(self.topics)
+
+    def records(self) -> list[tuple[str, Record]]:
+        """`(topic, Record)` pairs; windowed keys come back as `Windowed` objects."""
+        out = []
+        for topic, key, value, ts, start, end, headers in zip(self.topics, self.keys, self.values,
+                                                               self.timestamps, self.window_starts,
+                                                               self.window_ends, self.headers):
+            if start is not None:
+                key = make_windowed(key, start, end)
+            out.append((topic, Record(key, value, ts, headers)))
+        return out
+
+    def __repr__(self) -> str:
+        return f"OutputBatch({len(self)} records)"
+
+
+class StreamTask:
+    """Runs one partition of a topology. See docs/TASK_INTERFACE.md for the contract."""
+
+    def __init__(self, topology: Topology, partition: int = 0, initial_wall_clock_ms: Duration = 0,
+                 _clocks: Optional[tuple[int, int]] = None) -> None:
+        topology.validate()
+        self.topology = topology
+        self.partition = partition
+        self.stream_time = -1
+        self.wall_clock = to_millis(initial_wall_clock_ms, "initial_wall_clock_ms")
+        if _clocks is not None:  # restore: init() must see the clocks the task had
+            self.stream_time, self.wall_clock = _clocks
+        self.current_topic: Optional[str] = None
+        self.dropped_records = 0
+        self.punctuation = PunctuationManager(self)
+        self._out: list[tuple] = []
+        self._next_seq = 0
+        self._closed = False
+
+        self.nodes: dict[str, Node] = {name: spec.factory() for name, spec in topology.specs.items()}
+        for name, spec in topology.specs.items():
+            self.nodes[name].children = [self.nodes[child] for child in spec.children]
+        self._serial_runners: dict[str, Callable] = {}
+        for node in self.nodes.values():
+            self._serial_runner(node)
+        self._source_by_topic: dict[str, SourceNode] = {}
+        self._columnar: dict[str, Optional[ColumnarRunner]] = {}
+        for topic in topology.source_topics():
+            source = self.nodes[topology.source_for_topic(topic)]
+            self._source_by_topic[topic] = source  # type: ignore[assignment]
+            self._columnar[topic] = self._columnar_runner(source) if _tree_of_builtins(source) else None
+
+        for node in self.nodes.values():
+            node.task = self
+        for node in self.nodes.values():  # Kafka's order: nodes in the order they were added
+            node.init(self)
+        self.punctuation.init_count = len(self.punctuation.schedules)
+
+    # -- processing ---------------------------------------------------------------------------------------
+
+    def process(self, topic: str, key: Any, value: Any, timestamp: int, headers: Any = None) -> None:
+        """Process one record completely, then run STREAM_TIME punctuation."""
+        if type(timestamp) is not int:
+            raise TypeError(f"timestamp must be an int of epoch milliseconds, got {timestamp!r}")
+        self.process_batch(topic, [key], [value], [timestamp], None if headers is None else [headers])
+
+    def process_batch(self, topic: str, keys: Sequence, values: Sequence, timestamps: Sequence[int],
+                      headers: Optional[Sequence] = None) -> None:
+        """Same result as `process()` for each record in order."""
+        self._check_open()
+        source = self._source_by_topic.get(topic)
+        if source is None:
+            raise ValueError(f"topic {topic!r} is not an input of this topology; inputs: {list(self._source_by_topic)}")
+        n = len(keys)
+        if len(values) != n or len(timestamps) != n or (headers is not None and len(headers) != n):
+            raise ValueError("keys, values, timestamps (and headers) must have equal lengths")
+        if not n:
+            return
+        keys, values, timestamps = list(keys), list(values), list(timestamps)
+        headers = None if headers is None or all(h is None for h in headers) else list(headers)
+        if max(timestamps) > INT64_MAX:
+            raise ValueError("timestamps must fit in int64")
+        if min(timestamps) < 0:  # dropped at the source, counted, and they advance no clock
+            keep = [i for i, ts in enumerate(timestamps) if ts >= 0]
+            self.dropped_records += n - len(keep)
+            keys, values, timestamps = ([col[i] for i in keep] for col in (keys, values, timestamps))
+            headers = None if headers is None else [headers[i] for i in keep]
+            n = len(keep)
+            if not n:
+                return
+        self.current_topic = topic
+        try:
+            runner = self._columnar[topic]
+            if runner is None:
+                serial = self._serial_runners[source.name]
+                for i in range(n):
+                    self._process_serial(serial, keys[i], values[i], timestamps[i],
+                                         None if headers is None else headers[i])
+            else:
+                self._process_columnar(runner, keys, values, timestamps, headers)
+        finally:
+            self.current_topic = None
+
+    def _process_serial(self, runner: Callable, key: Any, value: Any, timestamp: int, headers: Any) -> None:
+        if timestamp > self.stream_time:
+            self.stream_time = timestamp
+            self.punctuation.stream_time_known(timestamp)
+        runner(key, value, _NO_OLD, timestamp, headers)
+        self.punctuation.punctuate_stream_time(self.stream_time)
+
+    def _process_columnar(self, runner: ColumnarRunner, keys: list, values: list, timestamps: list,
+                          headers: Optional[list]) -> None:
+        punctuation = self.punctuation
+        n = len(keys)
+        start = 0
+        while start < n:
+            end = n  # cut the batch right after the record at which a STREAM_TIME schedule falls due
+            if punctuation.awaiting_first_record and self.stream_time < 0:
+                end = start + 1
+            else:
+                due = punctuation.next_stream_due()
+                if due is not None:
+                    if self.stream_time >= due:
+                        end = start + 1
+                    else:
+                        for j in range(start, n):
+                            if timestamps[j] >= due:
+                                end = j + 1
+                                break
+            if start == 0 and end == n:
+                k, v, t, h = keys, values, timestamps, headers
+            else:
+                k, v, t = keys[start:end], values[start:end], timestamps[start:end]
+                h = None if headers is None else headers[start:end]
+            rows, _ = runner(k, v, None, t, h)
+            if rows:
+                self._out += rows
+            chunk_max = max(t)
+            if chunk_max > self.stream_time:
+                self.stream_time = chunk_max
+                punctuation.stream_time_known(chunk_max)
+            punctuation.punctuate_stream_time(self.stream_time)
+            start = end
+
+    def advance_wall_clock_to(self, wall_clock_ms: Duration) -> None:
+        """Move the wall clock (never backwards) and run WALL_CLOCK_TIME punctuation."""
+        self._check_open()
+        ms = to_millis(wall_clock_ms, "wall_clock_ms")
+        if ms > self.wall_clock:
+            self.wall_clock = ms
+        self.punctuation.punctuate_wall_clock(self.wall_clock)
+
+    def fire_punctuation(self, schedule: PunctuationSchedule, now: int) -> None:
+        node = self.nodes[schedule.node_name]
+        previous_topic = self.current_topic
+        self.current_topic = None
+        try:
+            node.punctuate(schedule.punctuator, now)  # type: ignore[attr-defined]
+        finally:
+            self.current_topic = previous_topic
+
+    # -- output and metrics -------------------------------------------------------------------------------
+
+    def drain_output(self) -> OutputBatch:
+        """Everything emitted since the last drain, in order."""
+        rows = self._out[:]
+        del self._out[:]
+        batch = OutputBatch.from_rows(rows, self._next_seq)
+        self._next_seq += len(rows)
+        return batch
+
+    def metrics(self) -> dict[str, int | float]:
+        result: dict[str, int | float] = {"dropped-records-total": self.dropped_records}
+        totals: dict[str, float] = {}
+        for node in self.nodes.values():
+            for name, value in node.metrics().items():
+                result[f"{name}{{processor-node-id={node.name}}}"] = value
+                totals[name] = totals.get(name, 0) + value
+        result.update(totals)  # unqualified names: the sum over nodes (the node's own value when only one)
+        return result
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            for node in self.nodes.values():
+                node.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this task is closed")
+
+    # -- snapshot -----------------------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """The complete task state as bytes (pickle protocol 5; zlib when it pays)."""
+        state = {
+            "fingerprint": topology_fingerprint(self.topology),
+            "partition": self.partition,
+            "clocks": (self.stream_time, self.wall_clock),
+            "next_seq": self._next_seq,
+            "dropped": self.dropped_records,
+            "punctuation": self.punctuation.snapshot(),
+            "nodes": {name: state for name, node in self.nodes.items()
+                      if (state := node.snapshot_state()) is not None},
+            "pending_output": self._out[:],
+        }
+        raw = pickle.dumps(state, protocol=5)
+        if len(raw) > _COMPRESS_ABOVE:
+            packed = zlib.compress(raw, 1)
+            if len(packed) < 0.8 * len(raw):
+                return _SNAPSHOT_MAGIC + b"\x01" + packed
+        return _SNAPSHOT_MAGIC + b"\x00" + raw
+
+    @classmethod
+    def restore(cls, topology: Topology, blob: bytes) -> StreamTask:
+        """A task in the state `blob` was taken in; `topology` is the same object or a fresh build of it."""
+        if blob[:4] != _SNAPSHOT_MAGIC:
+            raise ValueError("not a StreamTask snapshot")
+        raw = zlib.decompress(blob[5:]) if blob[4:5] == b"\x01" else blob[5:]
+        state = pickle.loads(raw)
+        if state["fingerprint"] != topology_fingerprint(topology):
+            raise ValueError("the snapshot was taken with a different topology (node names, kinds or parents differ)")
+        task = cls(topology, state["partition"], 0, _clocks=state["clocks"])
+        task.punctuation.restore(state["punctuation"], task._rebind_punctuator)
+        for name, node_state in state["nodes"].items():
+            task.nodes[name].restore_state(node_state)
+        task._next_seq = state["next_seq"]
+        task.dropped_records = state["dropped"]
+        task._out.extend(state["pending_output"])
+        return task
+
+    def _rebind_punctuator(self, node_name: str, method_name: str) -> Callable[[int], Any]:
+        node = self.nodes[node_name]
+        if not isinstance(node, UserProcessorNode):
+            raise ValueError(f"node {node_name!r} cannot own a punctuation schedule")
+        return node.rebind(method_name)
+
+    # -- wiring -------------------------------------------------------------------------------------------
+
+    def _serial_runner(self, node: Node) -> Callable:
+        """A function processing one row at `node` and cascading its outputs depth first."""
+        runner = self._serial_runners.get(node.name)
+        if runner is not None:
+            return runner
+        if isinstance(node, SinkNode):
+            topic, out = node.topic, self._out
+
+            def runner(key, value, old, timestamp, headers):
+                out.append((topic, key, value, timestamp, headers))
+
+        elif isinstance(node, UserProcessorNode):
+            node.child_runners = [self._serial_runner(child) for child in node.children]
+            node.child_runner_by_name = {child.name: r for child, r in zip(node.children, node.child_runners)}
+            runner = node.run
+        else:
+            children = [self._serial_runner(child) for child in node.children]
+            process = node.process_columns
+
+            def runner(key, value, old, timestamp, headers):
+                out = process([key], [value], None if old is _NO_OLD else [old], [timestamp],
+                              None if headers is None else [headers])
+                if out is None:
+                    return
+                keys, values, olds, timestamps, headers_out, _ = out
+                for j in range(len(keys)):
+                    old_j = _NO_OLD if olds is None else olds[j]
+                    headers_j = None if headers_out is None else headers_out[j]
+                    for child in children:
+                        child(keys[j], values[j], old_j, timestamps[j], headers_j)
+
+        self._serial_runners[node.name] = runner
+        return runner
+
+    def _columnar_runner(self, node: Node) -> ColumnarRunner:
+        """A function processing a batch at `node`; returns the sinks' rows in depth-first order and, for
+        each row, the index of the input row it descends from (None: row j from input j)."""
+        if isinstance(node, SinkNode):
+            topic = node.topic
+
+            def run_sink(keys, values, olds, timestamps, headers):
+                return list(zip(repeat(topic), keys, values, timestamps,
+                                repeat(None) if headers is None else headers)), None
+
+            return run_sink
+        process = node.process_columns
+        children = [self._columnar_runner(child) for child in node.children]
+        if not children:
+            def run_leaf(keys, values, olds, timestamps, headers):
+                process(keys, values, olds, timestamps, headers)
+                return _EMPTY
+
+            return run_leaf
+        if len(children) == 1:
+            child = children[0]
+
+            def run_chain(keys, values, olds, timestamps, headers):
+                out = process(keys, values, olds, timestamps, headers)
+                if out is None or not out[0]:
+                    return _EMPTY
+                rows, child_src = child(out[0], out[1], out[2], out[3], out[4])
+                if not rows:
+                    return _EMPTY
+                return rows, _compose(out[5], child_src)
+
+            return run_chain
+
+        def run_fan_out(keys, values, olds, timestamps, headers):
+            out = process(keys, values, olds, timestamps, headers)
+            if out is None or not out[0]:
+                return _EMPTY
+            k, v, o, t, h, src = out
+            results = []
+            for run_child in children:
+                rows, child_src = run_child(k, v, o, t, h)
+                if rows:
+                    results.append((rows, child_src))
+            if not results:
+                return _EMPTY
+            rows, child_src = results[0] if len(results) == 1 else _merge_by_src(results)
+            return rows, _compose(src, child_src)
+
+        return run_fan_out
+
+
+def _compose(src: Optional[list], child_src: Optional[list]) -> Optional[list]:
+    """Map row indices through a node: rows -> node outputs (child_src) -> node inputs (src)."""
+    if src is None:
+        return child_src
+    if child_src is None:
+        return src
+    return [src[i] for i in child_src]
+
+
+def _merge_by_src(results: list[tuple[list, Optional[list]]]) -> tuple[list, list]:
+    """Interleave the children's rows depth first: by parent output row, then child order.
+
+    Each child's rows are already in order; a stable sort of the concatenation on the parent row index
+    keeps child order for ties. Timsort merges these pre-sorted runs in linear time.
+    """
+    all_rows: list = []
+    all_src: list = []
+    for rows, src in results:
+        all_rows += rows
+        all_src += range(len(rows)) if src is None else src
+    order = sorted(range(len(all_src)), key=all_src.__getitem__)
+    return [all_rows[i] for i in order], [all_src[i] for i in order]
+
+
+def _tree_of_builtins(source: Node) -> bool:
+    """True if every node reachable from `source` is built in, columnar-safe and reachable by one path."""
+    seen: set[int] = set()
+    stack = [source]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or not node.columnar:
+            return False
+        seen.add(id(node))
+        stack.extend(node.children)
+    return True
+

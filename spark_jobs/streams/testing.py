@@ -1,0 +1,127 @@
+"""TopologyTestDriver: Kafka's test driver, on the engine's one runtime (StreamTask).
+
+Records piped in are processed at once, one at a time; the wall clock moves only when told.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from typing import Any, Iterable, Optional
+
+from .records import Record
+from .task import StreamTask
+from .timeutil import Duration, to_millis
+from .topology import Topology
+
+
+class TopologyTestDriver:
+    def __init__(self, topology: Topology, initial_wall_clock_ms: Duration = 0) -> None:
+        self.task = StreamTask(topology, 0, initial_wall_clock_ms)
+        self._outputs: dict[str, deque[Record]] = defaultdict(deque)
+
+    def create_input_topic(self, topic: str) -> TestInputTopic:
+        if self.task.topology.source_for_topic(topic) is None:
+            raise ValueError(f"unknown input topic {topic!r}; inputs: {self.task.topology.source_topics()}")
+        return TestInputTopic(self, topic)
+
+    def create_output_topic(self, topic: str) -> TestOutputTopic:
+        return TestOutputTopic(self, topic)
+
+    def pipe(self, topic: str, key: Any, value: Any, timestamp: Optional[int] = None, headers: Any = None) -> None:
+        """Process one record; without a timestamp it is stamped with the driver's wall clock."""
+        self.task.process(topic, key, value, self.task.wall_clock if timestamp is None else timestamp, headers)
+        self._collect()
+
+    def advance_wall_clock_time(self, advance: Duration) -> None:
+        ms = to_millis(advance, "advance")
+        if ms < 0:
+            raise ValueError(f"the wall clock cannot move backwards (advance {ms} ms)")
+        self.task.advance_wall_clock_to(self.task.wall_clock + ms)
+        self._collect()
+
+    def wall_clock_time(self) -> int:
+        return self.task.wall_clock
+
+    def metrics(self) -> dict[str, int | float]:
+        return self.task.metrics()
+
+    def close(self) -> None:
+        self.task.close()
+
+    def __enter__(self) -> TopologyTestDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _collect(self) -> None:
+        for topic, record in self.task.drain_output().records():
+            self._outputs[topic].append(record)
+
+    def _queue(self, topic: str) -> deque[Record]:
+        return self._outputs[topic]
+
+
+class TestInputTopic:
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, driver: TopologyTestDriver, topic: str) -> None:
+        self.driver = driver
+        self.topic = topic
+
+    def pipe_input(self, key: Any, value: Any, timestamp: Optional[Duration] = None, headers: Any = None) -> None:
+        ts = None if timestamp is None else to_millis(timestamp, "timestamp")
+        self.driver.pipe(self.topic, key, value, ts, headers)
+
+    def pipe_value(self, value: Any, timestamp: Optional[Duration] = None) -> None:
+        self.pipe_input(None, value, timestamp)
+
+    def pipe_key_value_list(self, pairs: Iterable[tuple[Any, Any]], timestamp: Optional[Duration] = None) -> None:
+        for key, value in pairs:
+            self.pipe_input(key, value, timestamp)
+
+    def pipe_records(self, records: Iterable[Record]) -> None:
+        for record in records:
+            self.pipe_input(record.key, record.value, record.timestamp, record.headers)
+
+
+class TestOutputTopic:
+    __test__ = False
+
+    def __init__(self, driver: TopologyTestDriver, topic: str) -> None:
+        self.driver = driver
+        self.topic = topic
+
+    def read_record(self) -> Record:
+        queue = self.driver._queue(self.topic)
+        if not queue:
+            raise LookupError(f"no record in output topic {self.topic!r}")
+        return queue.popleft()
+
+    def read_value(self) -> Any:
+        return self.read_record().value
+
+    def read_key_value(self) -> tuple[Any, Any]:
+        record = self.read_record()
+        return record.key, record.value
+
+    def read_records_to_list(self) -> list[Record]:
+        queue = self.driver._queue(self.topic)
+        records = list(queue)
+        queue.clear()
+        return records
+
+    def read_key_values_to_list(self) -> list[tuple[Any, Any]]:
+        return [(r.key, r.value) for r in self.read_records_to_list()]
+
+    def read_values_to_list(self) -> list[Any]:
+        return [r.value for r in self.read_records_to_list()]
+
+    def read_key_values_to_map(self) -> dict[Any, Any]:
+        return dict(self.read_key_values_to_list())
+
+    def is_empty(self) -> bool:
+        return not self.driver._queue(self.topic)
+
+    def get_queue_size(self) -> int:
+        return len(self.driver._queue(self.topic))
