@@ -13,11 +13,12 @@ class PunctuationSchedule(Cancellable):
     """One schedule. `due` is the next time it fires; None while it waits for the first record (aligned
     STREAM_TIME scheduled before stream time was known) or once its next boundary lies beyond int64."""
 
-    __slots__ = ("index", "node_name", "type", "interval", "shift", "due", "cancelled", "punctuator",
+    __slots__ = ("manager", "index", "node_name", "type", "interval", "shift", "due", "cancelled", "punctuator",
                  "awaiting_first_record")
 
-    def __init__(self, index: int, node_name: str, type_: PunctuationType, interval: int, shift: int | None,
-                 due: int | None, punctuator: Callable[[int], Any]) -> None:
+    def __init__(self, manager: Any, index: int, node_name: str, type_: PunctuationType, interval: int,
+                 shift: int | None, due: int | None, punctuator: Callable[[int], Any]) -> None:
+        self.manager = manager  # counts changes, so a task batching records notices new or cancelled schedules
         self.index = index
         self.node_name = node_name
         self.type = type_
@@ -29,7 +30,10 @@ class PunctuationSchedule(Cancellable):
         self.awaiting_first_record = False
 
     def cancel(self) -> None:
-        self.cancelled = True
+        if not self.cancelled:
+            self.cancelled = True
+            if self.manager is not None:
+                self.manager.version += 1
 
     def advance_past(self, now: int) -> None:
         """Move `due` to the smallest boundary of its grid strictly greater than `now` (missed ones collapse)."""
@@ -89,6 +93,7 @@ class PunctuationManager:
         self.wall_queue = PunctuationQueue()
         self._awaiting_first_record: list[PunctuationSchedule] = []
         self.init_count = 0  # schedules created by init(): the ones a restore re-creates by calling init()
+        self.version = 0  # bumped by every new or cancelled schedule
 
     def schedule(self, node_name: str, interval: Duration, punctuation_type: PunctuationType,
                  punctuator: Callable[[int], Any], time_shift: Duration | None = None) -> PunctuationSchedule:
@@ -100,7 +105,8 @@ class PunctuationManager:
         if not callable(punctuator):
             raise ValueError("punctuator must be callable as punctuator(timestamp)")
         shift = None if time_shift is None else normalize_shift(interval_ms, to_millis(time_shift, "time_shift"))
-        schedule = PunctuationSchedule(len(self.schedules), node_name, punctuation_type, interval_ms, shift, None,
+        self.version += 1
+        schedule = PunctuationSchedule(self, len(self.schedules), node_name, punctuation_type, interval_ms, shift, None,
                                        punctuator)
         task = self.task
         if punctuation_type is PunctuationType.STREAM_TIME:
@@ -173,7 +179,7 @@ class PunctuationManager:
                              f"{len(self.schedules)}; schedules must be created in init() in a fixed order")
         for i in range(len(self.schedules), count):
             type_ = PunctuationType(state["type"][i])
-            self.schedules.append(PunctuationSchedule(i, state["node"][i], type_, state["interval"][i],
+            self.schedules.append(PunctuationSchedule(self, i, state["node"][i], type_, state["interval"][i],
                                                       state["shift"][i], None,
                                                       rebind(state["node"][i], state["method"][i])))
         self.stream_queue.clear()

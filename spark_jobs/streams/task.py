@@ -3,11 +3,14 @@
 A task processes its records one at a time, depth first, as Kafka does. To be fast it cuts a batch into
 columns where that cannot change anything:
 
-- For each source, if the nodes reachable from it form a tree of built-in nodes (no node reachable twice,
-  no user processor, no join reading another node's state), each node processes the whole batch as
-  columns. Each node then sees exactly the rows it would see record by record, in the same order, so its
-  state and outputs are the same; the task restores the depth-first interleaving of the sinks' rows with
-  the `src` index every node returns (see node.py).
+- For each source, if the nodes reachable from it form a tree (no node reachable twice) without joins
+  (which read state other nodes own), each built-in node processes the whole batch as columns. Each node
+  then sees exactly the rows it would see record by record, in the same order, so its state and outputs
+  are the same; the task restores the depth-first interleaving of the sinks' rows with the `src` index
+  every node returns (see node.py).
+- User processors that are children of such a source ("islands") run row by row, in lockstep, with the
+  task's stream time set for each row as it would be record by record; their state depends on nothing
+  else. If one of them creates or cancels a schedule, the batch is cut after that row.
 - STREAM_TIME punctuation may run between two records, so a batch is cut right after every record at
   which a schedule falls due.
 - Other sources are processed record by record, each node's outputs cascading row by row.
@@ -100,6 +103,7 @@ class StreamTask:
         self.dropped_records = 0
         self.punctuation = PunctuationManager(self)
         self._out: list[tuple] = []
+        self._collector = self._out  # where sinks running row by row put their rows
         self._next_seq = 0
         self._closed = False
 
@@ -110,11 +114,11 @@ class StreamTask:
         for node in self.nodes.values():
             self._serial_runner(node)
         self._source_by_topic: dict[str, SourceNode] = {}
-        self._columnar: dict[str, Optional[ColumnarRunner]] = {}
+        self._columnar: dict[str, Optional[Callable]] = {}
         for topic in topology.source_topics():
             source = self.nodes[topology.source_for_topic(topic)]
             self._source_by_topic[topic] = source  # type: ignore[assignment]
-            self._columnar[topic] = self._columnar_runner(source) if _tree_of_builtins(source) else None
+            self._columnar[topic] = self._source_runner(source) if _can_batch(source) else None
 
         for node in self.nodes.values():
             node.task = self
@@ -174,7 +178,7 @@ class StreamTask:
         runner(key, value, _NO_OLD, timestamp, headers)
         self.punctuation.punctuate_stream_time(self.stream_time)
 
-    def _process_columnar(self, runner: ColumnarRunner, keys: list, values: list, timestamps: list,
+    def _process_columnar(self, runner: Callable, keys: list, values: list, timestamps: list,
                           headers: Optional[list]) -> None:
         punctuation = self.punctuation
         n = len(keys)
@@ -198,9 +202,12 @@ class StreamTask:
             else:
                 k, v, t = keys[start:end], values[start:end], timestamps[start:end]
                 h = None if headers is None else headers[start:end]
-            rows, _ = runner(k, v, None, t, h)
+            rows, consumed = runner(k, v, t, h)
             if rows:
                 self._out += rows
+            if consumed < len(k):  # an island changed the schedules: punctuation may be due now
+                end = start + consumed
+                t = t[:consumed]
             chunk_max = max(t)
             if chunk_max > self.stream_time:
                 self.stream_time = chunk_max
@@ -309,10 +316,10 @@ class StreamTask:
         if runner is not None:
             return runner
         if isinstance(node, SinkNode):
-            topic, out = node.topic, self._out
+            topic = node.topic
 
             def runner(key, value, old, timestamp, headers):
-                out.append((topic, key, value, timestamp, headers))
+                self._collector.append((topic, key, value, timestamp, headers))
 
         elif isinstance(node, UserProcessorNode):
             node.child_runners = [self._serial_runner(child) for child in node.children]
@@ -336,6 +343,57 @@ class StreamTask:
 
         self._serial_runners[node.name] = runner
         return runner
+
+    def _source_runner(self, source: Node) -> Callable:
+        """Runs a batch from `source`: islands row by row in lockstep, then the columnar children; returns
+        the rows in depth-first order and how many input rows were consumed."""
+        islands = [(i, self._serial_runners[c.name]) for i, c in enumerate(source.children)
+                   if isinstance(c, UserProcessorNode)]
+        columnar = [(i, self._columnar_runner(c)) for i, c in enumerate(source.children)
+                    if not isinstance(c, UserProcessorNode)]
+        punctuation = self.punctuation
+
+        def run_source(keys, values, timestamps, headers):
+            n = len(keys)
+            results: list[tuple[int, list, Optional[list]]] = []
+            if islands:
+                collected = [([], []) for _ in islands]
+                version = punctuation.version
+                base = stream_time = self.stream_time
+                try:
+                    for i in range(n):
+                        ts = timestamps[i]
+                        if ts > stream_time:
+                            self.stream_time = stream_time = ts
+                        h = None if headers is None else headers[i]
+                        for (rows, src), (_, serial) in zip(collected, islands):
+                            self._collector = rows
+                            mark = len(rows)
+                            serial(keys[i], values[i], _NO_OLD, ts, h)
+                            if len(rows) > mark:
+                                src += repeat(i, len(rows) - mark)
+                        if punctuation.version != version:
+                            if i + 1 < n:
+                                n = i + 1
+                                keys, values, timestamps = keys[:n], values[:n], timestamps[:n]
+                                headers = None if headers is None else headers[:n]
+                            break
+                finally:
+                    self._collector = self._out
+                    self.stream_time = base  # the task advances it after the batch
+                results += [(index, rows, src) for (index, _), (rows, src) in zip(islands, collected) if rows]
+            for index, run_child in columnar:
+                rows, src = run_child(keys, values, None, timestamps, headers)
+                if rows:
+                    results.append((index, rows, src))
+            if not results:
+                return [], n
+            if len(results) == 1:
+                return results[0][1], n
+            results.sort(key=lambda r: r[0])  # child order decides ties
+            return _merge_by_src([(rows, src) for _, rows, src in results])[0], n
+
+        return run_source
 
     def _columnar_runner(self, node: Node) -> ColumnarRunner:
         """A function processing a batch at `node`; returns the sinks' rows in depth-first order and, for
@@ -412,15 +470,17 @@ def _merge_by_src(results: list[tuple[list, Optional[list]]]) -> tuple[list, lis
     return [all_rows[i] for i in order], [all_src[i] for i in order]
 
 
-def _tree_of_builtins(source: Node) -> bool:
-    """True if every node reachable from `source` is built in, columnar-safe and reachable by one path."""
+def _can_batch(source: Node) -> bool:
+    """True if the nodes reachable from `source` form a tree without joins, and user processors appear
+    only as the source's children (islands: their subtrees run row by row)."""
     seen: set[int] = set()
-    stack = [source]
+    stack = [(child, isinstance(child, UserProcessorNode)) for child in source.children]
     while stack:
-        node = stack.pop()
+        node, in_island = stack.pop()
         if id(node) in seen or not node.columnar:
             return False
+        if isinstance(node, UserProcessorNode) and not in_island:
+            return False
         seen.add(id(node))
-        stack.extend(node.children)
+        stack.extend((child, in_island) for child in node.children)
     return True
-

@@ -1,0 +1,112 @@
+"""Shared helpers of the engine tests: topology builders and runners."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from spark_jobs.streams import (
+    BufferConfig,
+    Processor,
+    PunctuationType,
+    Record,
+    StreamsBuilder,
+    Suppressed,
+    TimeWindows,
+    Topology,
+    TopologyTestDriver,
+)
+from spark_jobs.streams.task import StreamTask
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VECTORS_PATH = REPO_ROOT.parent / "shared" / "vectors" / "kafka_streams_reference.json"
+
+
+def load_vectors() -> list[dict[str, Any]]:
+    """The reference vectors; CI clones the repository with shared/ beside it. Missing means a broken setup."""
+    if not VECTORS_PATH.is_file():
+        raise FileNotFoundError(
+            f"reference vectors not found at {VECTORS_PATH}: shared/ must be a sibling of the repository root")
+    return json.loads(VECTORS_PATH.read_text())
+
+
+def pipe_all(driver: TopologyTestDriver, topic: str, records: Iterable[Sequence[Any]]) -> None:
+    input_topic = driver.create_input_topic(topic)
+    for key, value, timestamp in records:
+        input_topic.pipe_input(key, value, timestamp)
+
+
+def read(driver: TopologyTestDriver, topic: str, stringify_keys: bool = False) -> list[list[Any]]:
+    return [[str(r.key) if stringify_keys else r.key, r.value, r.timestamp]
+            for r in driver.create_output_topic(topic).read_records_to_list()]
+
+
+class Recorder(Processor):
+    """Records what it sees and the punctuations it gets; forwards nothing."""
+
+    def __init__(self, interval: int = 10, type_: PunctuationType = PunctuationType.STREAM_TIME,
+                 shift: int | None = None) -> None:
+        self.interval, self.type, self.shift = interval, type_, shift
+        self.punctuations: list[int] = []
+        self.seen: list[int] = []
+
+    def init(self, context) -> None:
+        self.context = context
+        self.cancellable = context.schedule(self.interval, self.type, self.punctuations.append, self.shift)
+
+    def process(self, record: Record) -> None:
+        self.seen.append(record.timestamp)
+
+
+def recorder_topology(**kwargs: Any) -> tuple[Topology, list[Recorder]]:
+    made: list[Recorder] = []
+
+    def supplier() -> Recorder:
+        made.append(Recorder(**kwargs))
+        return made[-1]
+
+    topology = Topology().add_source("source", "input").add_processor("recorder", supplier, "source")
+    return topology, made
+
+
+def sensor_topology(size: int = 10, grace: int = 5, advance: int | None = None, threshold: int = 3) -> Topology:
+    """The hot path: filter, map_values, windowed count, raw counts, suppressed finals, filtered alerts."""
+    windows = TimeWindows.of_size_and_grace(size, grace)
+    if advance is not None:
+        windows = windows.advance_by(advance)
+    builder = StreamsBuilder()
+    readings = builder.stream("readings").filter(lambda k, v: v is None or v >= 0).map_values(
+        lambda v: None if v is None else v * 2)
+    counts = readings.group_by_key().windowed_by(windows).count()
+    counts.to_stream().to("counts")
+    finals = counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream()
+    finals.to("finals")
+    finals.filter(lambda k, v: v < threshold).to("alerts")
+    return builder.build()
+
+
+def run_task(topology: Topology, records: Sequence[tuple], cuts: Sequence[int] = (), topic: str = "readings",
+             snapshot_at: Sequence[int] = (), per_record: bool = False) -> list[tuple]:
+    """Run records through one StreamTask, in batches cut at `cuts`, restoring from a snapshot at every
+    index of `snapshot_at`; returns every output as (seq, topic, key, value, timestamp, start, end)."""
+    task = StreamTask(topology)
+    outputs: list[tuple] = []
+    bounds = sorted(set([0, len(records), *cuts, *snapshot_at]))
+    for lo, hi in zip(bounds, bounds[1:]):
+        if lo in snapshot_at:
+            outputs += drain(task)
+            task = StreamTask.restore(topology, task.snapshot())
+        chunk = records[lo:hi]
+        if per_record:
+            for key, value, ts in chunk:
+                task.process(topic, key, value, ts)
+        else:
+            task.process_batch(topic, [r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk])
+    return outputs + drain(task)
+
+
+def drain(task: StreamTask) -> list[tuple]:
+    out = task.drain_output()
+    return list(zip(out.seqs, out.topics, out.keys, out.values, out.timestamps, out.window_starts,
+                    out.window_ends))
