@@ -1,0 +1,357 @@
+"""Custom Great Expectations for event-time outputs: the project's promises as named, reusable rules.
+
+Every rule is an `UnexpectedRowsExpectation` whose Spark SQL query is built from the expectation's fields
+(column names, figures), so a suite names the rule and its parameters, never SQL. The query selects the
+offending rows; a result in COMPLETE format carries them (`result.details.unexpected_rows`), and Data Docs
+show them as a table under the rule.
+
+Emission order is (partition, seq): `seq` is a record's position in its task's output order and
+`partition` the task (API.md). Rules about order therefore use window functions over that order, never
+the row order of the dataframe, which Spark does not keep.
+
+This module must be imported before any suite is loaded: GX skips, with only a log line, an expectation
+whose class is not registered, and the suite then passes without it. `gx_context.load_suite` imports it
+and refuses such suites.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from great_expectations.compatibility import pydantic
+from great_expectations.core.suite_parameters import SuiteParameterDict
+from great_expectations.expectations import UnexpectedRowsExpectation
+from great_expectations.expectations.expectation import render_suite_parameter_string
+from great_expectations.render import LegacyDiagnosticRendererType, LegacyRendererType
+from great_expectations.render.components import RenderedStringTemplateContent, RenderedTableContent
+from great_expectations.render.renderer.renderer import renderer
+
+# Failing rows shown per rule in Data Docs; the result itself keeps up to GX's limit (200).
+ROWS_SHOWN_IN_DOCS = 20
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TOPIC = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+IntOrParameter = int | SuiteParameterDict
+
+_LEADING_COLUMNS = ("key", "window_start", "window_end", "timestamp", "value", "partition", "seq")
+
+
+def topic_view_name(topic: str) -> str:
+    """The Spark temp view under which the validation job exposes a topic to cross-topic rules."""
+    if not _TOPIC.match(topic):
+        raise ValueError(f"not a topic name: {topic!r}")
+    return "topic_" + re.sub(r"[^A-Za-z0-9_]", "_", topic)
+
+
+def _quote(column: str) -> str:
+    # Names come from suite files: only plain identifiers, quoted, so a name cannot change the query.
+    if not _IDENTIFIER.match(column):
+        raise ValueError(f"column names must be plain identifiers, got {column!r}")
+    return f"`{column}`"
+
+
+def _columns(columns: list[str]) -> str:
+    return ", ".join(_quote(c) for c in columns)
+
+
+def _check_identifiers(value: Any) -> Any:
+    names = value if isinstance(value, list) else [value]
+    for name in names:
+        _quote(name)
+    return value
+
+
+def _display(value: Any) -> str:
+    if isinstance(value, dict) and "$PARAMETER" in value:
+        return f"${value['$PARAMETER']}"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    return "null" if value is None else str(value)
+
+
+class RowsRuleExpectation(UnexpectedRowsExpectation, ABC):
+    """An unexpected-rows rule whose query is derived from its fields.
+
+    `unexpected_rows_query` stays at its empty default, so suites never store SQL; the query is put into the
+    success kwargs that GX hands to the query metrics.
+    """
+
+    unexpected_rows_query: str = ""
+    # A sentence for Data Docs with `$field` placeholders.
+    rule_template: ClassVar[str] = ""
+
+    @pydantic.validator("unexpected_rows_query", allow_reuse=True)
+    def _query_is_derived(cls, query: str) -> str:
+        if query:
+            raise ValueError(f"{cls.__name__} builds its own query from its fields; do not set one")
+        return query
+
+    @abstractmethod
+    def rows_query(self) -> str:
+        """Spark SQL selecting the offending rows of `{batch}`."""
+
+    def _get_success_kwargs(self) -> dict[str, Any]:
+        kwargs = super()._get_success_kwargs()
+        kwargs["unexpected_rows_query"] = self.rows_query()
+        return kwargs
+
+    @classmethod
+    def _field_defaults(cls) -> dict[str, Any]:
+        return {name: field.default for name, field in cls.__fields__.items() if not field.required}
+
+    @classmethod
+    @renderer(renderer_type=LegacyRendererType.PRESCRIPTIVE)
+    @render_suite_parameter_string
+    def _prescriptive_renderer(
+        cls,
+        configuration=None,
+        result=None,
+        runtime_configuration: dict | None = None,
+        **kwargs,
+    ) -> list[RenderedStringTemplateContent]:
+        runtime_configuration = runtime_configuration or {}
+        values = {**cls._field_defaults(), **(configuration.kwargs if configuration else {})}
+        params = {name: _display(value) for name, value in values.items()}
+        return [
+            RenderedStringTemplateContent(
+                content_block_type="string_template",
+                string_template={
+                    "template": cls.rule_template,
+                    "params": params,
+                    "styling": runtime_configuration.get("styling"),
+                },
+            )
+        ]
+
+    @classmethod
+    @renderer(renderer_type=LegacyDiagnosticRendererType.UNEXPECTED_TABLE)
+    def _diagnostic_unexpected_table_renderer(
+        cls,
+        configuration=None,
+        result=None,
+        runtime_configuration: dict | None = None,
+    ) -> list[RenderedTableContent] | None:
+        details = ((result.result or {}).get("details") or {}) if result is not None else {}
+        rows = details.get("unexpected_rows")
+        if not rows:
+            return None
+        # The record's identity first, then what the rule added, then the rest.
+        first = [c for c in _LEADING_COLUMNS if c in rows[0]]
+        header = first + [c for c in rows[0] if c not in first]
+        table = [[_cell(row.get(column)) for column in header] for row in rows[:ROWS_SHOWN_IN_DOCS]]
+        return [
+            RenderedTableContent(
+                content_block_type="table",
+                header_row=header,
+                table=table,
+                styling={"body": {"classes": ["table-bordered", "table-sm", "mt-3"]}},
+            )
+        ]
+
+
+class ExpectValuesToNeverDecreasePerKey(RowsRuleExpectation):
+    """Per key, in emission order, `column` never goes down (or, with `strictly`, always goes up).
+
+    A failing row is one whose value is below (or, strictly, not above) the previous row of its key; it is
+    shown with that previous value and the previous row's order columns.
+    """
+
+    column: str
+    key_columns: list[str] = ["key"]
+    order_columns: list[str] = ["partition", "seq"]
+    strictly: bool = False
+
+    rule_template: ClassVar[str] = (
+        "$column never decreases per ($key_columns), in ($order_columns) order (strictly increasing: $strictly)."
+    )
+
+    _names = pydantic.validator("column", "key_columns", "order_columns", allow_reuse=True)(
+        _check_identifiers
+    )
+
+    @pydantic.validator("order_columns", allow_reuse=True)
+    def _order_is_given(cls, order_columns: list[str]) -> list[str]:
+        if not order_columns:
+            raise ValueError("order_columns must name the emission order, e.g. [partition, seq]")
+        return order_columns
+
+    def rows_query(self) -> str:
+        column = _quote(self.column)
+        window = f"ORDER BY {_columns(self.order_columns)}"
+        if self.key_columns:
+            window = f"PARTITION BY {_columns(self.key_columns)} {window}"
+        previous_order = "".join(
+            f", LAG({_quote(c)}) OVER ({window}) AS `previous_{c}`" for c in self.order_columns
+        )
+        comparison = "<=" if self.strictly else "<"
+        return (
+            f"SELECT * FROM (SELECT *, LAG({column}) OVER ({window}) AS `previous_{self.column}`"
+            f"{previous_order} FROM {{batch}}) "
+            f"WHERE `previous_{self.column}` IS NOT NULL AND {column} {comparison} `previous_{self.column}`"
+        )
+
+
+class ExpectTimestampsToNeverGoBackwardsPerKey(ExpectValuesToNeverDecreasePerKey):
+    """The project's first promise: per key, in emission order, output timestamps never go backwards."""
+
+    column: str = "timestamp"
+
+    rule_template: ClassVar[str] = (
+        "Timestamps ($column) never go backwards per ($key_columns), in ($order_columns) order "
+        "(strictly increasing: $strictly)."
+    )
+
+
+class ExpectEmittedAtMostOncePerKeyAndWindow(RowsRuleExpectation):
+    """The project's second promise: each (key, window) is emitted at most once. Shows every copy."""
+
+    key_columns: list[str] = ["key"]
+    window_columns: list[str] = ["window_start"]
+
+    rule_template: ClassVar[str] = "Each ($key_columns) and window ($window_columns) is emitted at most once."
+
+    _names = pydantic.validator("key_columns", "window_columns", allow_reuse=True)(_check_identifiers)
+
+    def rows_query(self) -> str:
+        group = _columns(self.key_columns + self.window_columns)
+        return (
+            f"SELECT * FROM (SELECT *, COUNT(*) OVER (PARTITION BY {group}) AS `emissions` FROM {{batch}}) "
+            f"WHERE `emissions` > 1"
+        )
+
+
+class ExpectTimestampsWithinWindow(RowsRuleExpectation):
+    """A windowed result's timestamp lies in its window: window_start <= timestamp < window_end."""
+
+    timestamp_column: str = "timestamp"
+    window_start_column: str = "window_start"
+    window_end_column: str = "window_end"
+
+    rule_template: ClassVar[str] = (
+        "$window_start_column <= $timestamp_column < $window_end_column on every row (no nulls)."
+    )
+
+    _names = pydantic.validator(
+        "timestamp_column", "window_start_column", "window_end_column", allow_reuse=True
+    )(_check_identifiers)
+
+    def rows_query(self) -> str:
+        ts, start, end = (
+            _quote(self.timestamp_column),
+            _quote(self.window_start_column),
+            _quote(self.window_end_column),
+        )
+        return (
+            f"SELECT * FROM {{batch}} WHERE {ts} IS NULL OR {start} IS NULL OR {end} IS NULL "
+            f"OR {ts} < {start} OR {ts} >= {end}"
+        )
+
+
+class ExpectWindowLengthToEqual(RowsRuleExpectation):
+    """Every window is `size_ms` long: window_end - window_start = size_ms."""
+
+    size_ms: IntOrParameter
+    window_start_column: str = "window_start"
+    window_end_column: str = "window_end"
+
+    rule_template: ClassVar[str] = "$window_end_column - $window_start_column = $size_ms ms on every row."
+
+    _names = pydantic.validator("window_start_column", "window_end_column", allow_reuse=True)(
+        _check_identifiers
+    )
+
+    def rows_query(self) -> str:
+        start, end = _quote(self.window_start_column), _quote(self.window_end_column)
+        size = int(self.size_ms)
+        return (
+            f"SELECT *, {end} - {start} AS `window_length` FROM {{batch}} "
+            f"WHERE {start} IS NULL OR {end} IS NULL OR {end} - {start} <> {size}"
+        )
+
+
+class ExpectTimestampsOnAlignedGrid(RowsRuleExpectation):
+    """Timestamps fall on the boundaries k * interval_ms + shift_ms (the shift taken modulo the interval)."""
+
+    interval_ms: IntOrParameter
+    shift_ms: IntOrParameter = 0
+    timestamp_column: str = "timestamp"
+
+    rule_template: ClassVar[str] = (
+        "$timestamp_column lies on the grid k * $interval_ms ms + $shift_ms ms on every row."
+    )
+
+    _names = pydantic.validator("timestamp_column", allow_reuse=True)(_check_identifiers)
+
+    def rows_query(self) -> str:
+        interval, shift = int(self.interval_ms), int(self.shift_ms)
+        if interval < 1:
+            raise ValueError(f"interval_ms must be at least 1, got {interval}")
+        ts = _quote(self.timestamp_column)
+        offset = f"pmod({ts} - {shift % interval}, {interval})"
+        return f"SELECT *, {offset} AS `off_grid_by_ms` FROM {{batch}} WHERE {ts} IS NULL OR {offset} <> 0"
+
+
+class ExpectColumnValuesToBeNonBlank(RowsRuleExpectation):
+    """Every row has a value in `column` that is not null and not only whitespace."""
+
+    column: str
+
+    rule_template: ClassVar[str] = "$column is present and not blank on every row."
+
+    _names = pydantic.validator("column", allow_reuse=True)(_check_identifiers)
+
+    def rows_query(self) -> str:
+        column = _quote(self.column)
+        return f"SELECT * FROM {{batch}} WHERE {column} IS NULL OR trim(CAST({column} AS STRING)) = ''"
+
+
+class ExpectRowsToAppearInTopic(RowsRuleExpectation):
+    """Every row has a match, equal on `columns`, in another topic of the same output.
+
+    The validation job exposes each topic as a temp view (`topic_view_name`); a missing topic makes the
+    query fail, and so the rule.
+    """
+
+    topic: str
+    columns: list[str]
+
+    rule_template: ClassVar[str] = "Every row appears in topic $topic, equal on ($columns)."
+
+    _names = pydantic.validator("columns", allow_reuse=True)(_check_identifiers)
+
+    @pydantic.validator("topic", allow_reuse=True)
+    def _topic_name(cls, topic: str) -> str:
+        topic_view_name(topic)
+        return topic
+
+    @pydantic.validator("columns", allow_reuse=True)
+    def _columns_given(cls, columns: list[str]) -> list[str]:
+        if not columns:
+            raise ValueError("columns must name at least one column to match on")
+        return columns
+
+    def rows_query(self) -> str:
+        matches = " AND ".join(f"row.{_quote(c)} <=> other.{_quote(c)}" for c in self.columns)
+        return (
+            f"SELECT row.* FROM {{batch}} AS row LEFT ANTI JOIN `{topic_view_name(self.topic)}` AS other "
+            f"ON {matches}"
+        )
+
+
+CUSTOM_EXPECTATIONS = (
+    ExpectValuesToNeverDecreasePerKey,
+    ExpectTimestampsToNeverGoBackwardsPerKey,
+    ExpectEmittedAtMostOncePerKeyAndWindow,
+    ExpectTimestampsWithinWindow,
+    ExpectWindowLengthToEqual,
+    ExpectTimestampsOnAlignedGrid,
+    ExpectColumnValuesToBeNonBlank,
+    ExpectRowsToAppearInTopic,
+)
