@@ -1,0 +1,305 @@
+"""Validate every topic of a job's output folder with Great Expectations, on Spark.
+
+    python -m spark_jobs.quality.validate --output DIR --reports DIR [figures...]
+    spark-submit <repo>/spark_jobs/quality/validate.py --output DIR --reports DIR   (PYTHONPATH=<repo>)
+
+Each topic is read with `spark.read.parquet` (so only committed data, and it scales with the cluster), run
+through the checkpoint of its suite in `expectations/`, and the results are stored and rendered as Data
+Docs under `<reports>/validations` and `<reports>/data_docs/index.html`. One verdict line per suite goes
+to stdout, and `<reports>/verdicts.json` keeps them for the Airflow UI. The exit code is 1 when any suite
+fails or cannot run (a missing topic, a suite naming an unknown expectation), so the DAG run fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spark_jobs.quality.data_docs import make_self_contained
+from spark_jobs.quality.expectations import topic_view_name
+from spark_jobs.spark.session import local_spark_session
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TopicCheck:
+    """One output topic and the suite that checks it (the suite, its validation definition and its
+    checkpoint share the name)."""
+
+    suite: str
+    topic: str
+
+
+SENSOR_ALERTS_CHECKS: tuple[TopicCheck, ...] = (
+    TopicCheck("window-counts", "window-counts"),
+    TopicCheck("window-finals", "window-finals"),
+    TopicCheck("low-activity-alerts", "low-activity-alerts"),
+    TopicCheck("summaries", "summaries"),
+    TopicCheck("quarantine", "_quarantine"),
+)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The job's figures the suites check against; defaults are the sensor-alerts job's."""
+
+    window_size_ms: int = 120_000
+    grace_ms: int = 120_000
+    low_activity_threshold: int = 4
+    summary_interval_ms: int = 600_000
+    summary_shift_ms: int = 0
+
+    def expectation_parameters(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class SuiteVerdict:
+    suite: str
+    topic: str
+    success: bool
+    rows: int | None = None
+    evaluated: int = 0
+    failures: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def line(self) -> str:
+        status = "PASSED" if self.success else "FAILED"
+        if self.error:
+            return f"{status} {self.suite}: {self.error}"
+        where = f"on {self.rows} rows of {self.topic}"
+        if self.success:
+            return f"{status} {self.suite}: {self.evaluated}/{self.evaluated} expectations {where}"
+        return (
+            f"{status} {self.suite}: {len(self.failures)} of {self.evaluated} expectations failed {where}: "
+            + "; ".join(self.failures)
+        )
+
+
+_DURATION = re.compile(r"^\s*(-?\d+)\s*(ms|s|m|min|h)?\s*$")
+_UNIT_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """`120000`, `120000ms`, `120s`, `2m`/`2min`, `1h` -> milliseconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 120000, 120s, 2m, 1h)")
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+def _failure_text(result: Any) -> str:
+    name = result.expectation_config.type
+    column = (result.expectation_config.kwargs or {}).get("column")
+    if column:
+        name = f"{name}({column})"
+    info = result.exception_info or {}
+    if info.get("raised_exception") or any(
+        isinstance(v, dict) and v.get("raised_exception") for v in info.values()
+    ):
+        messages = [info.get("exception_message")] + [
+            v.get("exception_message") for v in info.values() if isinstance(v, dict)
+        ]
+        message = next((m for m in messages if m), "raised an exception")
+        return f"{name} raised: {message.splitlines()[0][:300]}"
+    details = result.result or {}
+    count = details.get("unexpected_count")
+    if count is None and isinstance(details.get("observed_value"), int):
+        count = details["observed_value"]  # the rules' observed value is their number of unexpected rows
+    return f"{name} ({count} unexpected row{'' if count == 1 else 's'})" if count is not None else name
+
+
+def _read_topic(spark, path: Path):
+    if not path.exists():
+        return None, f"no dataset at {path}"
+    try:
+        return spark.read.parquet(str(path)), None
+    except Exception as error:  # e.g. a folder with no committed file: nothing to validate is a failure
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return None, f"cannot read {path}: {first_line[:300]}"
+
+
+def validate_output(
+    spark,
+    output: Path | str,
+    reports: Path | str,
+    figures: Figures = Figures(),
+    checks: Sequence[TopicCheck] = SENSOR_ALERTS_CHECKS,
+    context_root: Path | str | None = None,
+    run_name: str | None = None,
+    only: Sequence[str] | None = None,
+) -> list[SuiteVerdict]:
+    """Validate each topic of `output` with its checkpoint; results and Data Docs go under `reports`.
+
+    `only` names the suites to run (default all); every topic is still read, since rules compare topics.
+    """
+    # GX is imported here, not at module level, so `--help` and argument errors stay fast.
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    from spark_jobs.quality.gx_context import SuiteIntegrityError, load_checkpoint, open_context
+
+    output, reports = Path(output), Path(reports)
+    reports.mkdir(parents=True, exist_ok=True)
+    context = open_context(reports_dir=reports, root=context_root)
+    run_id = RunIdentifier(run_name=run_name or output.resolve().name, run_time=dt.datetime.now(dt.UTC))
+
+    # Every topic is read and exposed as a view first: rules may compare a topic with another one.
+    frames: dict[str, Any] = {}
+    read_errors: dict[str, str] = {}
+    for check in checks:
+        frame, error = _read_topic(spark, output / check.topic)
+        if frame is None:
+            read_errors[check.topic] = error
+            continue
+        frame = frame.cache()
+        frame.createOrReplaceTempView(topic_view_name(check.topic))
+        frames[check.topic] = frame
+
+    selected = [check for check in checks if only is None or check.suite in only]
+    unknown = set(only or ()) - {check.suite for check in checks}
+    if unknown:
+        raise ValueError(f"no such suites: {sorted(unknown)}")
+    verdicts = []
+    try:
+        for check in selected:
+            if check.topic in read_errors:
+                verdicts.append(SuiteVerdict(check.suite, check.topic, False, error=read_errors[check.topic]))
+                continue
+            frame = frames[check.topic]
+            try:
+                checkpoint = load_checkpoint(context, check.suite)
+                result = checkpoint.run(
+                    batch_parameters={"dataframe": frame},
+                    expectation_parameters=figures.expectation_parameters(),
+                    run_id=run_id,
+                )
+                rows = frame.count()
+            except SuiteIntegrityError as error:
+                verdicts.append(SuiteVerdict(check.suite, check.topic, False, error=str(error)))
+                continue
+            except Exception as error:  # one broken topic must not hide the verdicts of the others
+                logger.exception("suite %s could not run", check.suite)
+                message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                verdicts.append(
+                    SuiteVerdict(check.suite, check.topic, False, error=f"could not run: {message[:300]}")
+                )
+                continue
+            expectation_results = [r for run in result.run_results.values() for r in run.results]
+            verdicts.append(
+                SuiteVerdict(
+                    suite=check.suite,
+                    topic=check.topic,
+                    success=bool(result.success),
+                    rows=rows,
+                    evaluated=len(expectation_results),
+                    failures=[_failure_text(r) for r in expectation_results if not r.success],
+                )
+            )
+    finally:
+        for topic, frame in frames.items():
+            frame.unpersist()
+            spark.catalog.dropTempView(topic_view_name(topic))
+
+    site = reports / "data_docs"
+    if not (site / "index.html").is_file():
+        context.build_data_docs()  # no checkpoint ran (every topic missing): still give people a page
+    make_self_contained(site)
+    _write_verdicts(reports, run_id, output, verdicts)
+    return verdicts
+
+
+def _write_verdicts(reports: Path, run_id: Any, output: Path, verdicts: list[SuiteVerdict]) -> None:
+    summary = {
+        "run_name": run_id.run_name,
+        "run_time": run_id.run_time.isoformat(),
+        "output": str(output),
+        "success": all(v.success for v in verdicts),
+        "suites": [{**asdict(v), "line": v.line()} for v in verdicts],
+    }
+    partial = reports / ".verdicts.json.partial"
+    partial.write_text(json.dumps(summary, indent=2))
+    partial.replace(reports / "verdicts.json")  # readers never see half a file
+
+
+def build_parser() -> argparse.ArgumentParser:
+    defaults = Figures()
+    parser = argparse.ArgumentParser(
+        prog="python -m spark_jobs.quality.validate",
+        description="Validate every topic of an output folder with Great Expectations; "
+        "exit 1 when any suite fails.",
+    )
+    parser.add_argument("--output", required=True, type=Path, help="the job's output folder")
+    parser.add_argument(
+        "--reports", required=True, type=Path, help="where results and Data Docs (data_docs/) go"
+    )
+    parser.add_argument(
+        "--context-root", type=Path, default=None, help="GX context root (default: <repo>/expectations)"
+    )
+    parser.add_argument("--run-name", default=None, help="name of this run in Data Docs (e.g. a DAG run id)")
+    parser.add_argument(
+        "--window-size",
+        type=parse_duration_ms,
+        default=defaults.window_size_ms,
+        help="tumbling window size (default 2m)",
+    )
+    parser.add_argument(
+        "--grace", type=parse_duration_ms, default=defaults.grace_ms, help="window grace (default 2m)"
+    )
+    parser.add_argument(
+        "--low-activity-threshold",
+        type=int,
+        default=defaults.low_activity_threshold,
+        help="a final with a count below this is a low-activity alert (default 4)",
+    )
+    parser.add_argument(
+        "--summary-interval",
+        type=parse_duration_ms,
+        default=defaults.summary_interval_ms,
+        help="summary punctuation interval (default 10m)",
+    )
+    parser.add_argument(
+        "--summary-shift",
+        type=parse_duration_ms,
+        default=defaults.summary_shift_ms,
+        help="summary punctuation grid shift (default 0)",
+    )
+    parser.add_argument("--master", default=None, help="Spark master (default $SPARK_MASTER or local[2])")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    figures = Figures(
+        window_size_ms=args.window_size,
+        grace_ms=args.grace,
+        low_activity_threshold=args.low_activity_threshold,
+        summary_interval_ms=args.summary_interval,
+        summary_shift_ms=args.summary_shift,
+    )
+    spark = local_spark_session("validate-outputs", master=args.master)
+    verdicts = validate_output(
+        spark,
+        output=args.output,
+        reports=args.reports,
+        figures=figures,
+        context_root=args.context_root,
+        run_name=args.run_name,
+    )
+    for verdict in verdicts:
+        print(verdict.line(), flush=True)
+    index = (args.reports / "data_docs" / "index.html").resolve()
+    print(f"Data Docs: {index}", flush=True)
+    return 0 if verdicts and all(v.success for v in verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
