@@ -11,7 +11,6 @@ import datetime as dt
 import json
 import re
 import sys
-from pathlib import Path
 
 from spark_jobs.spark.job import JobOption, JobSpec, parse_duration_ms
 from spark_jobs.spark.runtime import AVAILABLE_NOW, TRIGGERS, RunConfig, run_job
@@ -100,15 +99,7 @@ def run_cli(module: str, description: str, options: list[JobOption], argv: list[
         wall_clock_tick_ms=args.wall_clock_tick,
         run_for_s=args.run_for,
     )
-    # Executors import the job by its package name: make the repository root importable for them too
-    # (a cluster run by spark-submit ships the package with --py-files instead).
-    repo_root = str(Path(__file__).resolve().parents[2])
-    spark = local_spark_session(
-        job_name,
-        master=args.master,
-        shuffle_partitions=args.shuffle_partitions,
-        extra_conf={"spark.executorEnv.PYTHONPATH": repo_root},
-    )
+    spark = local_spark_session(job_name, master=args.master, shuffle_partitions=args.shuffle_partitions)
     try:
         summary = run_job(spark, spec, config, job_name)
     finally:

@@ -164,6 +164,18 @@ def run_partition(spec: JobSpec, key, frames, state):
 # --------------------------------------------------------------------------------------------- driver
 
 
+def _make_package_importable_by_workers(spark) -> None:
+    """Python workers import the job and this package by name. Spark hands `SparkContext.environment`
+    to every Python function it creates (merged into the workers' PYTHONPATH), so adding the directory
+    that holds `spark_jobs` covers local mode and clusters sharing this file system; a cluster without it
+    gets the package from spark-submit's --py-files."""
+    root = str(Path(__file__).resolve().parents[2])
+    environment = spark.sparkContext.environment
+    paths = [p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        environment["PYTHONPATH"] = os.pathsep.join([root, *paths])
+
+
 class TopologyRuntime:
     """Builds and runs the streaming query of one job; one instance per run."""
 
@@ -175,6 +187,7 @@ class TopologyRuntime:
             job=job_name or spec.module, trigger=config.trigger, partitions=spec.num_partitions
         )
         self._declared = spec.topic_schemas
+        _make_package_importable_by_workers(spark)
         self._checkpoint = Path(config.checkpoint_dir)
         self._control = wall_clock.control_dir(config.checkpoint_dir)
 
