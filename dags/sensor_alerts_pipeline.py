@@ -6,7 +6,8 @@ import datetime as dt
 import os
 
 from airflow.sdk import DAG, task
-from pipeline_airflow.spark import JobPaths, SparkJobSubmitOperator
+from pipeline_airflow.paths import JobPaths
+from pipeline_airflow.spark import SparkJobSubmitOperator
 from pipeline_airflow.timetables import AlignedIntervalTimetable
 
 INTERVAL = dt.timedelta(minutes=int(os.environ.get("SENSOR_ALERTS_INTERVAL_MINUTES", "10")))
@@ -77,7 +78,14 @@ with DAG(
         task_id="validate_outputs",
         name="validate_sensor_alerts",
         script="quality/validate.py",
-        application_args=["--output", str(PATHS.output), "--reports", str(PATHS.reports)],
+        application_args=[
+            "--output",
+            str(PATHS.output),
+            "--reports",
+            str(PATHS.reports),
+            "--run-name",
+            "{{ run_id }}",
+        ],  # fmt: skip
         # A failed suite is a verdict on the data: retrying cannot change it.
         retries=0,
     )

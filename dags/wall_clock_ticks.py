@@ -6,8 +6,8 @@ import datetime as dt
 import os
 
 from airflow.sdk import DAG, task
+from pipeline_airflow.paths import var_dir
 from pipeline_airflow.sensors import WallClockPunctuationSensor
-from pipeline_airflow.spark import var_dir
 
 INTERVAL = dt.timedelta(seconds=int(os.environ.get("WALL_CLOCK_TICK_INTERVAL_SECONDS", "60")))
 SHIFT = dt.timedelta(seconds=int(os.environ.get("WALL_CLOCK_TICK_SHIFT_SECONDS", "0")))

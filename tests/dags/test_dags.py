@@ -5,9 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 
 import pendulum
@@ -20,7 +17,7 @@ from airflow.sdk import DAG
 from airflow.serialization.encoders import encode_timetable
 from airflow.serialization.serialized_objects import DagSerialization
 from pipeline_airflow.sensors import WallClockPunctuationSensor
-from pipeline_airflow.spark import package_spark_jobs, spark_connection_id, spark_job_env
+from pipeline_airflow.spark import spark_connection_id, spark_job_env
 from pipeline_airflow.timetables import AlignedIntervalTimetable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +118,7 @@ class TestSensorAlertsPipeline:
         assert validate.application_args == [
             "--output", str(tmp_path / "data" / "sensor_alerts" / "output"),
             "--reports", str(tmp_path / "reports" / "sensor_alerts"),
+            "--run-name", "{{ run_id }}",
         ]  # fmt: skip
 
 
@@ -159,25 +157,6 @@ class TestSparkSettings:
         assert env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO_ROOT)
         assert Path(env["PYSPARK_PYTHON"]).exists()
         assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
-
-    def test_the_shipped_package_imports_on_its_own(self, tmp_path):
-        archive = package_spark_jobs(tmp_path / "spark_jobs.zip")
-        assert {"spark_jobs/__init__.py", "spark_jobs/spark/session.py"} <= set(
-            zipfile.ZipFile(archive).namelist()
-        )
-        # As on an executor: nothing but the zip on the path, run from elsewhere.
-        probe = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import spark_jobs.spark.session as s; print(s.__file__)",
-            ],
-            env={"PYTHONPATH": str(archive), "PATH": os.environ["PATH"]},
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-        )
-        assert probe.stdout.strip() == str(archive / "spark_jobs" / "spark" / "session.py"), probe.stderr
 
 
 class TestWallClockTicks:
