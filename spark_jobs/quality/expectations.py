@@ -31,7 +31,8 @@ from great_expectations.render.renderer.renderer import renderer
 # Failing rows shown per rule in Data Docs; the result itself keeps up to GX's limit (200).
 ROWS_SHOWN_IN_DOCS = 20
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A column, or a field of a struct column (`value.last_event_time`).
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _TOPIC = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 IntOrParameter = int | SuiteParameterDict
@@ -49,8 +50,12 @@ def topic_view_name(topic: str) -> str:
 def _quote(column: str) -> str:
     # Names come from suite files: only plain identifiers, quoted, so a name cannot change the query.
     if not _IDENTIFIER.match(column):
-        raise ValueError(f"column names must be plain identifiers, got {column!r}")
-    return f"`{column}`"
+        raise ValueError(f"column names must be plain identifiers or struct fields (a.b), got {column!r}")
+    return ".".join(f"`{part}`" for part in column.split("."))
+
+
+def _alias(prefix: str, column: str) -> str:
+    return f"`{prefix}_{column.replace('.', '_')}`"
 
 
 def _columns(columns: list[str]) -> str:
@@ -183,18 +188,17 @@ class ExpectValuesToNeverDecreasePerKey(RowsRuleExpectation):
         return order_columns
 
     def rows_query(self) -> str:
-        column = _quote(self.column)
+        column, previous = _quote(self.column), _alias("previous", self.column)
         window = f"ORDER BY {_columns(self.order_columns)}"
         if self.key_columns:
             window = f"PARTITION BY {_columns(self.key_columns)} {window}"
         previous_order = "".join(
-            f", LAG({_quote(c)}) OVER ({window}) AS `previous_{c}`" for c in self.order_columns
+            f", LAG({_quote(c)}) OVER ({window}) AS {_alias('previous', c)}" for c in self.order_columns
         )
         comparison = "<=" if self.strictly else "<"
         return (
-            f"SELECT * FROM (SELECT *, LAG({column}) OVER ({window}) AS `previous_{self.column}`"
-            f"{previous_order} FROM {{batch}}) "
-            f"WHERE `previous_{self.column}` IS NOT NULL AND {column} {comparison} `previous_{self.column}`"
+            f"SELECT * FROM (SELECT *, LAG({column}) OVER ({window}) AS {previous}{previous_order} "
+            f"FROM {{batch}}) WHERE {previous} IS NOT NULL AND {column} {comparison} {previous}"
         )
 
 
@@ -345,6 +349,109 @@ class ExpectRowsToAppearInTopic(RowsRuleExpectation):
         )
 
 
+class ExpectNoUpdatesAfterWindowCloses(RowsRuleExpectation):
+    """No window update is emitted after its window closed (window_end + grace <= the task's time then).
+
+    A task's time when it emits a row is at least the largest timestamp it emitted before (each output's
+    timestamp is the maximum of records already seen, SEMANTICS 4.3), so an update emitted after an
+    earlier row of its task reached window_end + grace came from a record that should have been dropped
+    as late (rule 4.2). A failing row is shown with that earlier time.
+    """
+
+    grace_ms: IntOrParameter
+    task_column: str = "partition"
+    order_column: str = "seq"
+
+    rule_template: ClassVar[str] = (
+        "No update is emitted after its window closed: every earlier row of its task ($task_column, in "
+        "$order_column order) has timestamp < window_end + $grace_ms ms."
+    )
+
+    _names = pydantic.validator("task_column", "order_column", allow_reuse=True)(_check_identifiers)
+
+    def rows_query(self) -> str:
+        task, order, grace = _quote(self.task_column), _quote(self.order_column), int(self.grace_ms)
+        return (
+            "SELECT * FROM (SELECT *, MAX(`timestamp`) OVER (PARTITION BY "
+            f"{task} ORDER BY {order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS `task_time_before` "
+            f"FROM {{batch}}) WHERE `task_time_before` >= `window_end` + {grace}"
+        )
+
+
+class ExpectEmittedAfterWindowCloses(RowsRuleExpectation):
+    """A suppressed final is emitted only once its window has closed.
+
+    `topic` holds the updates that feed the suppression, written by the same task before the
+    suppression sees them; the suppression's time is the largest of their timestamps (SEMANTICS 5), so
+    before a final of window W some earlier update of its task must reach W's end + grace. A failing
+    row is shown with the largest earlier update timestamp of its task.
+    """
+
+    topic: str
+    grace_ms: IntOrParameter
+    task_column: str = "partition"
+    order_column: str = "seq"
+
+    rule_template: ClassVar[str] = (
+        "Emitted only after the window closed: an earlier row of topic $topic in the same task "
+        "($task_column, $order_column order) has timestamp >= window_end + $grace_ms ms."
+    )
+
+    _names = pydantic.validator("task_column", "order_column", allow_reuse=True)(_check_identifiers)
+
+    @pydantic.validator("topic", allow_reuse=True)
+    def _topic_name(cls, topic: str) -> str:
+        topic_view_name(topic)
+        return topic
+
+    def rows_query(self) -> str:
+        task, order, grace = _quote(self.task_column), _quote(self.order_column), int(self.grace_ms)
+        # One pass per task over updates and finals in emission order (no quadratic range join).
+        return (
+            f"WITH emissions AS (SELECT {task} AS task, {order} AS position, `timestamp` AS update_time, "
+            f"false AS is_row FROM `{topic_view_name(self.topic)}` "
+            f"UNION ALL SELECT {task}, {order}, CAST(NULL AS BIGINT), true FROM {{batch}}), "
+            "timed AS (SELECT task, position, is_row, MAX(update_time) OVER (PARTITION BY task "
+            "ORDER BY position ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS task_time_before "
+            "FROM emissions) "
+            "SELECT row.*, timed.task_time_before FROM {batch} AS row JOIN timed "
+            f"ON timed.is_row AND timed.task = row.{task} AND timed.position = row.{order} "
+            f"WHERE timed.task_time_before IS NULL OR timed.task_time_before < row.`window_end` + {grace}"
+        )
+
+
+class ExpectNothingLaterInTopic(RowsRuleExpectation):
+    """Nothing in `topic` matching a row on `columns` comes later in the same task: the row is the last
+    word, e.g. no update of a window after its final."""
+
+    topic: str
+    columns: list[str]
+    task_column: str = "partition"
+    order_column: str = "seq"
+
+    rule_template: ClassVar[str] = (
+        "No row of topic $topic with the same ($columns) comes later in the same task "
+        "($task_column, $order_column order)."
+    )
+
+    _names = pydantic.validator("columns", "task_column", "order_column", allow_reuse=True)(
+        _check_identifiers
+    )
+
+    @pydantic.validator("topic", allow_reuse=True)
+    def _topic_name(cls, topic: str) -> str:
+        topic_view_name(topic)
+        return topic
+
+    def rows_query(self) -> str:
+        task, order = _quote(self.task_column), _quote(self.order_column)
+        matches = "".join(f" AND row.{_quote(c)} <=> other.{_quote(c)}" for c in self.columns)
+        return (
+            f"SELECT row.* FROM {{batch}} AS row LEFT SEMI JOIN `{topic_view_name(self.topic)}` AS other "
+            f"ON other.{task} = row.{task} AND other.{order} > row.{order}{matches}"
+        )
+
+
 CUSTOM_EXPECTATIONS = (
     ExpectValuesToNeverDecreasePerKey,
     ExpectTimestampsToNeverGoBackwardsPerKey,
@@ -354,4 +461,7 @@ CUSTOM_EXPECTATIONS = (
     ExpectTimestampsOnAlignedGrid,
     ExpectColumnValuesToBeNonBlank,
     ExpectRowsToAppearInTopic,
+    ExpectNoUpdatesAfterWindowCloses,
+    ExpectEmittedAfterWindowCloses,
+    ExpectNothingLaterInTopic,
 )

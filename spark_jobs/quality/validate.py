@@ -30,6 +30,17 @@ from spark_jobs.spark.session import local_spark_session
 logger = logging.getLogger(__name__)
 
 
+# The sink creates a topic's folder with its first row (API.md), so an absent topic has no rows yet; it
+# is validated as an empty dataset of this schema (rules comparing topics need it to exist).
+OUTPUT_DDL = (
+    "key STRING, value STRING, timestamp BIGINT, window_start BIGINT, window_end BIGINT, "
+    "partition INT, seq BIGINT"
+)
+COUNT_DDL = OUTPUT_DDL.replace("value STRING", "value BIGINT")
+QUARANTINE_DDL = "reason STRING, raw STRING, source_file STRING, line BIGINT"
+QUARANTINE_TOPIC = "_quarantine"
+
+
 @dataclass(frozen=True)
 class TopicCheck:
     """One output topic and the suite that checks it (the suite, its validation definition and its
@@ -37,14 +48,16 @@ class TopicCheck:
 
     suite: str
     topic: str
+    empty_schema: str = OUTPUT_DDL
 
 
 SENSOR_ALERTS_CHECKS: tuple[TopicCheck, ...] = (
-    TopicCheck("window-counts", "window-counts"),
-    TopicCheck("window-finals", "window-finals"),
-    TopicCheck("low-activity-alerts", "low-activity-alerts"),
+    TopicCheck("window-counts", "window-counts", COUNT_DDL),
+    TopicCheck("window-finals", "window-finals", COUNT_DDL),
+    TopicCheck("low-activity-alerts", "low-activity-alerts", COUNT_DDL),
     TopicCheck("summaries", "summaries"),
-    TopicCheck("quarantine", "_quarantine"),
+    TopicCheck("silent-sensors", "silent-sensors"),
+    TopicCheck("quarantine", QUARANTINE_TOPIC, QUARANTINE_DDL),
 )
 
 
@@ -71,12 +84,15 @@ class SuiteVerdict:
     evaluated: int = 0
     failures: list[str] = field(default_factory=list)
     error: str | None = None
+    absent: bool = False
 
     def line(self) -> str:
         status = "PASSED" if self.success else "FAILED"
         if self.error:
             return f"{status} {self.suite}: {self.error}"
         where = f"on {self.rows} rows of {self.topic}"
+        if self.absent:
+            where = f"on {self.topic}, which has no rows yet (no folder)"
         if self.success:
             return f"{status} {self.suite}: {self.evaluated}/{self.evaluated} expectations {where}"
         return (
@@ -118,14 +134,24 @@ def _failure_text(result: Any) -> str:
     return f"{name} ({count} unexpected row{'' if count == 1 else 's'})" if count is not None else name
 
 
-def _read_topic(spark, path: Path):
+def _read_topic(spark, path: Path, empty_schema: str):
+    """(dataframe, absent, error): a missing folder is an empty topic; an unreadable one is an error."""
     if not path.exists():
-        return None, f"no dataset at {path}"
+        return spark.createDataFrame([], empty_schema), True, None
     try:
-        return spark.read.parquet(str(path)), None
-    except Exception as error:  # e.g. a folder with no committed file: nothing to validate is a failure
+        return spark.read.parquet(str(path)), False, None
+    except Exception as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        return None, f"cannot read {path}: {first_line[:300]}"
+        return None, False, f"cannot read {path}: {first_line[:300]}"
+
+
+def topic_folders(output: Path) -> list[str]:
+    """The topics present in an output folder: every folder but Spark's and the job's own (`_`, `.`)."""
+    return sorted(
+        p.name
+        for p in output.iterdir()
+        if p.is_dir() and (p.name == QUARANTINE_TOPIC or not p.name.startswith(("_", ".")))
+    )
 
 
 def validate_output(
@@ -152,22 +178,33 @@ def validate_output(
     context = open_context(reports_dir=reports, root=context_root)
     run_id = RunIdentifier(run_name=run_name or output.resolve().name, run_time=dt.datetime.now(dt.UTC))
 
-    # Every topic is read and exposed as a view first: rules may compare a topic with another one.
-    frames: dict[str, Any] = {}
-    read_errors: dict[str, str] = {}
-    for check in checks:
-        frame, error = _read_topic(spark, output / check.topic)
-        if frame is None:
-            read_errors[check.topic] = error
-            continue
-        frame = frame.cache()
-        frame.createOrReplaceTempView(topic_view_name(check.topic))
-        frames[check.topic] = frame
-
     selected = [check for check in checks if only is None or check.suite in only]
     unknown = set(only or ()) - {check.suite for check in checks}
     if unknown:
         raise ValueError(f"no such suites: {sorted(unknown)}")
+    if not output.is_dir():
+        # A wrong path, or a job that never ran: not the same as topics without rows.
+        error = f"no output folder at {output}"
+        verdicts = [SuiteVerdict(c.suite, c.topic, False, error=error) for c in selected]
+        _finish(context, reports, run_id, output, verdicts)
+        return verdicts
+    present = topic_folders(output)
+
+    # Every topic is read and exposed as a view first: rules may compare a topic with another one.
+    frames: dict[str, Any] = {}
+    absent: set[str] = set()
+    read_errors: dict[str, str] = {}
+    for check in checks:
+        frame, is_absent, error = _read_topic(spark, output / check.topic, check.empty_schema)
+        if frame is None:
+            read_errors[check.topic] = error
+            continue
+        if is_absent:
+            absent.add(check.topic)
+        frame = frame.cache()
+        frame.createOrReplaceTempView(topic_view_name(check.topic))
+        frames[check.topic] = frame
+
     verdicts = []
     try:
         for check in selected:
@@ -202,19 +239,33 @@ def validate_output(
                     rows=rows,
                     evaluated=len(expectation_results),
                     failures=[_failure_text(r) for r in expectation_results if not r.success],
+                    absent=check.topic in absent,
                 )
             )
+        if only is None:
+            # Every topic must be checked by some suite: a new topic without one fails the run.
+            checked = {check.topic for check in checks}
+            for topic in present:
+                if topic not in checked:
+                    error = (
+                        f"no suite checks topic {topic!r}: add one to expectations/ and to the job's checks"
+                    )
+                    verdicts.append(SuiteVerdict(topic, topic, False, error=error))
     finally:
         for topic, frame in frames.items():
             frame.unpersist()
             spark.catalog.dropTempView(topic_view_name(topic))
 
+    _finish(context, reports, run_id, output, verdicts)
+    return verdicts
+
+
+def _finish(context: Any, reports: Path, run_id: Any, output: Path, verdicts: list[SuiteVerdict]) -> None:
     site = reports / "data_docs"
     if not (site / "index.html").is_file():
-        context.build_data_docs()  # no checkpoint ran (every topic missing): still give people a page
+        context.build_data_docs()  # no checkpoint ran: still give people a page
     make_self_contained(site)
     _write_verdicts(reports, run_id, output, verdicts)
-    return verdicts
 
 
 def _write_verdicts(reports: Path, run_id: Any, output: Path, verdicts: list[SuiteVerdict]) -> None:
