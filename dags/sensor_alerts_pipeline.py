@@ -14,6 +14,21 @@ INTERVAL = dt.timedelta(minutes=int(os.environ.get("SENSOR_ALERTS_INTERVAL_MINUT
 SHIFT = dt.timedelta(minutes=int(os.environ.get("SENSOR_ALERTS_SHIFT_MINUTES", "2")))
 PATHS = JobPaths.for_job("sensor_alerts")
 
+# Templated by SparkSubmitOperator. The wall clock is the end of the run's data interval: an aligned
+# boundary, in ISO 8601 (`ts` writes the "T" that str() of a datetime would not).
+JOB_ARGS = [
+    "--input", str(PATHS.input),
+    "--output", str(PATHS.output),
+    "--checkpoint", str(PATHS.checkpoint),
+    "--trigger", "available-now",
+    "--wall-clock", "{{ data_interval_end | ts }}",
+]  # fmt: skip
+VALIDATION_ARGS = [
+    "--output", str(PATHS.output),
+    "--reports", str(PATHS.reports),
+    "--run-name", "{{ run_id }}",
+]  # fmt: skip
+
 DOC = f"""
 ### Sensor alerts
 
@@ -57,18 +72,7 @@ with DAG(
         task_id="run_sensor_alerts",
         name="sensor_alerts",
         script="jobs/sensor_alerts.py",
-        application_args=[
-            "--input",
-            str(PATHS.input),
-            "--output",
-            str(PATHS.output),
-            "--checkpoint",
-            str(PATHS.checkpoint),
-            "--trigger",
-            "available-now",
-            "--wall-clock",
-            "{{ data_interval_end | ts }}",
-        ],  # fmt: skip
+        application_args=JOB_ARGS,
         # Safe to retry: the checkpoint makes a second attempt commit each batch exactly once.
         retries=2,
         retry_delay=dt.timedelta(minutes=1),
@@ -78,14 +82,7 @@ with DAG(
         task_id="validate_outputs",
         name="validate_sensor_alerts",
         script="quality/validate.py",
-        application_args=[
-            "--output",
-            str(PATHS.output),
-            "--reports",
-            str(PATHS.reports),
-            "--run-name",
-            "{{ run_id }}",
-        ],  # fmt: skip
+        application_args=VALIDATION_ARGS,
         # A failed suite is a verdict on the data: retrying cannot change it.
         retries=0,
     )
