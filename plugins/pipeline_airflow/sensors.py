@@ -57,12 +57,9 @@ class WallClockPunctuationSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self._boundary_ms: int | None = None
 
-    def next_boundary_ms(self) -> int:
-        return next_aligned(epoch_millis(timezone.utcnow()), self.interval_ms, self.shift_ms)
-
     def execute(self, context: Any) -> Any:
         # The boundary is fixed once, when the task starts; every poke compares the clock with it.
-        self._boundary_ms = self.next_boundary_ms()
+        self._boundary_ms = next_aligned(epoch_millis(timezone.utcnow()), self.interval_ms, self.shift_ms)
         boundary = from_epoch_millis(self._boundary_ms)
         self.log.info(
             "Waiting for the wall-clock boundary %s (every %s, +%s)",
