@@ -124,10 +124,11 @@ def _json_lines(keys, timestamps, temperatures) -> list[str]:
     ]
 
 
-def _bad_lines(count: int, rng: np.random.Generator, timestamp: int) -> list[bytes]:
+def _bad_lines(first: int, count: int, rng: np.random.Generator, timestamp: int) -> list[bytes]:
+    """`count` bad lines, kinds cycling on from the `first`-th bad record of the run (all kinds show up)."""
     kinds = list(BAD_JSON_LINES) + ["invalid UTF-8"]
     out = []
-    for i in range(count):
+    for i in range(first, first + count):
         kind = kinds[i % len(kinds)]
         out.append(
             INVALID_UTF8 + b"\n"
@@ -204,7 +205,7 @@ def write_files(
         valid_ts = int(ts[0]) if len(ts) else 1
         if fmt == "jsonl":
             lines = [line.encode() for line in _json_lines(keys, ts, temps)] + _bad_lines(
-                int(bad_per_file[i]), rng, valid_ts
+                int(bad_per_file[:i].sum()), int(bad_per_file[i]), rng, valid_ts
             )
             if bad_per_file[i]:
                 # Bad lines anywhere in the file; valid lines keep their order.

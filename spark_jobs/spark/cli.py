@@ -98,6 +98,7 @@ def run_cli(module: str, description: str, options: list[JobOption], argv: list[
         processing_interval=args.processing_interval,
         wall_clock_tick_ms=args.wall_clock_tick,
         run_for_s=args.run_for,
+        shuffle_partitions=args.shuffle_partitions,
     )
     spark = local_spark_session(job_name, master=args.master, shuffle_partitions=args.shuffle_partitions)
     try:

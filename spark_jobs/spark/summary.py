@@ -34,6 +34,7 @@ class RunSummary:
     batches: list[int] = field(default_factory=list)
     wall_clock: dict[int, int] = field(default_factory=dict)
     task_metrics: dict[int, dict] = field(default_factory=dict)
+    batch_durations_ms: dict[int, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -73,6 +74,7 @@ class RunSummary:
                 "quarantined_by_reason": dict(sorted(self.quarantined_by_reason.items())),
                 "emitted": dict(sorted(self.emitted.items())),
                 "batches": sorted(self.batches),
+                "batch_durations_ms": {str(b): ms for b, ms in sorted(self.batch_durations_ms.items())},
                 "wall_clock_by_partition": {str(p): w for p, w in sorted(self.wall_clock.items())},
                 "task_metrics_by_partition": {str(p): m for p, m in sorted(self.task_metrics.items())},
             }
