@@ -17,7 +17,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -229,89 +228,6 @@ def wait_for(predicate, timeout: float, what: str, services: list[Service] = (),
 def http_get(url: str, timeout: float = 5) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return resp.read()
-
-
-# --------------------------------------------------------------------------------------------------------
-# Standalone Spark cluster from the pyspark package (the compose file's spark-master + spark-worker)
-# --------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class SparkCluster:
-    master_url: str
-    webui_url: str
-    services: list[Service]
-
-    def state(self) -> dict:
-        import json
-
-        return json.loads(http_get(f"{self.webui_url}/json/"))
-
-
-def spark_class() -> str:
-    """pyspark's `spark-class`, next to this interpreter (the venv's bin/) or on PATH."""
-    beside = Path(sys.executable).parent / "spark-class"
-    found = str(beside) if beside.exists() else shutil.which("spark-class")
-    if not found:
-        pytest.fail("spark-class (installed with pyspark) was not found")
-    return found
-
-
-@contextlib.contextmanager
-def spark_cluster(
-    work_dir: Path, python: str, workers: int = 2, worker_memory: str = "1g"
-) -> Iterator[SparkCluster]:
-    """A master and `workers` workers (1 core each) on loopback, as `spark-class` processes."""
-    env = {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": python,
-        "PYSPARK_DRIVER_PYTHON": python,
-        "SPARK_WORKER_DIR": str(work_dir / "work"),
-        "SPARK_LOG_DIR": str(work_dir / "logs"),
-    }
-    port, webui = free_port(), free_port()
-    services: list[Service] = []
-    try:
-        master = start_service(
-            "spark-master",
-            [spark_class(), "org.apache.spark.deploy.master.Master",
-             "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui)],
-            env,
-            work_dir / "logs",
-        )  # fmt: skip
-        services.append(master)
-        cluster = SparkCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{webui}", services)
-        wait_for(lambda: cluster.state()["status"] == "ALIVE", 120, "the Spark master", services)
-        for i in range(workers):
-            services.append(
-                start_service(
-                    f"spark-worker-{i + 1}",
-                    [
-                        spark_class(),
-                        "org.apache.spark.deploy.worker.Worker",
-                        "--cores",
-                        "1",
-                        "--memory",
-                        worker_memory,
-                        "--webui-port",
-                        str(free_port()),
-                        cluster.master_url,
-                    ],
-                    env,
-                    work_dir / "logs",
-                )  # fmt: skip
-            )
-        wait_for(
-            lambda: cluster.state()["aliveworkers"] == workers,
-            120,
-            f"{workers} alive Spark workers",
-            services,
-        )
-        yield cluster
-    finally:
-        for svc in reversed(services):
-            svc.stop()
 
 
 def http_status(url: str, timeout: float = 5) -> int:
