@@ -472,6 +472,8 @@ def test_dockerfile_pins_base_java_and_pyspark_reinstall():
     assert req < reinstall < check, "pyspark must be reinstalled after the provider, then checked"
     # The package runs from a checkout-like layout, as natively: jobs and expectations/ beside it.
     assert "ENV PYTHONPATH=${SPARK_JOBS_HOME}" in text
+    # Airflow 3 on PostgreSQL opens a sync (psycopg2) and an async (asyncpg) engine on the same URL.
+    assert '"psycopg2-binary==' in text and '"asyncpg==' in text
     assert '-c "${SPARK_JOBS_HOME}/constraints.txt"' in text
 
 
