@@ -123,11 +123,16 @@ class Suppressed:
 
 
 # Buffer entry fields, in a list per buffered key (mutated in place on update).
-_BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ = range(9)
+_BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _KEY = range(10)
+_NO_WINDOW = object()
 
 
 class SuppressNode(Node):
-    """The suppress buffer. Ordered by (buffer time, key bytes) in a heap; updates keep their place."""
+    """The suppress buffer. Ordered by (buffer time, key bytes) in a heap; updates keep their place.
+
+    Entries are indexed by window, then key (`until_time_limit`: one bucket, by key): windowed keys of one
+    window share a Window object upstream, so the bucket is found by identity without hashing.
+    """
 
     def __init__(self, name: str, suppressed: Suppressed, duration: int, parent_name: str) -> None:
         super().__init__(name)
@@ -139,7 +144,7 @@ class SuppressNode(Node):
         self.shut_down = config.policy == _SHUT_DOWN
         self.parent_name = parent_name
         self.observed = -1
-        self.index: dict[Any, list] = {}
+        self.buckets: dict[Any, dict[Any, list]] = {}
         self.heap: list[tuple] = []
         self.count = 0
         self.num_bytes = 0
@@ -150,7 +155,9 @@ class SuppressNode(Node):
         self.size_max = self.count_max = 0
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        index, heap = self.index, self.heap
+        buckets, heap = self.buckets, self.heap
+        bucket_window: Any = _NO_WINDOW
+        bucket: dict = {}
         observed, duration = self.observed, self.duration
         window_close = self.window_close
         max_records, max_bytes = self.max_records, self.max_bytes
@@ -166,23 +173,29 @@ class SuppressNode(Node):
         out_t: list = []
         out_h: Optional[list] = None if headers is None else []
         src: list = []
-        for i in range(len(keys)):
-            key = keys[i]
-            ts = timestamps[i]
+        for i, key, new, ts in zip(range(len(keys)), keys, values, timestamps):
             if ts > observed:
                 observed = ts
-            new = values[i]
             old = None if olds is None else olds[i]
             hdr = None if headers is None else headers[i]
             new_size = 8 if type(new) is int else vsize(new)
-            entry = index.get(key)
+            if window_close:
+                window, inner = key[1], key[0]
+            else:
+                window, inner = None, key
+            if window is not bucket_window:
+                bucket = buckets.get(window)
+                if bucket is None:
+                    bucket = buckets[window] = {}
+                bucket_window = window
+            entry = bucket.get(inner)
             if entry is None:
                 kb = key_bytes(key)
                 # the first update's old value is the prior value: counted once
                 size = (8 + len(kb) + (8 if type(old) is int else vsize(old)) + new_size + context_size
                         + (headers_size(hdr) if hdr else 0))
                 bt = key[1][1] if window_close else ts
-                index[key] = [bt, kb, new, old, old, ts, hdr, size, seq]
+                bucket[inner] = [bt, kb, new, old, old, ts, hdr, size, seq, key]
                 heappush(heap, (bt, kb, seq, key))
                 seq += 1
                 count += 1
@@ -220,7 +233,7 @@ class SuppressNode(Node):
                     while heap and ((count > max_records or num_bytes > max_bytes) if by_capacity
                                     else heap[0][0] <= limit):
                         ekey = heappop(heap)[3]
-                        entry = index.pop(ekey)
+                        entry = self._pop(ekey)
                         count -= 1
                         num_bytes -= entry[_SIZE]
                         evicted = True
@@ -241,6 +254,19 @@ class SuppressNode(Node):
             out_h = None
         return out_k, out_v, out_o, out_t, out_h, src
 
+    def _pop(self, key: Any) -> list:
+        window, inner = (key[1], key[0]) if self.window_close else (None, key)
+        bucket = self.buckets[window]
+        entry = bucket.pop(inner)
+        if not bucket:
+            del self.buckets[window]
+        return entry
+
+    def _entry(self, key: Any) -> Optional[list]:
+        window, inner = (key[1], key[0]) if self.window_close else (None, key)
+        bucket = self.buckets.get(window)
+        return None if bucket is None else bucket.get(inner)
+
     def _save(self, observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max, count_max) -> None:
         self.observed, self.count, self.num_bytes, self.next_seq = observed, count, num_bytes, seq
         self.samples, self.size_sum, self.count_sum = samples, size_sum, count_sum
@@ -248,7 +274,7 @@ class SuppressNode(Node):
 
     def get(self, key: Any) -> Optional[tuple[Any, int]]:
         """A join reading the suppressed table sees the last emitted value while the key is buffered."""
-        entry = self.index.get(key)
+        entry = self._entry(key)
         if entry is not None:
             prior = entry[_PRIOR]
             return None if prior is None else (prior, -1)
@@ -265,11 +291,12 @@ class SuppressNode(Node):
         }
 
     def snapshot_state(self) -> Any:
-        entries = sorted(self.index.items(), key=lambda item: item[1][_SEQ])
+        entries = sorted(((e[_KEY], e) for bucket in self.buckets.values() for e in bucket.values()),
+                         key=lambda item: item[1][_SEQ])
         columns: list[list] = [[] for _ in range(9)]
         for _, entry in entries:
-            for field, value in enumerate(entry):
-                columns[field].append(value)
+            for field in range(9):
+                columns[field].append(entry[field])
         return {
             "keys": [key for key, _ in entries],
             "bt": array("q", columns[_BT]), "kb": columns[_KB], "new": columns[_NEW], "old": columns[_OLD],
@@ -281,7 +308,11 @@ class SuppressNode(Node):
 
     def restore_state(self, state: Any) -> None:
         fields = [state[name] for name in ("bt", "kb", "new", "old", "prior", "ts", "hdr", "size", "seq")]
-        self.index = {key: list(entry) for key, entry in zip(state["keys"], zip(*fields))} if state["keys"] else {}
-        self.heap = [(e[_BT], e[_KB], e[_SEQ], key) for key, e in self.index.items()]
+        self.buckets = {}
+        self.heap = []
+        for key, entry in zip(state["keys"], zip(*fields)):
+            window, inner = (key[1], key[0]) if self.window_close else (None, key)
+            self.buckets.setdefault(window, {})[inner] = list(entry) + [key]
+            self.heap.append((entry[_BT], entry[_KB], entry[_SEQ], key))
         heapify(self.heap)
         self._save(*state["scalars"])

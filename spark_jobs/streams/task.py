@@ -23,6 +23,8 @@ import zlib
 from itertools import repeat
 from typing import Any, Callable, Optional, Sequence
 
+from . import batching
+from .batching import EMPTY, Columns
 from .node import Node, SinkNode, SourceNode, UserProcessorNode
 from .punctuation import PunctuationManager, PunctuationSchedule
 from .records import Record, Windowed, make_windowed
@@ -30,11 +32,9 @@ from .timeutil import INT64_MAX, Duration, to_millis
 from .topology import Topology, topology_fingerprint
 
 _NO_OLD = object()  # a serial row that belongs to a batch without an `olds` column
-_EMPTY: tuple[list, None] = ([], None)
 _SNAPSHOT_MAGIC = b"STK1"
 _COMPRESS_ABOVE = 64 * 1024  # smaller snapshots are not worth the zlib time
 
-ColumnarRunner = Callable[[list, list, Optional[list], list, Optional[list]], tuple]
 
 
 class OutputBatch:
@@ -54,11 +54,13 @@ class OutputBatch:
         self.headers = headers
 
     @classmethod
-    def from_rows(cls, rows: list[tuple], first_seq: int) -> OutputBatch:
-        n = len(rows)
-        if not n:
+    def from_columns(cls, columns: Optional[Columns], first_seq: int) -> OutputBatch:
+        if columns is None or not columns[0]:
             return cls([], [], [], [], [], [], [], [])
-        topics, keys, values, timestamps, headers = map(list, zip(*rows))
+        topics, keys, values, timestamps, headers = columns
+        n = len(topics)
+        if headers is None:
+            headers = [None] * n
         W = Windowed
         if type(keys[0]) is W or any(type(k) is W for k in keys):
             starts = [k[1][0] if type(k) is W else None for k in keys]
@@ -102,8 +104,9 @@ class StreamTask:
         self.current_topic: Optional[str] = None
         self.dropped_records = 0
         self.punctuation = PunctuationManager(self)
-        self._out: list[tuple] = []
-        self._collector = self._out  # where sinks running row by row put their rows
+        self._segments: list[Columns] = []  # output not drained yet, in order
+        self._rows: list[tuple] = []  # rows of sinks running row by row, not yet moved to _segments
+        self._collector = self._rows  # where sinks running row by row put their rows
         self._next_seq = 0
         self._closed = False
 
@@ -202,9 +205,9 @@ class StreamTask:
             else:
                 k, v, t = keys[start:end], values[start:end], timestamps[start:end]
                 h = None if headers is None else headers[start:end]
-            rows, consumed = runner(k, v, t, h)
-            if rows:
-                self._out += rows
+            cols, consumed = runner(k, v, t, h)
+            if cols is not None:
+                self._add_columns(cols)
             if consumed < len(k):  # an island changed the schedules: punctuation may be due now
                 end = start + consumed
                 t = t[:consumed]
@@ -234,12 +237,24 @@ class StreamTask:
 
     # -- output and metrics -------------------------------------------------------------------------------
 
+    def _add_columns(self, cols: Columns) -> None:
+        self._flush_rows()
+        self._segments.append(cols)
+
+    def _flush_rows(self) -> None:
+        if self._rows:
+            self._segments.append(batching.rows_to_columns(self._rows))
+            self._rows.clear()
+
+    def _pending_output(self) -> Optional[Columns]:
+        self._flush_rows()
+        return batching.concat(self._segments) if self._segments else None
+
     def drain_output(self) -> OutputBatch:
         """Everything emitted since the last drain, in order."""
-        rows = self._out[:]
-        del self._out[:]
-        batch = OutputBatch.from_rows(rows, self._next_seq)
-        self._next_seq += len(rows)
+        batch = OutputBatch.from_columns(self._pending_output(), self._next_seq)
+        self._segments = []
+        self._next_seq += len(batch)
         return batch
 
     def metrics(self) -> dict[str, int | float]:
@@ -275,7 +290,7 @@ class StreamTask:
             "punctuation": self.punctuation.snapshot(),
             "nodes": {name: state for name, node in self.nodes.items()
                       if (state := node.snapshot_state()) is not None},
-            "pending_output": self._out[:],
+            "pending_output": self._pending_output(),
         }
         raw = pickle.dumps(state, protocol=5)
         if len(raw) > _COMPRESS_ABOVE:
@@ -299,7 +314,8 @@ class StreamTask:
             task.nodes[name].restore_state(node_state)
         task._next_seq = state["next_seq"]
         task.dropped_records = state["dropped"]
-        task._out.extend(state["pending_output"])
+        if state["pending_output"] is not None:
+            task._segments.append(state["pending_output"])
         return task
 
     def _rebind_punctuator(self, node_name: str, method_name: str) -> Callable[[int], Any]:
@@ -346,18 +362,18 @@ class StreamTask:
 
     def _source_runner(self, source: Node) -> Callable:
         """Runs a batch from `source`: islands row by row in lockstep, then the columnar children; returns
-        the rows in depth-first order and how many input rows were consumed."""
+        the output columns in depth-first order and how many input rows were consumed."""
         islands = [(i, self._serial_runners[c.name]) for i, c in enumerate(source.children)
                    if isinstance(c, UserProcessorNode)]
-        columnar = [(i, self._columnar_runner(c)) for i, c in enumerate(source.children)
+        columnar = [(i, self._columnar_runner(c, len(source.children) > 1)) for i, c in enumerate(source.children)
                     if not isinstance(c, UserProcessorNode)]
         punctuation = self.punctuation
 
         def run_source(keys, values, timestamps, headers):
             n = len(keys)
-            results: list[tuple[int, list, Optional[list]]] = []
+            results: list[tuple[int, Columns, Optional[list]]] = []
             if islands:
-                collected = [([], []) for _ in islands]
+                collected: list[tuple[list, list]] = [([], []) for _ in islands]
                 version = punctuation.version
                 base = stream_time = self.stream_time
                 try:
@@ -379,95 +395,72 @@ class StreamTask:
                                 headers = None if headers is None else headers[:n]
                             break
                 finally:
-                    self._collector = self._out
+                    self._collector = self._rows
                     self.stream_time = base  # the task advances it after the batch
-                results += [(index, rows, src) for (index, _), (rows, src) in zip(islands, collected) if rows]
+                results += [(index, batching.rows_to_columns(rows), src)
+                            for (index, _), (rows, src) in zip(islands, collected) if rows]
             for index, run_child in columnar:
-                rows, src = run_child(keys, values, None, timestamps, headers)
-                if rows:
-                    results.append((index, rows, src))
+                cols, src = run_child(keys, values, None, timestamps, headers)
+                if cols is not None:
+                    results.append((index, cols, src))
             if not results:
-                return [], n
+                return None, n
             if len(results) == 1:
                 return results[0][1], n
             results.sort(key=lambda r: r[0])  # child order decides ties
-            return _merge_by_src([(rows, src) for _, rows, src in results])[0], n
+            return batching.merge([(cols, src) for _, cols, src in results], False)[0], n
 
         return run_source
 
-    def _columnar_runner(self, node: Node) -> ColumnarRunner:
-        """A function processing a batch at `node`; returns the sinks' rows in depth-first order and, for
-        each row, the index of the input row it descends from (None: row j from input j)."""
+    def _columnar_runner(self, node: Node, need_src: bool) -> Callable:
+        """A function processing a batch at `node`; returns the sinks' columns in depth-first order and,
+        when `need_src` (a fan-out above merges them), the input row each output row descends from."""
         if isinstance(node, SinkNode):
             topic = node.topic
 
             def run_sink(keys, values, olds, timestamps, headers):
-                return list(zip(repeat(topic), keys, values, timestamps,
-                                repeat(None) if headers is None else headers)), None
+                return batching.sink_columns(topic, keys, values, timestamps, headers), None
 
             return run_sink
         process = node.process_columns
-        children = [self._columnar_runner(child) for child in node.children]
+        fan_out = len(node.children) > 1
+        children = [self._columnar_runner(child, need_src or fan_out) for child in node.children]
         if not children:
             def run_leaf(keys, values, olds, timestamps, headers):
                 process(keys, values, olds, timestamps, headers)
-                return _EMPTY
+                return EMPTY
 
             return run_leaf
-        if len(children) == 1:
+        if not fan_out:
             child = children[0]
 
             def run_chain(keys, values, olds, timestamps, headers):
                 out = process(keys, values, olds, timestamps, headers)
                 if out is None or not out[0]:
-                    return _EMPTY
-                rows, child_src = child(out[0], out[1], out[2], out[3], out[4])
-                if not rows:
-                    return _EMPTY
-                return rows, _compose(out[5], child_src)
+                    return EMPTY
+                cols, child_src = child(out[0], out[1], out[2], out[3], out[4])
+                if cols is None:
+                    return EMPTY
+                return cols, batching.compose(out[5], child_src) if need_src else None
 
             return run_chain
 
         def run_fan_out(keys, values, olds, timestamps, headers):
             out = process(keys, values, olds, timestamps, headers)
             if out is None or not out[0]:
-                return _EMPTY
+                return EMPTY
             k, v, o, t, h, src = out
             results = []
             for run_child in children:
-                rows, child_src = run_child(k, v, o, t, h)
-                if rows:
-                    results.append((rows, child_src))
+                cols, child_src = run_child(k, v, o, t, h)
+                if cols is not None:
+                    results.append((cols, child_src))
             if not results:
-                return _EMPTY
-            rows, child_src = results[0] if len(results) == 1 else _merge_by_src(results)
-            return rows, _compose(src, child_src)
+                return EMPTY
+            cols, child_src = results[0] if len(results) == 1 else batching.merge(results, need_src)
+            return cols, batching.compose(src, child_src) if need_src else None
 
         return run_fan_out
-
-
-def _compose(src: Optional[list], child_src: Optional[list]) -> Optional[list]:
-    """Map row indices through a node: rows -> node outputs (child_src) -> node inputs (src)."""
-    if src is None:
-        return child_src
-    if child_src is None:
-        return src
-    return [src[i] for i in child_src]
-
-
-def _merge_by_src(results: list[tuple[list, Optional[list]]]) -> tuple[list, list]:
-    """Interleave the children's rows depth first: by parent output row, then child order.
-
-    Each child's rows are already in order; a stable sort of the concatenation on the parent row index
-    keeps child order for ties. Timsort merges these pre-sorted runs in linear time.
-    """
-    all_rows: list = []
-    all_src: list = []
-    for rows, src in results:
-        all_rows += rows
-        all_src += range(len(rows)) if src is None else src
-    order = sorted(range(len(all_src)), key=all_src.__getitem__)
-    return [all_rows[i] for i in order], [all_src[i] for i in order]
 
 
 def _can_batch(source: Node) -> bool:

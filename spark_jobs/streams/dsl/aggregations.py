@@ -16,7 +16,7 @@ from heapq import heappop, heappush
 from typing import Any, Callable, Optional
 
 from ..node import Node
-from ..records import make_windowed
+from ..records import Window, Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
 
 
@@ -91,7 +91,12 @@ def _int_column(values: list) -> Any:
 
 
 class TimeWindowAggregateNode(Node):
-    """Tumbling and hopping windows. Store: (key, window start) -> [aggregate, max timestamp, Windowed]."""
+    """Tumbling and hopping windows.
+
+    Store: window start -> {key: [aggregate, max timestamp, Windowed key]}. Buckets by start make closed
+    windows cheap to delete, and the Windowed keys of one window share one Window object, which lets a
+    downstream suppress find its bucket by identity.
+    """
 
     def __init__(self, name: str, windows: TimeWindows, aggregation: Aggregation, send_old_values: bool) -> None:
         super().__init__(name)
@@ -99,16 +104,15 @@ class TimeWindowAggregateNode(Node):
         self.aggregation = aggregation
         self.send_old_values = send_old_values
         self.observed = -1
-        self.store: dict[tuple[Any, int], list] = {}
-        # Closed windows are deleted: window starts in a heap, the keys created per start beside it.
-        self.starts: list[int] = []
-        self.keys_by_start: dict[int, list] = {}
+        self.buckets: dict[int, dict[Any, list]] = {}
+        self.window_objects: dict[int, Window] = {}
+        self.starts: list[int] = []  # heap of the buckets' starts
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         windows = self.windows
         size, advance = windows.size, windows.advance
         close_after = size + windows.grace  # a window closes when end + grace <= observed time
-        store, keys_by_start, starts = self.store, self.keys_by_start, self.starts
+        buckets, window_objects, starts = self.buckets, self.window_objects, self.starts
         count = self.aggregation.kind == "count"
         initializer, aggregator = self.aggregation.initializer, self.aggregation.aggregator
         send_old = self.send_old_values
@@ -119,13 +123,15 @@ class TimeWindowAggregateNode(Node):
         out_t: list = []
         out_h: Optional[list] = None if headers is None else []
         src: list = []
+        # bound methods: the loop below runs once per record
+        add_k, add_v, add_t, add_src = out_k.append, out_v.append, out_t.append, src.append
+        add_o = out_o.append if out_o is not None else None
         dropped = 0
-        for i in range(len(keys)):
-            key = keys[i]
+        bucket_start, bucket, window = None, None, None
+        for i, key, ts in zip(range(len(keys)), keys, timestamps):
             if key is None:  # no window for a null key; it advances no time
                 dropped += 1
                 continue
-            ts = timestamps[i]
             if ts > observed:
                 observed = ts
             start = ts - size + advance
@@ -133,69 +139,72 @@ class TimeWindowAggregateNode(Node):
             while start <= ts:
                 if start + close_after <= observed:
                     dropped += 1
+                    start += advance
+                    continue
+                if start != bucket_start:
+                    bucket = buckets.get(start)
+                    if bucket is None:
+                        bucket = buckets[start] = {}
+                        window_objects[start] = tuple.__new__(Window, (start, start + size))
+                        heappush(starts, start)
+                    bucket_start, window = start, window_objects[start]
+                entry = bucket.get(key)
+                if entry is None:
+                    old = 0 if count else initializer()
+                    new = old + 1 if count else aggregator(key, values[i], old)
+                    new_ts = ts
+                    windowed = tuple.__new__(Windowed, (key, window))
+                    if new is not None:
+                        bucket[key] = [new, ts, windowed]
                 else:
-                    store_key = (key, start)
-                    entry = store.get(store_key)
-                    if entry is None:
-                        old = 0 if count else initializer()
-                        new = old + 1 if count else aggregator(key, values[i], old)
-                        new_ts = ts
-                        windowed = make_windowed(key, start, start + size)
-                        if new is not None:
-                            store[store_key] = [new, ts, windowed]
-                            created = keys_by_start.get(start)
-                            if created is None:
-                                keys_by_start[start] = [key]
-                                heappush(starts, start)
-                            else:
-                                created.append(key)
+                    old = entry[0]
+                    new = old + 1 if count else aggregator(key, values[i], old)
+                    new_ts = entry[1]
+                    if ts > new_ts:
+                        new_ts = entry[1] = ts
+                    windowed = entry[2]
+                    if new is None:  # Kafka's store deletes a null aggregate
+                        del bucket[key]
                     else:
-                        old = entry[0]
-                        new = old + 1 if count else aggregator(key, values[i], old)
-                        new_ts = entry[1]
-                        if ts > new_ts:
-                            new_ts = entry[1] = ts
-                        windowed = entry[2]
-                        if new is None:
-                            del store[store_key]
-                        else:
-                            entry[0] = new
-                    out_k.append(windowed)
-                    out_v.append(new)
-                    out_t.append(new_ts)
-                    src.append(i)
-                    if send_old:
-                        out_o.append(old)  # type: ignore[union-attr]
-                    if out_h is not None:
-                        out_h.append(headers[i])
+                        entry[0] = new
+                add_k(windowed)
+                add_v(new)
+                add_t(new_ts)
+                add_src(i)
+                if add_o is not None:
+                    add_o(old)
+                if out_h is not None:
+                    out_h.append(headers[i])
                 start += advance
         self.observed = observed
         if dropped:
             self.count_dropped(dropped)
         while starts and starts[0] + close_after <= observed:
             start = heappop(starts)
-            for key in keys_by_start.pop(start):
-                store.pop((key, start), None)
+            del buckets[start], window_objects[start]
         return out_k, out_v, out_o, out_t, out_h, src
 
     def get(self, windowed_key):
-        entry = self.store.get((windowed_key[0], windowed_key[1][0]))
+        entry = self.buckets.get(windowed_key[1][0], {}).get(windowed_key[0])
         return None if entry is None else (entry[0], entry[1])
 
     def snapshot_state(self):
-        store = self.store
-        return {"observed": self.observed, "keys": [k for k, _ in store], "starts": array("q", [s for _, s in store]),
-                "aggs": _int_column([e[0] for e in store.values()]), "ts": array("q", [e[1] for e in store.values()])}
+        rows = [(start, key, entry) for start, bucket in self.buckets.items() for key, entry in bucket.items()]
+        return {"observed": self.observed, "starts": array("q", [r[0] for r in rows]), "keys": [r[1] for r in rows],
+                "aggs": _int_column([r[2][0] for r in rows]), "ts": array("q", [r[2][1] for r in rows]),
+                "empty_buckets": array("q", [start for start, bucket in self.buckets.items() if not bucket])}
 
     def restore_state(self, state):
         size = self.windows.size
         self.observed = state["observed"]
-        self.store = {}
-        self.keys_by_start = {}
-        for key, start, agg, ts in zip(state["keys"], state["starts"], state["aggs"], state["ts"]):
-            self.store[(key, start)] = [agg, ts, make_windowed(key, start, start + size)]
-            self.keys_by_start.setdefault(start, []).append(key)
-        self.starts = sorted(self.keys_by_start)
+        self.buckets, self.window_objects = {}, {}
+        for start in list(state["starts"]) + list(state["empty_buckets"]):
+            if start not in self.buckets:
+                self.buckets[start] = {}
+                self.window_objects[start] = Window(start, start + size)
+        for start, key, agg, ts in zip(state["starts"], state["keys"], state["aggs"], state["ts"]):
+            self.buckets[start][key] = [agg, ts, Windowed(key, self.window_objects[start])]
+        self.starts = sorted(self.buckets)
 
 
 class StreamAggregateNode(Node):

@@ -1,0 +1,100 @@
+"""Column sets of sink output and their depth-first merge (used by StreamTask's batch path).
+
+A column set is `[topics, keys, values, timestamps, headers]` (parallel lists; headers None when no row
+has any). A result is `(columns, src)` where `src[j]` is the index of the row, in the input of the node
+that produced the result, that row j descends from (None: row j descends from input row j).
+
+Record by record, a node's children see each of its output rows in turn (depth first). So the sinks' rows
+of a fan-out interleave by parent row, earlier children first: `merge` restores that order by splicing
+the children's columns (C-speed slices) at the insertion points that `src` gives.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Optional
+
+Columns = list  # [topics, keys, values, timestamps, headers-or-None]
+Result = tuple  # (Columns | None, src | None)
+EMPTY: Result = (None, None)
+
+
+def rows_to_columns(rows: list[tuple]) -> Optional[Columns]:
+    if not rows:
+        return None
+    topics, keys, values, timestamps, headers = map(list, zip(*rows))
+    return [topics, keys, values, timestamps, None if all(h is None for h in headers) else headers]
+
+
+def sink_columns(topic: str, keys: list, values: list, timestamps: list, headers: Optional[list]) -> Columns:
+    return [[topic] * len(keys), keys, values, timestamps, headers]
+
+
+def compose(src: Optional[list], child_src: Optional[list]) -> Optional[list]:
+    """Map rows through a node: rows -> node outputs (child_src) -> node inputs (src)."""
+    if src is None:
+        return child_src
+    if child_src is None:
+        return src
+    return [src[i] for i in child_src]
+
+
+def concat(segments: list[Columns]) -> Columns:
+    if len(segments) == 1:
+        return segments[0]
+    out: Columns = [[], [], [], [], None]
+    with_headers = any(seg[4] is not None for seg in segments)
+    if with_headers:
+        out[4] = []
+    for seg in segments:
+        for c in range(4):
+            out[c] += seg[c]
+        if with_headers:
+            out[4] += seg[4] if seg[4] is not None else [None] * len(seg[0])
+    return out
+
+
+def merge(results: list[Result], need_src: bool) -> Result:
+    """Merge children's results (in child order) into one depth-first ordered result."""
+    merged_cols, merged_src = results[0]
+    for cols, src in results[1:]:
+        merged_cols, merged_src = _merge_two(merged_cols, merged_src, cols, src, need_src)
+    return merged_cols, merged_src
+
+
+def _merge_two(a: Columns, a_src: Optional[list], b: Columns, b_src: Optional[list], need_src: bool) -> Result:
+    """Rows of `b` go after the rows of `a` that descend from the same or an earlier parent row."""
+    na, nb = len(a[0]), len(b[0])
+    b_parents = range(nb) if b_src is None else b_src
+    if a_src is None:
+        points = [p + 1 if p + 1 < na else na for p in b_parents]
+    else:
+        points = [bisect_right(a_src, p) for p in b_parents]
+    runs: list[tuple[int, int, int]] = []  # (insertion point in a, b_lo, b_hi)
+    lo = 0
+    for j in range(1, nb + 1):
+        if j == nb or points[j] != points[lo]:
+            runs.append((points[lo], lo, j))
+            lo = j
+
+    def splice(x: list, y: list) -> list:
+        out: list = []
+        previous = 0
+        for point, b_lo, b_hi in runs:
+            out += x[previous:point]
+            out += y[b_lo:b_hi]
+            previous = point
+        out += x[previous:]
+        return out
+
+    a_headers, b_headers = a[4], b[4]
+    if a_headers is None and b_headers is None:
+        headers = None
+    else:
+        headers = splice([None] * na if a_headers is None else a_headers,
+                         [None] * nb if b_headers is None else b_headers)
+    cols = [splice(a[c], b[c]) for c in range(4)] + [headers]
+    src = None
+    if need_src:
+        src = splice(list(range(na)) if a_src is None else a_src, list(b_parents))
+    return cols, src
