@@ -25,6 +25,7 @@ the output topics hold rows.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import json
 import os
 import secrets
@@ -172,6 +173,11 @@ def test_dag_runs_on_postgres_and_spark_cluster(postgres: PostgresServer, tmp_pa
     ]
     if missing:
         pytest.fail(f"the pipeline is incomplete, missing: {', '.join(missing)}")
+    if importlib.util.find_spec("asyncpg") is None:
+        pytest.fail(
+            "asyncpg is not installed: Airflow 3 opens an async engine on the PostgreSQL URL, so every airflow "
+            "command fails without it. Add asyncpg==0.32.0 to requirements-dev.txt"
+        )
 
     logs = tmp_path / "logs"
     logs.mkdir()

@@ -369,10 +369,48 @@ def test_compose_file_passes_docker_compose_config(needs_cli, empty_env_file):
     assert cli_problems(COMPOSE_FILE, clean_env(TEST_SECRETS), empty_env_file) == []
 
 
-def test_topology_services_health_checks_and_shared_volumes(needs_cli, empty_env_file):
-    proc = compose_config(COMPOSE_FILE, clean_env(TEST_SECRETS), empty_env_file)
-    assert proc.returncode == 0, proc.stderr
-    services = json.loads(proc.stdout)["services"]
+def yaml_model(compose_file: Path, env: Mapping[str, str]) -> dict:
+    """The services as PyYAML + interpolation see them, in the shapes `docker compose config` prints:
+    commands as lists, volumes as {type, source, target}, depends_on as {service: {condition}}."""
+    errors: list[str] = []
+    raw = yaml.safe_load(compose_file.read_text())
+    services = {n: interpolate_tree(svc, env, n, errors) for n, svc in raw["services"].items()}
+    assert not errors, errors
+    for svc in services.values():
+        if isinstance(svc.get("command"), str):
+            svc["command"] = svc["command"].split()
+        volumes = []
+        for vol in svc.get("volumes") or []:
+            if isinstance(vol, str):
+                source, target = vol.split(":")[:2]
+                vol = {
+                    "type": "bind" if _is_host_path(source) else "volume",
+                    "source": source,
+                    "target": target,
+                }
+            volumes.append(vol)
+        svc["volumes"] = volumes
+        deps = svc.get("depends_on") or {}
+        if isinstance(deps, list):
+            deps = {d: {"condition": "service_started"} for d in deps}
+        svc["depends_on"] = deps
+        if "deploy" in svc and "replicas" in svc["deploy"]:
+            svc["deploy"]["replicas"] = int(svc["deploy"]["replicas"])
+    return services
+
+
+@pytest.mark.parametrize("reader", ["pyyaml", "docker compose config"])
+def test_topology_services_health_checks_and_shared_volumes(reader, empty_env_file):
+    if reader == "pyyaml":
+        services = yaml_model(COMPOSE_FILE, TEST_SECRETS)
+    else:
+        if not compose_cli_available():
+            pytest.skip(
+                "the Docker Compose v2 CLI is not installed (scripts/install_compose_cli.sh installs it)"
+            )
+        proc = compose_config(COMPOSE_FILE, clean_env(TEST_SECRETS), empty_env_file)
+        assert proc.returncode == 0, proc.stderr
+        services = json.loads(proc.stdout)["services"]
     assert set(services) >= LONG_RUNNING
     for name in LONG_RUNNING:
         assert services[name].get("healthcheck", {}).get("test"), f"{name} has no health check"
