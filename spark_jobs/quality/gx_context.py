@@ -59,9 +59,8 @@ def stored_suite_dict(context: FileDataContext, name: str) -> dict:
     return store.get(key)
 
 
-def check_suite(context: FileDataContext, suite: ExpectationSuite) -> ExpectationSuite:
-    """Raise `SuiteIntegrityError` unless every stored expectation of `suite` is known, valid and loaded."""
-    stored = stored_suite_dict(context, suite.name).get("expectations") or []
+def _problems_in_stored(context: FileDataContext, name: str) -> tuple[list[str], int]:
+    stored = stored_suite_dict(context, name).get("expectations") or []
     problems = []
     for entry in stored:
         # The store hands back configurations; they build an expectation only if its class is registered.
@@ -70,24 +69,42 @@ def check_suite(context: FileDataContext, suite: ExpectationSuite) -> Expectatio
             config.to_domain_obj()
         except ExpectationNotFoundError:
             problems.append(f"{config.type!r} is not a registered expectation")
-        except Exception as error:  # invalid kwargs: GX would drop it the same way
-            problems.append(f"{config.type!r} is invalid: {error}")
-    if not problems and len(suite.expectations) != len(stored):
-        problems.append(f"GX loaded {len(suite.expectations)} of the {len(stored)} stored expectations")
+        except Exception as error:  # invalid arguments: GX drops or raises, depending on the error
+            first_line = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+            problems.append(f"{config.type!r} is invalid: {first_line}")
+    return problems, len(stored)
+
+
+def _raise(name: str, problems: list[str]) -> None:
+    raise SuiteIntegrityError(f"suite {name!r} cannot be run as written: " + "; ".join(problems))
+
+
+def check_suite(context: FileDataContext, suite: ExpectationSuite) -> ExpectationSuite:
+    """Raise `SuiteIntegrityError` unless every stored expectation of `suite` is known, valid and loaded."""
+    problems, stored_count = _problems_in_stored(context, suite.name)
+    if not problems and len(suite.expectations) != stored_count:
+        problems.append(f"GX loaded {len(suite.expectations)} of the {stored_count} stored expectations")
     if problems:
-        raise SuiteIntegrityError(f"suite {suite.name!r} cannot be run as written: " + "; ".join(problems))
+        _raise(suite.name, problems)
     return suite
 
 
 def load_suite(context: FileDataContext, name: str) -> ExpectationSuite:
-    """The suite `name`, checked by `check_suite`."""
-    stored_suite_dict(context, name)  # a clear error for a missing suite before GX's own
+    """The suite `name`, checked against its stored file before and after GX loads it."""
+    problems, _ = _problems_in_stored(context, name)
+    if problems:
+        _raise(name, problems)
     return check_suite(context, context.suites.get(name))
 
 
 def load_checkpoint(context: FileDataContext, name: str) -> Checkpoint:
     """The checkpoint `name`, after checking every suite it would run."""
-    checkpoint = context.checkpoints.get(name)
+    try:
+        # Building the checkpoint loads its suites: an invalid argument of a known rule raises here.
+        checkpoint = context.checkpoints.get(name)
+    except Exception as error:
+        first_line = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        raise SuiteIntegrityError(f"checkpoint {name!r} cannot be loaded: {first_line}") from error
     for definition in checkpoint.validation_definitions:
         check_suite(context, definition.suite)
     return checkpoint

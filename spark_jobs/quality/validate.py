@@ -37,6 +37,14 @@ OUTPUT_DDL = (
     "partition INT, seq BIGINT"
 )
 COUNT_DDL = OUTPUT_DDL.replace("value STRING", "value BIGINT")
+SUMMARY_DDL = OUTPUT_DDL.replace(
+    "value STRING",
+    "value STRUCT<partition: BIGINT, period_start: BIGINT, period_end: BIGINT, records: BIGINT, "
+    "sensors: BIGINT, max_event_time: BIGINT>",
+)
+SILENCE_DDL = OUTPUT_DDL.replace(
+    "value STRING", "value STRUCT<last_event_time: BIGINT, silent_for: BIGINT, wall_clock: BIGINT>"
+)
 QUARANTINE_DDL = "reason STRING, raw STRING, source_file STRING, line BIGINT"
 QUARANTINE_TOPIC = "_quarantine"
 
@@ -55,8 +63,8 @@ SENSOR_ALERTS_CHECKS: tuple[TopicCheck, ...] = (
     TopicCheck("window-counts", "window-counts", COUNT_DDL),
     TopicCheck("window-finals", "window-finals", COUNT_DDL),
     TopicCheck("low-activity-alerts", "low-activity-alerts", COUNT_DDL),
-    TopicCheck("summaries", "summaries"),
-    TopicCheck("silent-sensors", "silent-sensors"),
+    TopicCheck("summaries", "summaries", SUMMARY_DDL),
+    TopicCheck("silent-sensors", "silent-sensors", SILENCE_DDL),
     TopicCheck("quarantine", QUARANTINE_TOPIC, QUARANTINE_DDL),
 )
 

@@ -8,15 +8,19 @@ so the suites can be shown to pass on a correct output and fail on a corrupted c
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 MINUTE = 60_000
 OUTPUT_COLUMNS = ["key", "value", "timestamp", "window_start", "window_end", "partition", "seq"]
-TOPICS = ("window-counts", "window-finals", "low-activity-alerts", "summaries")
+TOPICS = ("window-counts", "window-finals", "low-activity-alerts", "summaries", "silent-sensors")
 
 
 class _Task:
@@ -79,7 +83,8 @@ def simulate_sensor_alerts(
                 next_summary = -((shift - stream_time) // summary_interval) * summary_interval + shift
             if stream_time >= next_summary:
                 boundary = (stream_time - shift) // summary_interval * summary_interval + shift
-                task.emit("summaries", f"task-{partition}", processed, boundary)
+                summary = {"partition": partition, "period_end": boundary, "records": processed}
+                task.emit("summaries", f"partition-{partition}", summary, boundary)
                 next_summary = boundary + summary_interval
     return out
 
@@ -103,28 +108,72 @@ def default_events() -> dict[int, list[tuple[str, int]]]:
     return events
 
 
+QUARANTINE_SCHEMA = pa.schema(
+    [("reason", pa.string()), ("raw", pa.string()), ("source_file", pa.string()), ("line", pa.int64())]
+)
+
+
+def _schema(rows: list[dict]) -> pa.Schema:
+    if rows and "reason" in rows[0]:
+        return QUARANTINE_SCHEMA
+    # The value's type is the topic's own (a count, a struct): inferred from the values.
+    values = [r["value"] for r in rows if r.get("value") is not None]
+    value_type = pa.array(values).type if values else pa.int64()
+    return pa.schema(
+        [
+            ("key", pa.string()),
+            ("value", value_type),
+            ("timestamp", pa.int64()),
+            ("window_start", pa.int64()),
+            ("window_end", pa.int64()),
+            ("partition", pa.int32()),
+            ("seq", pa.int64()),
+        ]
+    )
+
+
 def write_topic(rows: list[dict], path: Path, batches: int = 2) -> None:
-    """Write rows as a Parquet dataset split in `batch_id=<n>/` subfolders, as a micro-batch job does."""
-    frame = pd.DataFrame(rows, columns=list(rows[0].keys()) if rows else OUTPUT_COLUMNS)
-    frame = _typed(frame)
+    """Write rows as a Parquet dataset split in `batch_id=<n>/` subfolders, as the job's sink does."""
+    schema = _schema(rows)
     path.mkdir(parents=True, exist_ok=True)
-    chunks = [frame.iloc[i::batches] for i in range(batches)] if len(frame) >= batches else [frame]
+    clean = [{name: row.get(name) for name in schema.names} for row in rows]
+    chunks = [clean[i::batches] for i in range(batches)] if len(clean) >= batches else [clean]
     for batch_id, chunk in enumerate(chunks):
         folder = path / f"batch_id={batch_id}"
         folder.mkdir(exist_ok=True)
-        chunk.to_parquet(folder / "part-00000.parquet", index=False)
+        pq.write_table(pa.Table.from_pylist(chunk, schema=schema), folder / "part-00000.parquet")
 
 
-def _typed(frame: pd.DataFrame) -> pd.DataFrame:
-    for column in ("value", "timestamp", "window_start", "window_end", "seq"):
-        if column in frame:
-            frame[column] = frame[column].astype("Int64")
-    if "partition" in frame:
-        frame["partition"] = frame["partition"].astype("Int32")
-    for column in ("key", "reason", "raw", "source_file"):
-        if column in frame:
-            frame[column] = frame[column].astype("string")  # all-null chunks must stay strings
-    return frame
+def silent_sensor_rows(rows: dict[str, list[dict]], wall_clock: int, horizon: int = 5 * MINUTE) -> list[dict]:
+    """One alert per sensor whose latest reading is older than the horizon at `wall_clock`, as the job's
+    wall-clock punctuation emits them after a task's other output (timestamp = the wall clock)."""
+    alerts = []
+    for partition in sorted({r["partition"] for r in rows["window-counts"]}):
+        seq = 1 + max(r["seq"] for topic in rows.values() for r in topic if r["partition"] == partition)
+        latest: dict[str, int] = {}
+        for r in rows["window-counts"]:
+            if r["partition"] == partition:
+                latest[r["key"]] = max(latest.get(r["key"], -1), r["timestamp"])
+        for sensor in sorted(latest):
+            if latest[sensor] < wall_clock - horizon:
+                value = {
+                    "last_event_time": latest[sensor],
+                    "silent_for": wall_clock - latest[sensor],
+                    "wall_clock": wall_clock,
+                }
+                alerts.append(
+                    dict(
+                        key=sensor,
+                        value=value,
+                        timestamp=wall_clock,
+                        window_start=None,
+                        window_end=None,
+                        partition=partition,
+                        seq=seq,
+                    )
+                )
+                seq += 1
+    return alerts
 
 
 def quarantine_rows() -> list[dict]:
@@ -142,6 +191,7 @@ def quarantine_rows() -> list[dict]:
 def write_sensor_alerts_output(output: Path, events=None) -> dict[str, list[dict]]:
     """A complete, correct output folder; returns the rows per topic."""
     rows = simulate_sensor_alerts(events or default_events())
+    rows["silent-sensors"] = silent_sensor_rows(rows, wall_clock=60 * MINUTE)
     for topic in TOPICS:
         write_topic(rows[topic], output / topic)
     rows["_quarantine"] = quarantine_rows()
@@ -150,8 +200,12 @@ def write_sensor_alerts_output(output: Path, events=None) -> dict[str, list[dict
 
 
 def read_topic(output: Path, topic: str) -> list[dict]:
-    frame = pd.read_parquet(output / topic)
-    return frame.drop(columns=[c for c in frame.columns if c == "batch_id"]).to_dict("records")
+    """The topic's rows as plain Python values, in emission order where it has one."""
+    table = pq.read_table(output / topic)
+    rows = [{k: v for k, v in row.items() if k != "batch_id"} for row in table.to_pylist()]
+    if rows and "seq" in rows[0]:
+        rows.sort(key=lambda r: (r["partition"], r["seq"]))
+    return rows
 
 
 def rewrite_topic(output: Path, topic: str, rows: list[dict]) -> None:
@@ -162,3 +216,153 @@ def rewrite_topic(output: Path, topic: str, rows: list[dict]) -> None:
 def copy_output(source: Path, target: Path) -> Path:
     shutil.copytree(source, target)
     return target
+
+
+def stored_results(reports: Path, suite: str) -> list[dict]:
+    """The validation results GX stored for `suite` under `reports`, oldest first."""
+    files = sorted((reports / "validations" / suite).rglob("*.json"), key=lambda p: p.stat().st_mtime)
+    return [json.loads(p.read_text()) for p in files]
+
+
+def failing_rows(result: dict, expectation_type: str) -> list[dict]:
+    """The unexpected rows a stored result carries for a failed expectation of that type."""
+    rows = []
+    for entry in result["results"]:
+        if entry["expectation_config"]["type"] == expectation_type and not entry["success"]:
+            details = entry["result"].get("details") or {}
+            rows.extend(details.get("unexpected_rows") or entry["result"].get("unexpected_index_list") or [])
+    return rows
+
+
+def files_under(root: Path) -> dict[str, tuple[int, int]]:
+    """(mtime, size) of every file under `root` but its ignored `uncommitted/`: to show nothing wrote there."""
+    return {
+        str(p.relative_to(root)): (p.stat().st_mtime_ns, p.stat().st_size)
+        for p in root.rglob("*")
+        if p.is_file() and "uncommitted" not in p.relative_to(root).parts
+    }
+
+
+def next_seq(output: Path, partition: int) -> int:
+    """A seq after every emission of the task, in every topic."""
+    seqs = [
+        r["seq"]
+        for topic in TOPICS
+        if (output / topic).exists()
+        for r in read_topic(output, topic)
+        if r["partition"] == partition
+    ]
+    return 1 + max(seqs, default=-1)
+
+
+@dataclass(frozen=True)
+class Corruption:
+    """One broken promise: what to do to a copy of an output, the suite and rule that must catch it, and
+    the identity (key, seq, ...) of the row the result must show."""
+
+    suite: str
+    rule: str
+    break_output: Callable[[Path], dict]
+    columns: tuple[str, ...]
+
+
+def _window_emitted_twice(output: Path) -> dict:
+    finals = read_topic(output, "window-finals")
+    twice = finals[len(finals) // 2]
+    again = dict(twice, seq=next_seq(output, twice["partition"]))
+    rewrite_topic(output, "window-finals", [*finals, again])
+    return again
+
+
+def _final_timestamp_backwards(output: Path) -> dict:
+    finals = read_topic(output, "window-finals")
+    seen: dict[tuple, dict] = {}
+    for row in finals:
+        ident = (row["key"], row["partition"])
+        if ident in seen:
+            earlier = seen[ident]
+            earlier["seq"], row["seq"] = row["seq"], earlier["seq"]  # emitted in the wrong order
+            rewrite_topic(output, "window-finals", finals)
+            return earlier
+        seen[ident] = row
+    raise AssertionError("no key with two finals in one task")
+
+
+def _count_going_down(output: Path) -> dict:
+    counts = read_topic(output, "window-counts")
+    seen: dict[tuple, dict] = {}
+    for row in counts:
+        ident = (row["key"], row["window_start"], row["partition"])
+        if ident in seen:
+            seen[ident]["value"], row["value"] = row["value"], seen[ident]["value"]
+            rewrite_topic(output, "window-counts", counts)
+            return row
+        seen[ident] = row
+    raise AssertionError("no window with two updates")
+
+
+def _alert_twice(output: Path) -> dict:
+    alerts = read_topic(output, "low-activity-alerts")
+    again = dict(alerts[0], seq=next_seq(output, alerts[0]["partition"]))
+    rewrite_topic(output, "low-activity-alerts", [*alerts, again])
+    return again
+
+
+def _summary_off_grid(output: Path) -> dict:
+    summaries = read_topic(output, "summaries")
+    summaries[-1]["timestamp"] += 1
+    rewrite_topic(output, "summaries", summaries)
+    return summaries[-1]
+
+
+def _silent_sensor_alerted_twice(output: Path) -> dict:
+    alerts = read_topic(output, "silent-sensors")
+    again = dict(
+        alerts[0], seq=next_seq(output, alerts[0]["partition"]), timestamp=alerts[0]["timestamp"] + MINUTE
+    )
+    rewrite_topic(output, "silent-sensors", [*alerts, again])
+    return again
+
+
+def _quarantine_without_reason(output: Path) -> dict:
+    rows = read_topic(output, "_quarantine")
+    rows[0]["reason"] = None
+    rewrite_topic(output, "_quarantine", rows)
+    return rows[0]
+
+
+CORRUPTIONS = {
+    "a window emitted twice": Corruption(
+        "window-finals",
+        "expect_emitted_at_most_once_per_key_and_window",
+        _window_emitted_twice,
+        ("key", "seq"),
+    ),
+    "a timestamp going backwards": Corruption(
+        "window-finals",
+        "expect_timestamps_to_never_go_backwards_per_key",
+        _final_timestamp_backwards,
+        ("key", "seq"),
+    ),
+    "a count going down": Corruption(
+        "window-counts", "expect_values_to_never_decrease_per_key", _count_going_down, ("key", "seq")
+    ),
+    "an alert emitted twice": Corruption(
+        "low-activity-alerts", "expect_emitted_at_most_once_per_key_and_window", _alert_twice, ("key", "seq")
+    ),
+    "a summary off its grid": Corruption(
+        "summaries", "expect_timestamps_on_aligned_grid", _summary_off_grid, ("key", "seq")
+    ),
+    "a silent sensor alerted twice in one silence": Corruption(
+        "silent-sensors",
+        "expect_values_to_never_decrease_per_key",
+        _silent_sensor_alerted_twice,
+        ("key", "seq"),
+    ),
+    "a quarantine row with no reason": Corruption(
+        "quarantine",
+        "expect_column_values_to_be_non_blank",
+        _quarantine_without_reason,
+        ("source_file", "line"),
+    ),
+}

@@ -1,0 +1,318 @@
+"""The validation job on a correct output and on corrupted copies of it, one promise broken per copy.
+
+Each corrupted copy must fail its suite on the rule it breaks, with the offending rows in the stored
+result, while the correct output passes every suite.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.quality import gx_context
+from spark_jobs.quality.data_docs import external_resources
+from spark_jobs.quality.validate import SENSOR_ALERTS_CHECKS, validate_output
+from tests.quality.support import (
+    copy_output,
+    failing_rows,
+    files_under,
+    read_topic,
+    rewrite_topic,
+    stored_results,
+)
+
+pytestmark = pytest.mark.spark
+
+
+def _next_seq(output: Path, partition: int) -> int:
+    topics = [c.topic for c in SENSOR_ALERTS_CHECKS if c.topic != "_quarantine"]
+    return 1 + max(r["seq"] for t in topics for r in read_topic(output, t) if r["partition"] == partition)
+
+
+def _validate_one(spark, output: Path, reports: Path, suite: str, **kwargs):
+    [verdict] = validate_output(spark, output, reports, only=[suite], run_name=f"broken-{suite}", **kwargs)
+    [result] = stored_results(reports, suite)
+    return verdict, result
+
+
+def _consecutive_pair(rows: list[dict], group: tuple[str, ...]) -> tuple[dict, dict]:
+    """Two rows of one group (same values of `group`, same task) next to each other in emission order."""
+    previous: dict[tuple, dict] = {}
+    for row in rows:
+        ident = tuple(row[c] for c in group) + (row["partition"],)
+        if ident in previous:
+            return previous[ident], row
+        previous[ident] = row
+    raise AssertionError(f"no two rows share {group}")
+
+
+def test_the_correct_output_passes_every_suite(validated_correct_output):
+    verdicts = validated_correct_output.verdicts
+    assert [v.suite for v in verdicts] == [c.suite for c in SENSOR_ALERTS_CHECKS]
+    assert all(v.success for v in verdicts), [v.line() for v in verdicts]
+    assert all(v.rows > 0 and v.evaluated > 0 for v in verdicts)
+    assert all(v.line().startswith(f"PASSED {v.suite}: ") for v in verdicts)
+
+
+def test_results_verdicts_and_self_contained_docs_are_stored(validated_correct_output):
+    reports = validated_correct_output.reports
+    for check in SENSOR_ALERTS_CHECKS:
+        [result] = stored_results(reports, check.suite)
+        assert result["success"] is True and result["meta"]["run_id"]["run_name"] == "correct-output"
+    summary = json.loads((reports / "verdicts.json").read_text())
+    assert summary["success"] is True and len(summary["suites"]) == len(SENSOR_ALERTS_CHECKS)
+    pages = list((reports / "data_docs").rglob("*.html"))
+    assert (reports / "data_docs" / "index.html") in pages and len(pages) > len(SENSOR_ALERTS_CHECKS)
+    assert {str(p): external_resources(p.read_text()) for p in pages} == {str(p): [] for p in pages}
+
+
+def test_a_window_emitted_twice_fails_window_finals(spark, correct_output, tmp_path):
+    output = copy_output(correct_output, tmp_path / "output")
+    finals = read_topic(output, "window-finals")
+    twice = finals[len(finals) // 2]
+    finals.append(dict(twice, seq=_next_seq(output, twice["partition"])))
+    rewrite_topic(output, "window-finals", finals)
+
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-finals")
+
+    assert not verdict.success
+    assert any(f.startswith("expect_emitted_at_most_once_per_key_and_window (2 ") for f in verdict.failures)
+    rows = failing_rows(result, "expect_emitted_at_most_once_per_key_and_window")
+    assert {(r["key"], r["window_start"], r["emissions"]) for r in rows} == {
+        (twice["key"], twice["window_start"], 2)
+    }
+    assert len(rows) == 2
+
+
+def test_a_timestamp_going_backwards_fails_window_finals(spark, correct_output, tmp_path):
+    output = copy_output(correct_output, tmp_path / "output")
+    finals = read_topic(output, "window-finals")
+    earlier, later = _consecutive_pair(finals, ("key",))
+    assert earlier["timestamp"] < later["timestamp"]
+    earlier["seq"], later["seq"] = later["seq"], earlier["seq"]  # emitted in the wrong order
+    rewrite_topic(output, "window-finals", finals)
+
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-finals")
+
+    assert not verdict.success
+    [row] = failing_rows(result, "expect_timestamps_to_never_go_backwards_per_key")
+    assert (row["key"], row["timestamp"], row["previous_timestamp"]) == (
+        earlier["key"],
+        earlier["timestamp"],
+        later["timestamp"],
+    )
+
+
+def test_a_count_going_down_in_its_window_fails_window_counts(spark, correct_output, tmp_path):
+    output = copy_output(correct_output, tmp_path / "output")
+    counts = read_topic(output, "window-counts")
+    first, second = _consecutive_pair(counts, ("key", "window_start"))
+    first["value"], second["value"] = second["value"], first["value"]
+    rewrite_topic(output, "window-counts", counts)
+
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-counts")
+
+    assert not verdict.success
+    [row] = failing_rows(result, "expect_values_to_never_decrease_per_key")
+    assert (row["key"], row["seq"], row["value"], row["previous_value"]) == (
+        second["key"],
+        second["seq"],
+        second["value"],
+        first["value"],
+    )
+
+
+def test_an_update_after_its_window_closed_fails_window_counts(spark, correct_output, tmp_path):
+    output = copy_output(correct_output, tmp_path / "output")
+    counts = read_topic(output, "window-counts")
+    first = counts[0]
+    task = [r for r in counts if r["partition"] == first["partition"]]
+    window = [r for r in task if (r["key"], r["window_start"]) == (first["key"], first["window_start"])]
+    # A record for the task's first window accepted at the very end, long after window end + grace.
+    late = dict(
+        window[-1],
+        value=window[-1]["value"] + 1,
+        seq=_next_seq(output, first["partition"]),
+    )
+    counts.append(late)
+    rewrite_topic(output, "window-counts", counts)
+
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-counts")
+
+    assert not verdict.success
+    [row] = failing_rows(result, "expect_no_updates_after_window_closes")
+    assert row["seq"] == late["seq"] and row["task_time_before"] == max(r["timestamp"] for r in task)
+    assert [f for f in verdict.failures if "expect_no_updates_after_window_closes" not in f] == []
+
+
+def _spread_seqs(output: Path, factor: int = 10) -> None:
+    """Multiply every seq: room for a row between two emissions, order unchanged."""
+    for check in SENSOR_ALERTS_CHECKS:
+        if check.topic != "_quarantine":
+            rows = read_topic(output, check.topic)
+            rewrite_topic(output, check.topic, [dict(r, seq=r["seq"] * factor) for r in rows])
+
+
+def test_a_final_emitted_before_its_window_closed_fails_window_finals(spark, correct_output, tmp_path):
+    output = copy_output(correct_output, tmp_path / "output")
+    _spread_seqs(output)
+    counts, finals = read_topic(output, "window-counts"), read_topic(output, "window-finals")
+    final = finals[0]  # the first final of its task: moving it earlier breaks no other order
+    ident = (final["key"], final["window_start"], final["partition"])
+    last_update = [r for r in counts if (r["key"], r["window_start"], r["partition"]) == ident][-1]
+    final["seq"] = last_update["seq"] + 5  # right after its window's last update, window still open
+    rewrite_topic(output, "window-finals", finals)
+
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-finals")
+
+    assert not verdict.success
+    [row] = failing_rows(result, "expect_emitted_after_window_closes")
+    assert (row["key"], row["window_start"], row["seq"]) == (
+        final["key"],
+        final["window_start"],
+        final["seq"],
+    )
+    assert row["task_time_before"] < final["window_end"] + 120_000
+    assert [f for f in verdict.failures if "expect_emitted_after_window_closes" not in f] == []
+
+
+def test_an_alert_that_is_not_low_or_twice_fails_low_activity_alerts(spark, correct_output, tmp_path):
+    output = copy_output(correct_output, tmp_path / "output")
+    alerts, finals = read_topic(output, "low-activity-alerts"), read_topic(output, "window-finals")
+    busy = next(f for f in finals if f["value"] >= 4)
+    alerts.append(dict(busy, seq=_next_seq(output, busy["partition"])))
+    alerts.append(dict(alerts[0], seq=_next_seq(output, alerts[0]["partition"]) + 1))
+    rewrite_topic(output, "low-activity-alerts", alerts)
+
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "low-activity-alerts")
+
+    assert not verdict.success
+    [index] = failing_rows(result, "expect_column_values_to_be_between")
+    assert (index["partition"], index["seq"], index["value"]) == (
+        busy["partition"],
+        alerts[-2]["seq"],
+        busy["value"],
+    )
+    twice = failing_rows(result, "expect_emitted_at_most_once_per_key_and_window")
+    assert {(r["key"], r["window_start"]) for r in twice} == {(alerts[0]["key"], alerts[0]["window_start"])}
+
+
+def test_an_alert_that_is_no_final_fails_low_activity_alerts(spark, correct_output, tmp_path):
+    output = copy_output(correct_output, tmp_path / "output")
+    alerts = read_topic(output, "low-activity-alerts")
+    alerts[0]["value"] -= 1 if alerts[0]["value"] > 1 else -1  # a count the window never had as final
+    rewrite_topic(output, "low-activity-alerts", alerts)
+
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "low-activity-alerts")
+
+    assert not verdict.success
+    [row] = failing_rows(result, "expect_rows_to_appear_in_topic")
+    assert (row["key"], row["seq"]) == (alerts[0]["key"], alerts[0]["seq"])
+
+
+def test_a_summary_off_its_grid_fails_summaries(spark, correct_output, tmp_path):
+    output = copy_output(correct_output, tmp_path / "output")
+    summaries = read_topic(output, "summaries")
+    summaries[1]["timestamp"] += 1
+    rewrite_topic(output, "summaries", summaries)
+
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "summaries")
+
+    assert not verdict.success
+    [row] = failing_rows(result, "expect_timestamps_on_aligned_grid")
+    assert (row["seq"], row["off_grid_by_ms"]) == (summaries[1]["seq"], 1)
+
+
+def test_summaries_must_be_strictly_increasing_per_task(spark, correct_output, tmp_path):
+    output = copy_output(correct_output, tmp_path / "output")
+    summaries = read_topic(output, "summaries")
+    again = dict(summaries[0], seq=_next_seq(output, summaries[0]["partition"]))
+    summaries.append(again)  # the same boundary twice: not strictly increasing
+    rewrite_topic(output, "summaries", summaries)
+
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "summaries")
+
+    assert not verdict.success
+    rows = failing_rows(result, "expect_timestamps_to_never_go_backwards_per_key")
+    assert [r["seq"] for r in rows] == [again["seq"]]
+
+
+def test_a_second_alert_in_one_silence_episode_fails_silent_sensors(spark, correct_output, tmp_path):
+    output = copy_output(correct_output, tmp_path / "output")
+    alerts = read_topic(output, "silent-sensors")
+    repeat = dict(
+        alerts[0], seq=_next_seq(output, alerts[0]["partition"]), timestamp=alerts[0]["timestamp"] + 60_000
+    )
+    alerts.append(repeat)
+    rewrite_topic(output, "silent-sensors", alerts)
+
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "silent-sensors")
+
+    assert not verdict.success
+    [row] = failing_rows(result, "expect_values_to_never_decrease_per_key")
+    assert (row["key"], row["seq"]) == (repeat["key"], repeat["seq"])
+
+
+def test_a_quarantine_row_without_reason_fails_quarantine(spark, correct_output, tmp_path):
+    output = copy_output(correct_output, tmp_path / "output")
+    rows = read_topic(output, "_quarantine")
+    rows[1]["reason"] = None
+    rows.append(dict(rows[0], reason="  ", line=99))
+    rewrite_topic(output, "_quarantine", rows)
+
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "quarantine")
+
+    assert not verdict.success
+    failing = failing_rows(result, "expect_column_values_to_be_non_blank")
+    assert sorted((r["source_file"], r["line"], r["reason"]) for r in failing) == sorted(
+        [(rows[1]["source_file"], rows[1]["line"], None), (rows[0]["source_file"], 99, "  ")]
+    )
+
+
+def test_a_suite_naming_an_unloaded_expectation_fails_the_run(spark, correct_output, tmp_path):
+    root = tmp_path / "expectations"
+    shutil.copytree(gx_context.DEFAULT_CONTEXT_ROOT, root, ignore=shutil.ignore_patterns("uncommitted"))
+    suite_file = root / "expectations" / "window-finals.json"
+    suite = json.loads(suite_file.read_text())
+    suite["expectations"].append({"type": "expect_unheard_of_rule", "kwargs": {}, "id": str(uuid.uuid4())})
+    suite_file.write_text(json.dumps(suite))
+
+    [verdict] = validate_output(
+        spark, correct_output, tmp_path / "reports", context_root=root, only=["window-finals"]
+    )
+
+    assert not verdict.success
+    assert "expect_unheard_of_rule" in verdict.error and "not a registered expectation" in verdict.error
+
+
+def test_an_absent_topic_is_validated_as_empty_and_an_unchecked_one_fails(spark, correct_output, tmp_path):
+    output = copy_output(correct_output, tmp_path / "output")
+    shutil.rmtree(output / "silent-sensors")  # the sink creates a topic's folder with its first row
+    shutil.copytree(output / "summaries", output / "new-topic")
+
+    verdicts = {v.suite: v for v in validate_output(spark, output, tmp_path / "reports")}
+
+    assert verdicts["silent-sensors"].success and verdicts["silent-sensors"].rows == 0
+    assert "no rows yet" in verdicts["silent-sensors"].line()
+    assert (
+        not verdicts["new-topic"].success
+        and "no suite checks topic 'new-topic'" in verdicts["new-topic"].error
+    )
+    assert all(v.success for name, v in verdicts.items() if name != "new-topic")
+
+
+def test_a_missing_output_folder_fails_every_suite(spark, tmp_path):
+    verdicts = validate_output(spark, tmp_path / "nowhere", tmp_path / "reports")
+    assert len(verdicts) == len(SENSOR_ALERTS_CHECKS)
+    assert all(not v.success and "no output folder" in v.error for v in verdicts)
+    assert (tmp_path / "reports" / "data_docs" / "index.html").is_file()
+
+
+def test_validation_writes_nothing_into_the_gx_project(spark, correct_output, tmp_path):
+    before = files_under(gx_context.DEFAULT_CONTEXT_ROOT)
+    validate_output(spark, correct_output, tmp_path / "reports", only=["summaries"])
+    assert files_under(gx_context.DEFAULT_CONTEXT_ROOT) == before
