@@ -57,8 +57,11 @@ def concat(segments: list[Columns]) -> Columns:
 def merge(results: list[Result], need_src: bool) -> Result:
     """Merge children's results (in child order) into one depth-first ordered result."""
     merged_cols, merged_src = results[0]
-    for cols, src in results[1:]:
-        merged_cols, merged_src = _merge_two(merged_cols, merged_src, cols, src, need_src)
+    last = len(results) - 1
+    for i in range(1, len(results)):
+        cols, src = results[i]
+        # the next merge needs the src of this one, whatever the caller needs
+        merged_cols, merged_src = _merge_two(merged_cols, merged_src, cols, src, need_src or i < last)
     return merged_cols, merged_src
 
 
