@@ -1,0 +1,108 @@
+"""Joins and their timestamps (SEMANTICS.md section 6)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_jobs.streams import JoinWindows, StreamsBuilder, TopologyTestDriver
+
+from .helpers import read
+
+
+def joined(left, right) -> str:
+    return f"{left}+{right}"
+
+
+def stream_stream(mode: str, windows: JoinWindows):
+    builder = StreamsBuilder()
+    left, right = builder.stream("left"), builder.stream("right")
+    getattr(left, mode)(right, joined, windows).to("output")
+    driver = TopologyTestDriver(builder.build())
+    return driver, driver.create_input_topic("left"), driver.create_input_topic("right")
+
+
+def test_inner_join_result_has_the_max_timestamp_and_respects_the_window() -> None:
+    driver, left, right = stream_stream("join", JoinWindows.of_time_difference_and_grace(10, 0))
+    left.pipe_input("k", "A", 100)
+    right.pipe_input("k", "a", 95)   # within 10 before: joins, stamped 100
+    right.pipe_input("k", "b", 111)  # 11 after: no join
+    left.pipe_input("k", "B", 110)   # joins a? 110 - 95 = 15: no; joins b (111): stamped 111
+    assert read(driver, "output") == [["k", "A+a", 100], ["k", "B+b", 111]]
+
+
+def test_left_join_emits_unmatched_records_when_their_window_closes() -> None:
+    driver, left, right = stream_stream("left_join", JoinWindows.of_time_difference_and_grace(10, 0))
+    left.pipe_input("k", "A", 0)
+    right.pipe_input("k", "r", 5)     # A found its partner: no A+None later
+    left.pipe_input("k2", "B", 100)   # waits for a partner until 100 + 10
+    assert read(driver, "output") == [["k", "A+r", 5]]
+    left.pipe_input("k3", "C", 200)   # stream time 200: B's window closed
+    assert read(driver, "output") == [["k2", "B+None", 100]]
+    right.pipe_input("k9", "z", 150)  # a right record without partner: the inner side, nothing
+    assert read(driver, "output") == []
+
+
+def test_outer_join_emits_both_sides_unmatched() -> None:
+    driver, left, right = stream_stream("outer_join", JoinWindows.of_time_difference_and_grace(10, 0))
+    right.pipe_input("k", "R", 0)
+    left.pipe_input("other", "L", 50)
+    left.pipe_input("late", "X", 20)  # its window (20 + 10 < 50) closed already: emitted at once
+    assert read(driver, "output") == [["k", "None+R", 0], ["late", "X+None", 20]]
+
+
+def test_stream_table_join_uses_the_stream_timestamp() -> None:
+    for mode, expected in (("join", [["k", "s+v1", 5]]), ("left_join", [["k", "s+v1", 5], ["x", "t+None", 6]])):
+        builder = StreamsBuilder()
+        table = builder.table("table")
+        getattr(builder.stream("stream"), mode)(table, joined).to("output")
+        driver = TopologyTestDriver(builder.build())
+        driver.create_input_topic("table").pipe_input("k", "v1", 50)
+        stream = driver.create_input_topic("stream")
+        stream.pipe_input("k", "s", 5)
+        stream.pipe_input("x", "t", 6)
+        assert read(driver, "output") == expected, mode
+
+
+def table_table(mode: str):
+    builder = StreamsBuilder()
+    getattr(builder.table("left"), mode)(builder.table("right"), joined).to_stream().to("output")
+    driver = TopologyTestDriver(builder.build())
+    return driver, driver.create_input_topic("left"), driver.create_input_topic("right")
+
+
+def test_table_inner_join_tombstone_only_when_there_was_a_result() -> None:
+    driver, left, right = table_table("join")
+    left.pipe_input("k", "a", 1)
+    right.pipe_input("k", "b", 2)
+    left.pipe_input("k", None, 3)   # had a result: tombstone
+    left.pipe_input("k", None, 4)   # no result any more: nothing
+    left.pipe_input("x", "c", 5)
+    right.pipe_input("x", None, 6)  # x never joined: nothing
+    assert read(driver, "output") == [["k", "a+b", 2], ["k", None, 3]]
+
+
+def test_table_left_join() -> None:
+    driver, left, right = table_table("left_join")
+    left.pipe_input("k", "a", 1)
+    right.pipe_input("k", "b", 2)
+    right.pipe_input("k", None, 3)
+    left.pipe_input("k", None, 4)
+    right.pipe_input("y", "only-right", 5)
+    assert read(driver, "output") == [["k", "a+None", 1], ["k", "a+b", 2], ["k", "a+None", 3], ["k", None, 4]]
+
+
+def test_table_outer_join() -> None:
+    driver, left, right = table_table("outer_join")
+    right.pipe_input("k", "b", 1)
+    left.pipe_input("k", "a", 2)
+    left.pipe_input("k", None, 3)
+    right.pipe_input("k", None, 4)
+    assert read(driver, "output") == [["k", "None+b", 1], ["k", "a+b", 2], ["k", "None+b", 3], ["k", None, 4]]
+
+
+@pytest.mark.parametrize("mode", ["join", "left_join", "outer_join"])
+def test_table_join_result_timestamp_is_the_max_of_both_sides(mode: str) -> None:
+    driver, left, right = table_table(mode)
+    right.pipe_input("k", "b", 40)
+    left.pipe_input("k", "a", 10)
+    assert read(driver, "output")[-1] == ["k", "a+b", 40]
