@@ -1,0 +1,159 @@
+"""Pure-Python parts of the quality layer: rule construction, verdicts, durations, self-contained docs."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from great_expectations.compatibility.pydantic import ValidationError
+
+from spark_jobs.quality import expectations as rules
+from spark_jobs.quality.data_docs import ASSETS_DIR, LOCAL_COPIES, external_resources, make_self_contained
+from spark_jobs.quality.validate import SuiteVerdict, build_parser, parse_duration_ms
+
+GX_PAGE = """<html><head>
+<link rel="stylesheet" href="https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css"/>
+<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/@forevolve/bootstrap-dark@1.1.0/dist/css/bootstrap-prefers-dark.css" />
+<script src="https://cdn.jsdelivr.net/npm/vega@5"></script>
+<script src="https://code.jquery.com/jquery-3.7.1.min.js"></script>
+<script src="https://stackpath.bootstrapcdn.com/bootstrap/4.3.1/js/bootstrap.min.js" integrity="sha384-x" crossorigin="anonymous"></script>
+</head><body>
+<img src="https://great-expectations-web-assets.s3.us-east-2.amazonaws.com/logo-long.png?d=20261122T024420Z">
+<a href="https://greatexpectations.io">a link, not a load</a>
+</body></html>"""
+
+
+def test_rules_name_only_identifiers_so_a_suite_cannot_inject_sql():
+    with pytest.raises(ValidationError):
+        rules.ExpectTimestampsToNeverGoBackwardsPerKey(key_columns=["key) OR (1=1"])
+    with pytest.raises(ValidationError):
+        rules.ExpectColumnValuesToBeNonBlank(column="reason`; DROP")
+    with pytest.raises(ValidationError):
+        rules.ExpectRowsToAppearInTopic(topic="window-finals` x", columns=["key"])
+    rule = rules.ExpectValuesToNeverDecreasePerKey(column="value.last_event_time")
+    assert "`value`.`last_event_time`" in rule.rows_query()
+
+
+def test_rules_never_take_sql_from_a_suite():
+    with pytest.raises(ValidationError, match="builds its own query"):
+        rules.ExpectColumnValuesToBeNonBlank(column="reason", unexpected_rows_query="SELECT 1")
+    # The stored configuration names the rule and its fields only.
+    config = rules.ExpectTimestampsOnAlignedGrid(interval_ms=600_000).configuration
+    assert config.type == "expect_timestamps_on_aligned_grid"
+    assert config.kwargs == {"interval_ms": 600_000}
+
+
+def test_order_rules_compare_in_emission_order_within_each_key():
+    query = rules.ExpectTimestampsToNeverGoBackwardsPerKey(key_columns=["key", "window_start"]).rows_query()
+    assert "PARTITION BY `key`, `window_start` ORDER BY `partition`, `seq`" in query
+    assert "`timestamp` < `previous_timestamp`" in query
+    strict = rules.ExpectTimestampsToNeverGoBackwardsPerKey(
+        key_columns=["partition"], order_columns=["seq"], strictly=True
+    )
+    assert "`timestamp` <= `previous_timestamp`" in strict.rows_query()
+    with pytest.raises(ValidationError):
+        rules.ExpectTimestampsToNeverGoBackwardsPerKey(order_columns=[])
+
+
+def test_the_grid_shift_is_taken_modulo_the_interval():
+    assert (
+        "pmod(`timestamp` - 5, 10)"
+        in rules.ExpectTimestampsOnAlignedGrid(interval_ms=10, shift_ms=-5).rows_query()
+    )
+    with pytest.raises(ValueError):
+        rules.ExpectTimestampsOnAlignedGrid(interval_ms=0).rows_query()
+
+
+def test_abstract_base_is_not_a_registered_expectation():
+    from great_expectations.exceptions import ExpectationNotFoundError
+    from great_expectations.expectations.registry import get_expectation_impl
+
+    for rule in rules.CUSTOM_EXPECTATIONS:
+        assert get_expectation_impl(rule.expectation_type) is rule
+    with pytest.raises(ExpectationNotFoundError):
+        get_expectation_impl("rows_rule_expectation")
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("120000", 120_000),
+        ("120000ms", 120_000),
+        ("120s", 120_000),
+        ("2m", 120_000),
+        ("10min", 600_000),
+        ("1h", 3_600_000),
+        ("-5", -5),
+    ],
+)
+def test_durations(text, ms):
+    assert parse_duration_ms(text) == ms
+
+
+def test_a_bad_duration_is_a_usage_error():
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_duration_ms("two minutes")
+
+
+def test_the_figures_default_to_the_sensor_alerts_job():
+    args = build_parser().parse_args(["--output", "o", "--reports", "r"])
+    assert (args.window_size, args.grace, args.low_activity_threshold) == (120_000, 120_000, 4)
+    assert (args.summary_interval, args.summary_shift) == (600_000, 0)
+
+
+def test_verdict_lines_say_what_failed_where():
+    failed = SuiteVerdict(
+        "window-finals",
+        "window-finals",
+        False,
+        rows=35,
+        evaluated=22,
+        failures=["rule_a (2 unexpected rows)"],
+    )
+    assert (
+        failed.line()
+        == "FAILED window-finals: 1 of 22 expectations failed on 35 rows of window-finals: rule_a (2 unexpected rows)"
+    )
+    passed = SuiteVerdict("summaries", "summaries", True, rows=4, evaluated=17)
+    assert passed.line() == "PASSED summaries: 17/17 expectations on 4 rows of summaries"
+    absent = SuiteVerdict("silent-sensors", "silent-sensors", True, rows=0, evaluated=17, absent=True)
+    assert "which has no rows yet" in absent.line()
+    assert SuiteVerdict("x", "x", False, error="boom").line() == "FAILED x: boom"
+
+
+def test_docs_pages_are_rewritten_to_load_only_vendored_files(tmp_path):
+    site = tmp_path / "data_docs"
+    (site / "validations" / "suite" / "run").mkdir(parents=True)
+    (site / "index.html").write_text(GX_PAGE)
+    (site / "validations" / "suite" / "run" / "result.html").write_text(GX_PAGE)
+    assert len(external_resources(GX_PAGE)) == 6
+
+    assert make_self_contained(site) == 2
+
+    index = (site / "index.html").read_text()
+    deep = (site / "validations" / "suite" / "run" / "result.html").read_text()
+    assert external_resources(index) == [] and external_resources(deep) == []
+    assert '<script src="./static/vendor/jquery.min.js"></script>' in index
+    assert '<script src="../../../static/vendor/jquery.min.js"></script>' in deep
+    assert "vega" not in index and "bootstrap-dark" not in index
+    assert 'src="./static/vendor/../images/logo-long.png"' in index
+    assert 'href="https://greatexpectations.io"' in index  # links stay links
+    assert (site / "static" / "vendor" / "jquery.min.js").read_bytes() == (
+        ASSETS_DIR / "jquery.min.js"
+    ).read_bytes()
+
+
+def test_every_vendored_file_named_exists_with_its_licence():
+    for local in LOCAL_COPIES.values():
+        if local and not local.startswith(".."):
+            assert (ASSETS_DIR / local).is_file(), local
+    licences = (ASSETS_DIR / "LICENSES.txt").read_text()
+    for package in (
+        "jquery@3.7.1",
+        "bootstrap@4.3.1",
+        "popper.js@1.12.9",
+        "bootstrap-table@1.19.1",
+        "bootstrap-datepicker@1.9.0",
+        "fontawesome-free@6.6.0",
+    ):
+        assert package in licences
