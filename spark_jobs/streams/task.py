@@ -174,6 +174,38 @@ class StreamTask:
         finally:
             self.current_topic = None
 
+    def process_topics(self, batches: dict[str, tuple[Sequence, Sequence, Sequence[int]]]) -> None:
+        """Records of several input topics at hand, each `(keys, values, timestamps)` in offset order.
+
+        The next record is the head with the lowest timestamp; ties go to the topic declared first
+        (SEMANTICS.md section 1). Consecutive records of one topic are processed as one batch.
+        """
+        declared = {topic: i for i, topic in enumerate(self.topology.source_topics())}
+        unknown = [topic for topic in batches if topic not in declared]
+        if unknown:
+            raise ValueError(f"topics {unknown} are not inputs of this topology")
+        topics = sorted(batches, key=declared.__getitem__)
+        columns = [[list(column) for column in batches[topic]] for topic in topics]
+        heads = [0] * len(topics)
+
+        def wins(p: int, q: int) -> bool:  # does topic p's head go before topic q's?
+            if heads[q] >= len(columns[q][2]):
+                return True
+            tp, tq = columns[p][2][heads[p]], columns[q][2][heads[q]]
+            return tp < tq or (tp == tq and p < q)
+
+        while True:
+            live = [t for t in range(len(topics)) if heads[t] < len(columns[t][2])]
+            if not live:
+                return
+            pick = next(p for p in live if all(wins(p, q) for q in live if q != p))
+            start = heads[pick]
+            heads[pick] += 1
+            while heads[pick] < len(columns[pick][2]) and all(wins(pick, q) for q in live if q != pick):
+                heads[pick] += 1
+            keys, values, timestamps = (column[start:heads[pick]] for column in columns[pick])
+            self.process_batch(topics[pick], keys, values, timestamps)
+
     def _process_serial(self, runner: Callable, key: Any, value: Any, timestamp: int, headers: Any) -> None:
         if timestamp > self.stream_time:
             self.stream_time = timestamp

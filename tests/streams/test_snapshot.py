@@ -1,0 +1,108 @@
+"""StreamTask.snapshot() / restore(): restarts change no output."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from spark_jobs.streams import Processor, PunctuationType, Record, Topology
+from spark_jobs.streams.task import StreamTask
+
+from .helpers import drain, run_task, sensor_topology
+
+
+class Stateful(Processor):
+    """Keeps counts per key, a schedule in init (aligned) and one made later from a bound method."""
+
+    def init(self, context) -> None:
+        self.context = context
+        self.counts: dict[str, int] = {}
+        self.ticks = 0
+        self.every_ten = context.schedule(10, PunctuationType.STREAM_TIME, self.report, time_shift=0)
+        self.late = None
+
+    def report(self, now: int) -> None:
+        self.ticks += 1
+        self.context.forward(Record("report", (now, dict(self.counts), self.ticks)))
+        if self.ticks == 3:
+            self.every_ten.cancel()
+
+    def extra(self, now: int) -> None:
+        self.context.forward(Record("extra", now))
+
+    def process(self, record: Record) -> None:
+        self.counts[record.key] = self.counts.get(record.key, 0) + 1
+        if record.value == "start-extra" and self.late is None:
+            self.late = self.context.schedule(7, PunctuationType.STREAM_TIME, self.extra)
+        self.context.forward(record.with_value(self.counts[record.key]))
+
+
+class Hooked(Stateful):
+    restored_with: list = []
+
+    def snapshot_state(self):
+        return {"counts": self.counts, "ticks": self.ticks}
+
+    def restore_state(self, state) -> None:
+        Hooked.restored_with.append(copy.deepcopy(state))
+        self.counts, self.ticks = state["counts"], state["ticks"]
+
+
+def processor_topology(processor=Stateful) -> Topology:
+    return (Topology().add_source("s", "readings").add_processor("p", processor, "s")
+            .add_sink("out", "output", "p"))
+
+
+RECORDS = [("a", "x", 1), ("b", "x", 4), ("a", "start-extra", 12), ("c", "x", 15), ("a", "x", 9),
+           ("b", "x", 23), ("a", "x", 31), ("c", "x", 44), ("a", "x", 45), ("b", "x", 60)]
+
+
+@pytest.mark.parametrize("processor", [Stateful, Hooked])
+@pytest.mark.parametrize("split", range(1, len(RECORDS)))
+def test_user_processor_state_and_schedules_survive_a_restore(processor, split: int) -> None:
+    topology = processor_topology(processor)
+    expected = run_task(topology, RECORDS, per_record=True)
+    assert run_task(topology, RECORDS, snapshot_at=[split]) == expected
+    assert any(row[2] == "report" for row in expected) and any(row[2] == "extra" for row in expected)
+
+
+def test_hooks_are_used_when_defined() -> None:
+    Hooked.restored_with.clear()
+    run_task(processor_topology(Hooked), RECORDS, snapshot_at=[3])
+    # after a@1, b@4, a@12: one punctuation (at 12, the first aligned boundary 10 passed)
+    assert Hooked.restored_with == [{"counts": {"a": 2, "b": 1}, "ticks": 1}]
+
+
+def test_a_late_schedule_that_cannot_be_recreated_refuses_to_snapshot() -> None:
+    class Lambda(Processor):
+        def process(self, record: Record) -> None:
+            self.context.schedule(5, PunctuationType.STREAM_TIME, lambda now: None)
+
+    task = StreamTask(Topology().add_source("s", "in").add_processor("p", Lambda, "s"))
+    task.process("in", "k", "v", 1)
+    with pytest.raises(ValueError, match="created after init"):
+        task.snapshot()
+
+
+def test_snapshot_keeps_undrained_output_and_seqs() -> None:
+    topology = sensor_topology(size=10, grace=0)
+    task = StreamTask(topology)
+    task.process_batch("readings", ["a", "b"], [1, 2], [1, 2])
+    restored = StreamTask.restore(topology, task.snapshot())
+    assert drain(restored) == drain(task)
+    restored.process("readings", "a", 3, 3)
+    assert restored.drain_output().seqs == [2]
+
+
+def test_snapshot_is_compact() -> None:
+    topology = sensor_topology(size=120_000, grace=120_000)
+    task = StreamTask(topology)
+    keys = [f"sensor-{i:04d}" for i in range(1000)]
+    task.process_batch("readings", keys, [1] * 1000, list(range(1000)))
+    blob = task.snapshot()
+    # 1000 windowed counts and 1000 buffered finals: columnar state, well under 100 bytes per entry
+    assert len(blob) < 1000 * 100
+    restored = StreamTask.restore(topology, blob)
+    restored.process_batch("readings", keys, [1] * 1000, [240_000 + i for i in range(1000)])
+    assert len([t for t in restored.drain_output().topics if t == "finals"]) == 1000
