@@ -113,3 +113,25 @@ def test_unreadable_file_is_one_quarantined_record(name):
 def test_gzipped_json_lines_are_read():
     parsed = read_landing_file("f.jsonl.gz", gzip.compress(b'{"key": "a", "timestamp": 1}\n'), 2)
     assert parsed.records_read == 1 and not parsed.quarantined
+
+
+@pytest.mark.parametrize(
+    "line", [b'{"key": "a", "value": NaN, "timestamp": 1}', b'{"key": "a", "value": 1e400, "timestamp": 1}']
+)
+def test_json_is_strict(line):
+    parsed = read_landing_file("f.jsonl", line, 2)
+    assert parsed.quarantined.reasons == [Reason.UNPARSEABLE]
+
+
+def test_clean_files_take_the_bulk_path_with_the_same_result():
+    lines = [
+        json.dumps({"key": f"k{i % 7}", "value": [i, {"x": i / 3}], "timestamp": 1000 + i}) for i in range(50)
+    ]
+    clean = read_landing_file("f.jsonl", ("\n".join(lines) + "\n").encode(), 3)
+    # One blank line sends the file down the line-by-line path; records and lines must not change.
+    mixed = read_landing_file("f.jsonl", ("\n".join(lines[:20]) + "\n\n" + "\n".join(lines[20:])).encode(), 3)
+    assert set(clean.by_partition) == set(mixed.by_partition) == {0, 1, 2}
+    for p, recs in clean.by_partition.items():
+        other = mixed.by_partition[p]
+        assert (recs.keys, recs.values, recs.timestamps) == (other.keys, other.values, other.timestamps)
+        assert other.lines == [n if n <= 20 else n + 1 for n in recs.lines]
