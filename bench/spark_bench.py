@@ -1,0 +1,231 @@
+"""Spark benchmark: our windowed count + suppress (the sensor-alerts path) against Spark's native equivalent.
+
+    python bench/spark_bench.py [--events N] [--scaling] [--partitions N] [--max-files-per-trigger N]
+
+On the same generated files, in one local[2] session, with the same micro-batches:
+
+- ours: `spark_jobs.jobs.window_finals` on the Spark runtime (2-minute tumbling windows, 2 minutes grace,
+  suppressed until the window closes: one final count per sensor and window), exactly once into Parquet;
+- native: `withWatermark("2 minutes") + groupBy(window("2 minutes"), key).count()` in append mode into
+  Parquet, Spark's own way to emit one final count per window.
+
+Prints events/s for both and their ratio (ours / native; the goal is >= 1). `--scaling` repeats at 1, 5 and
+20 million events and adds the peak memory of the whole process tree (driver, JVM, Python workers), so
+the growth of cost is visible. A warm-up run of each on one file comes first: the first query of a JVM
+pays for class loading and JIT, which would otherwise go to whichever ran first. Results are appended to
+var/bench/spark/results.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from spark_jobs.jobs import generate_events  # noqa: E402
+from spark_jobs.spark.job import JobSpec  # noqa: E402
+from spark_jobs.spark.runtime import RunConfig, TopologyRuntime  # noqa: E402
+from spark_jobs.spark.session import local_spark_session  # noqa: E402
+
+WORK = REPO_ROOT / "var" / "bench" / "spark"
+SHUFFLE_PARTITIONS = 2
+NATIVE_SCHEMA = "key string, value struct<temperature: double>, timestamp long"
+
+
+class PeakMemory:
+    """Peak total RSS of this process and all its descendants, sampled every 200 ms."""
+
+    def __init__(self):
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> int:
+        me = psutil.Process()
+        total = 0
+        for process in [me, *me.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):  # a worker may exit between listing and sampling
+                total += process.memory_info().rss
+        return total
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._sample())
+            self._stop.wait(0.2)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def dataset(events: int, sensors: int, files: int) -> Path:
+    """Generated once per shape, then reused: the same files for every run."""
+    directory = WORK / f"events-{events}-sensors-{sensors}-files-{files}"
+    facts = directory / "_generated.json"
+    if facts.exists() and json.loads(facts.read_text())["events"] == events:
+        return directory
+    shutil.rmtree(directory, ignore_errors=True)
+    started = time.monotonic()
+    generate_events.main(
+        [
+            "--output",
+            str(directory),
+            "--events",
+            str(events),
+            "--sensors",
+            str(sensors),
+            "--files",
+            str(files),
+            "--late-fraction",
+            "0.01",
+        ]
+    )
+    print(f"  generated {events:,} events in {files} files in {time.monotonic() - started:.0f} s", flush=True)
+    return directory
+
+
+def run_ours(spark, input_dir: Path, scratch: Path, partitions: int, max_files: int | None) -> dict:
+    spec = JobSpec("spark_jobs.jobs.window_finals", {}, partitions)
+    config = RunConfig(
+        str(input_dir),
+        str(scratch / "out"),
+        str(scratch / "ckpt"),
+        max_files_per_trigger=max_files,
+        shuffle_partitions=SHUFFLE_PARTITIONS,
+    )
+    started = time.monotonic()
+    summary = TopologyRuntime(spark, spec, config, "window_finals").run()
+    seconds = time.monotonic() - started
+    return {
+        "seconds": seconds,
+        "events": summary.read,
+        "finals": summary.emitted.get("window-finals", 0),
+        "batches": len(summary.batches),
+        "late": summary.late,
+    }
+
+
+def run_native(spark, input_dir: Path, scratch: Path, max_files: int | None) -> dict:
+    from pyspark.sql import functions as F
+
+    reader = spark.readStream.schema(NATIVE_SCHEMA)
+    if max_files:
+        reader = reader.option("maxFilesPerTrigger", max_files)
+    counts = (
+        reader.json(str(input_dir))
+        .withColumn("event_time", F.timestamp_millis("timestamp"))
+        .withWatermark("event_time", "2 minutes")
+        .groupBy(F.window("event_time", "2 minutes"), "key")
+        .count()
+    )
+    previous = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+    try:
+        started = time.monotonic()
+        query = (
+            counts.writeStream.outputMode("append")
+            .format("parquet")
+            .option("path", str(scratch / "out"))
+            .option("checkpointLocation", str(scratch / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", previous)
+    query.awaitTermination()
+    seconds = time.monotonic() - started
+    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    finals = spark.read.parquet(str(scratch / "out")).count()
+    return {"seconds": seconds, "events": rows, "finals": finals, "batches": len(query.recentProgress)}
+
+
+def measure(spark, name: str, fn, *args) -> dict:
+    scratch = WORK / "scratch" / name
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    with PeakMemory() as memory:
+        result = fn(spark, *args[:1], scratch, *args[1:])
+    result["peak_rss_mb"] = round(memory.peak / 2**20)
+    result["events_per_s"] = round(result["events"] / result["seconds"])
+    shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+def compare(spark, events: int, args) -> dict:
+    files = max(args.files, events // 100_000)
+    input_dir = dataset(events, args.sensors, files)
+    max_files = args.max_files_per_trigger or max(1, files // 5)
+    ours = measure(spark, "ours", run_ours, input_dir, args.partitions, max_files)
+    native = measure(spark, "native", run_native, input_dir, max_files)
+    row = {
+        "events": events,
+        "files": files,
+        "max_files_per_trigger": max_files,
+        "partitions": args.partitions,
+        "ours": ours,
+        "native": native,
+        "ratio": round(ours["events_per_s"] / native["events_per_s"], 2),
+        "load_average": os.getloadavg(),
+    }
+    print(
+        f"{events:>12,} events | ours {ours['events_per_s']:>9,} ev/s ({ours['seconds']:.0f} s, "
+        f"{ours['finals']:,} finals, peak {ours['peak_rss_mb']:,} MB) | native {native['events_per_s']:>9,} ev/s "
+        f"({native['seconds']:.0f} s, {native['finals']:,} finals, peak {native['peak_rss_mb']:,} MB) | "
+        f"ratio {row['ratio']}",
+        flush=True,
+    )
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=5_000_000)
+    parser.add_argument("--scaling", action="store_true", help="1, 5 and 20 million events")
+    parser.add_argument("--sensors", type=int, default=200)
+    parser.add_argument("--files", type=int, default=50, help="at least; one file per 100k events")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--max-files-per-trigger", type=int, default=None, help="default: files / 5")
+    args = parser.parse_args(argv)
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    spark = local_spark_session("spark-bench", master="local[2]", shuffle_partitions=SHUFFLE_PARTITIONS)
+    try:
+        warmup = dataset(20_000, args.sensors, 1)
+        measure(spark, "warmup-ours", run_ours, warmup, args.partitions, None)
+        measure(spark, "warmup-native", run_native, warmup, None)
+        sizes = [1_000_000, 5_000_000, 20_000_000] if args.scaling else [args.events]
+        rows = [compare(spark, events, args) for events in sizes]
+    finally:
+        spark.stop()
+    with open(WORK / "results.jsonl", "a") as f:
+        for row in rows:
+            f.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **row}) + "\n")
+    if args.scaling:
+        print("growth (relative to 1M):")
+        for row in rows:
+            scale = row["events"] / rows[0]["events"]
+            print(
+                f"  {row['events']:>12,}: x{scale:g} events -> ours x{row['ours']['seconds'] / rows[0]['ours']['seconds']:.1f} "
+                f"time, {row['ours']['peak_rss_mb']:,} MB; native x{row['native']['seconds'] / rows[0]['native']['seconds']:.1f} "
+                f"time, {row['native']['peak_rss_mb']:,} MB"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
