@@ -246,6 +246,7 @@ class SuppressNode(Node):
                                 out_h.append(entry[_HDR])
                             src.append(i)
                     if evicted:
+                        bucket_window = _NO_WINDOW  # an eviction may have deleted the cached bucket
                         samples += 1
                         size_sum += num_bytes
                         count_sum += count

@@ -497,14 +497,17 @@ class StreamTask:
 
 def _can_batch(source: Node) -> bool:
     """True if the nodes reachable from `source` form a tree without joins, and user processors appear
-    only as the source's children (islands: their subtrees run row by row)."""
+    only as the source's children or below them (islands: their subtrees run row by row)."""
     seen: set[int] = set()
     stack = [(child, isinstance(child, UserProcessorNode)) for child in source.children]
     while stack:
         node, in_island = stack.pop()
-        if id(node) in seen or not node.columnar:
+        if id(node) in seen:
             return False
-        if isinstance(node, UserProcessorNode) and not in_island:
+        if isinstance(node, UserProcessorNode):
+            if not in_island:
+                return False
+        elif not node.columnar:
             return False
         seen.add(id(node))
         stack.extend((child, in_island) for child in node.children)
