@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
 from hypothesis import HealthCheck, given, settings
@@ -23,7 +24,9 @@ from spark_jobs.streams.timeutil import INT64_MAX
 
 from .helpers import recorder_topology, run_task
 
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# STREAMS_PROPERTY_EXAMPLES raises the number of examples for a longer local hunt.
+PROPERTY = settings(max_examples=int(os.environ.get("STREAMS_PROPERTY_EXAMPLES", "100")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 
 @PROPERTY
