@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from array import array
 from heapq import heapify, heappop, heappush
+from itertools import repeat
 from typing import Any, Optional
 
 from .node import Node
@@ -123,7 +124,7 @@ class Suppressed:
 
 
 # Buffer entry fields, in a list per buffered key (mutated in place on update).
-_BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _KEY = range(10)
+_BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _KEY, _BASE = range(11)
 _NO_WINDOW = object()
 
 
@@ -173,11 +174,11 @@ class SuppressNode(Node):
         out_t: list = []
         out_h: Optional[list] = None if headers is None else []
         src: list = []
-        for i, key, new, ts in zip(range(len(keys)), keys, values, timestamps):
+        rows = zip(range(len(keys)), keys, values, repeat(None) if olds is None else olds, timestamps,
+                   repeat(None) if headers is None else headers)
+        for i, key, new, old, ts, hdr in rows:
             if ts > observed:
                 observed = ts
-            old = None if olds is None else olds[i]
-            hdr = None if headers is None else headers[i]
             new_size = 8 if type(new) is int else vsize(new)
             if window_close:
                 window, inner = key[1], key[0]
@@ -191,20 +192,19 @@ class SuppressNode(Node):
             entry = bucket.get(inner)
             if entry is None:
                 kb = key_bytes(key)
-                # the first update's old value is the prior value: counted once
-                size = (8 + len(kb) + (8 if type(old) is int else vsize(old)) + new_size + context_size
-                        + (headers_size(hdr) if hdr else 0))
+                # buffer time, key and prior value: fixed while the key stays buffered; the first update's
+                # old value is the prior value, counted once
+                base = 8 + len(kb) + (8 if type(old) is int else vsize(old))
+                size = base + new_size + context_size + (headers_size(hdr) if hdr else 0)
                 bt = key[1][1] if window_close else ts
-                bucket[inner] = [bt, kb, new, old, old, ts, hdr, size, seq, key]
+                bucket[inner] = [bt, kb, new, old, old, ts, hdr, size, seq, key, base]
                 heappush(heap, (bt, kb, seq, key))
                 seq += 1
                 count += 1
                 num_bytes += size
             else:
-                prior = entry[_PRIOR]
-                size = (8 + len(entry[_KB]) + (8 if type(prior) is int else vsize(prior)) + new_size
-                        + context_size + (headers_size(hdr) if hdr else 0))
-                if old != prior:
+                size = entry[_BASE] + new_size + context_size + (headers_size(hdr) if hdr else 0)
+                if old != entry[_PRIOR]:
                     size += 8 if type(old) is int else vsize(old)
                 num_bytes += size - entry[_SIZE]
                 entry[_NEW] = new
@@ -313,7 +313,9 @@ class SuppressNode(Node):
         self.heap = []
         for key, entry in zip(state["keys"], zip(*fields)):
             window, inner = (key[1], key[0]) if self.window_close else (None, key)
-            self.buckets.setdefault(window, {})[inner] = list(entry) + [key]
+            prior = entry[_PRIOR]
+            base = 8 + len(entry[_KB]) + value_size(prior)
+            self.buckets.setdefault(window, {})[inner] = list(entry) + [key, base]
             self.heap.append((entry[_BT], entry[_KB], entry[_SEQ], key))
         heapify(self.heap)
         self._save(*state["scalars"])
