@@ -25,6 +25,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -70,6 +71,10 @@ OUTPUT_CHUNK_ROWS = 100_000
 
 JOB_FILE = "job.json"
 SPARK_CHECKPOINT = "spark"
+
+
+class IdentityMismatch(RuntimeError):
+    """The checkpoint or the output folder belongs to another job, partition count or checkpoint."""
 
 
 @dataclass
@@ -195,20 +200,30 @@ class TopologyRuntime:
 
     # -- checkpoint identity
 
-    def _check_job_file(self) -> None:
-        """A checkpoint belongs to one job and one partition count: the state of a task is keyed by its
-        partition, so changing the count (or the job) under an existing checkpoint would corrupt it."""
+    def _check_identity(self) -> None:
+        """A checkpoint belongs to one job and one partition count (a task's state is keyed by its
+        partition: changing the count under a checkpoint would corrupt it), and an output folder belongs
+        to one checkpoint (batch ids restart with a new checkpoint: a new one over an old output would
+        skip batches that look published already)."""
         identity = {"module": self.spec.module, "partitions": self.spec.num_partitions}
         path = self._checkpoint / JOB_FILE
         if path.exists():
             stored = json.loads(path.read_text())
+            checkpoint_id = stored.pop("checkpoint_id")
             if stored != identity:
-                raise SystemExit(f"checkpoint {self._checkpoint} belongs to {stored}, not {identity}")
-            return
-        self._checkpoint.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(identity, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+                raise IdentityMismatch(f"checkpoint {self._checkpoint} belongs to {stored}, not {identity}")
+        else:
+            checkpoint_id = uuid.uuid4().hex
+            self._checkpoint.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({**identity, "checkpoint_id": checkpoint_id}, sort_keys=True) + "\n")
+            os.replace(tmp, path)
+        owner = sink.claim_output(self.config.output_dir, checkpoint_id)
+        if owner != checkpoint_id:
+            raise IdentityMismatch(
+                f"output {self.config.output_dir} was written with another checkpoint ({owner}); "
+                f"use that checkpoint, or a new output folder with this one ({self._checkpoint})"
+            )
 
     # -- the query
 
@@ -223,6 +238,10 @@ class TopologyRuntime:
         )
         if max_files is not None:
             reader = reader.option("maxFilesPerTrigger", max_files)
+        if name == SOURCE_CONTROL:
+            # Markers are ours and, once their batch is committed, never read again: a continuous run
+            # writes one per tick, so delete them rather than list an ever longer directory.
+            reader = reader.option("cleanSource", "delete")
         return reader.load(str(directory)).withColumn("source", F.lit(name))
 
     def build_query(self):
@@ -287,7 +306,7 @@ class TopologyRuntime:
     # -- triggers
 
     def run(self) -> RunSummary:
-        self._check_job_file()
+        self._check_identity()
         if self.config.trigger == AVAILABLE_NOW:
             self._run_available_now()
         else:

@@ -38,6 +38,25 @@ MANIFEST_ARROW = pa.schema(
 )
 
 
+OWNER_FILE = "_checkpoint_id"
+
+
+def claim_output(output_dir: str | os.PathLike, checkpoint_id: str) -> str:
+    """The id of the checkpoint the output folder belongs to; claimed for `checkpoint_id` when the folder
+    has no owner and no published batch yet."""
+    output = Path(output_dir)
+    owner_file = output / OWNER_FILE
+    if owner_file.exists():
+        return owner_file.read_text().strip()
+    if output.is_dir() and any(_has_batches(p) for p in output.iterdir() if p.is_dir()):
+        return "unknown"
+    output.mkdir(parents=True, exist_ok=True)
+    tmp = output / f".{OWNER_FILE}.{os.getpid()}"
+    tmp.write_text(checkpoint_id + "\n")
+    os.replace(tmp, owner_file)
+    return checkpoint_id
+
+
 def staging_dir(output_dir: str | os.PathLike, batch_id: int) -> Path:
     return Path(output_dir) / STAGING_DIR / f"batch-{batch_id}"
 

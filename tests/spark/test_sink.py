@@ -113,3 +113,12 @@ def test_spark_reader_sees_committed_batches_only(spark, tmp_path):
     _stage(tmp_path, 1, {0: _chunk(0, [2])})
     rows = spark.read.parquet(str(tmp_path / "counts")).select("seq", "batch_id").collect()
     assert sorted((r.seq, r.batch_id) for r in rows) == [(0, 0), (1, 0)]
+
+
+def test_output_folder_belongs_to_one_checkpoint(tmp_path):
+    assert sink.claim_output(tmp_path / "out", "ckpt-a") == "ckpt-a"
+    assert sink.claim_output(tmp_path / "out", "ckpt-a") == "ckpt-a"
+    assert sink.claim_output(tmp_path / "out", "ckpt-b") == "ckpt-a"
+    # Published batches without an owner (written by hand or by an older version): nobody may claim it.
+    sink.commit_batch(tmp_path / "old", 0, _stage(tmp_path / "old", 0, {0: _chunk(0, [0])}), DECLARED)
+    assert sink.claim_output(tmp_path / "old", "ckpt-c") == "unknown"
