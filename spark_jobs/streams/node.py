@@ -36,6 +36,8 @@ class Node:
     def __init__(self, name: str) -> None:
         self.name = name
         self.children: list[Node] = []
+        # False when nothing reads this node's `src` (the task says so): a node may then skip building it.
+        self.need_src = True
         self.task: StreamTask | None = None  # set by the task before init()
 
     def init(self, task: StreamTask) -> None:

@@ -126,6 +126,7 @@ class Suppressed:
 # Buffer entry fields, in a list per buffered key (mutated in place on update).
 _BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _KEY, _BASE = range(11)
 _NO_WINDOW = object()
+_NEVER = float("inf")
 
 
 class SuppressNode(Node):
@@ -162,6 +163,8 @@ class SuppressNode(Node):
         observed, duration = self.observed, self.duration
         window_close = self.window_close
         max_records, max_bytes = self.max_records, self.max_bytes
+        bounded = max_records < INT64_MAX or max_bytes < INT64_MAX
+        evict_at = heap[0][0] + duration if heap else _NEVER  # observed time at which the head goes out
         count, num_bytes, seq = self.count, self.num_bytes, self.next_seq
         samples, size_sum, count_sum = self.samples, self.size_sum, self.count_sum
         size_max, count_max = self.size_max, self.count_max
@@ -199,6 +202,8 @@ class SuppressNode(Node):
                 bt = key[1][1] if window_close else ts
                 bucket[inner] = [bt, kb, new, old, old, ts, hdr, size, seq, key, base]
                 heappush(heap, (bt, kb, seq, key))
+                if bt + duration < evict_at:
+                    evict_at = bt + duration
                 seq += 1
                 count += 1
                 num_bytes += size
@@ -220,8 +225,8 @@ class SuppressNode(Node):
             if count > count_max:
                 count_max = count
             # emit every entry whose buffer time has passed, then enforce the capacity
-            limit = observed - duration
-            if heap[0][0] <= limit or count > max_records or num_bytes > max_bytes:
+            if observed >= evict_at or (bounded and (count > max_records or num_bytes > max_bytes)):
+                limit = observed - duration
                 for by_capacity in (False, True):
                     if by_capacity and self.shut_down and (count > max_records or num_bytes > max_bytes):
                         self._save(observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max,
@@ -246,6 +251,7 @@ class SuppressNode(Node):
                                 out_h.append(entry[_HDR])
                             src.append(i)
                     if evicted:
+                        evict_at = heap[0][0] + duration if heap else _NEVER
                         bucket_window = _NO_WINDOW  # an eviction may have deleted the cached bucket
                         samples += 1
                         size_sum += num_bytes

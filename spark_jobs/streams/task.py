@@ -118,6 +118,8 @@ class StreamTask:
             self._serial_runner(node)
         self._source_by_topic: dict[str, SourceNode] = {}
         self._columnar: dict[str, Optional[Callable]] = {}
+        for node in self.nodes.values():
+            node.need_src = False  # the columnar runners set it where a merge reads it
         for topic in topology.source_topics():
             source = self.nodes[topology.source_for_topic(topic)]
             self._source_by_topic[topic] = source  # type: ignore[assignment]
@@ -447,6 +449,7 @@ class StreamTask:
     def _columnar_runner(self, node: Node, need_src: bool) -> Callable:
         """A function processing a batch at `node`; returns the sinks' columns in depth-first order and,
         when `need_src` (a fan-out above merges them), the input row each output row descends from."""
+        node.need_src = node.need_src or need_src
         if isinstance(node, SinkNode):
             topic = node.topic
 

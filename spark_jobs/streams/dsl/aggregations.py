@@ -122,9 +122,10 @@ class TimeWindowAggregateNode(Node):
         out_o: Optional[list] = [] if send_old else None
         out_t: list = []
         out_h: Optional[list] = None if headers is None else []
-        src: list = []
+        src: Optional[list] = [] if self.need_src else None
         # bound methods: the loop below runs once per record
-        add_k, add_v, add_t, add_src = out_k.append, out_v.append, out_t.append, src.append
+        add_k, add_v, add_t = out_k.append, out_v.append, out_t.append
+        add_src = None if src is None else src.append
         add_o = out_o.append if out_o is not None else None
         dropped = 0
         bucket_start, bucket, window = None, None, None
@@ -170,7 +171,8 @@ class TimeWindowAggregateNode(Node):
                 add_k(windowed)
                 add_v(new)
                 add_t(new_ts)
-                add_src(i)
+                if add_src is not None:
+                    add_src(i)
                 if add_o is not None:
                     add_o(old)
                 if out_h is not None:
