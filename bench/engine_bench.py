@@ -26,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from datetime import UTC
+
 from spark_jobs.streams import BufferConfig, StreamsBuilder, Suppressed, TimeWindows  # noqa: E402
 from spark_jobs.streams.task import StreamTask  # noqa: E402
 
@@ -53,11 +55,19 @@ def generate(n: int, seed: int = 7) -> tuple[list[str], list[float], list[int]]:
 
 def sensor_alerts_topology():
     builder = StreamsBuilder()
-    counts = (builder.stream(TOPIC).group_by_key()
-              .windowed_by(TimeWindows.of_size_and_grace(WINDOW_MS, GRACE_MS)).count())
+    counts = (
+        builder.stream(TOPIC)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_and_grace(WINDOW_MS, GRACE_MS))
+        .count()
+    )
     counts.to_stream().to("window-counts")
-    (counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream()
-     .filter(lambda window, count: count < THRESHOLD).to("low-activity-alerts"))
+    (
+        counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+        .to_stream()
+        .filter(lambda window, count: count < THRESHOLD)
+        .to("low-activity-alerts")
+    )
     return builder.build()
 
 
@@ -85,19 +95,21 @@ def run_ours(keys, values, timestamps, batch: int) -> tuple[Timer, int, int]:
 
 
 def run_bytewax(keys, values, timestamps) -> tuple[Timer, int]:
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     import bytewax.operators as op
     import bytewax.operators.windowing as win
     from bytewax.dataflow import Dataflow
     from bytewax.testing import TestingSink, TestingSource, run_main
 
-    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
-    items = list(zip(keys, timestamps))
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    items = list(zip(keys, timestamps, strict=False))
     flow = Dataflow("sensor_counts")
     stream = op.input("readings", flow, TestingSource(items, batch_size=10_000))
-    clock = win.EventClock(lambda item: epoch + timedelta(milliseconds=item[1]),
-                           wait_for_system_duration=timedelta(milliseconds=GRACE_MS))
+    clock = win.EventClock(
+        lambda item: epoch + timedelta(milliseconds=item[1]),
+        wait_for_system_duration=timedelta(milliseconds=GRACE_MS),
+    )
     windower = win.TumblingWindower(length=timedelta(milliseconds=WINDOW_MS), align_to=epoch)
     counts = win.count_window("count", stream, clock, windower, lambda item: item[0])
     out: list = []
@@ -119,7 +131,7 @@ def _dict_loop(keys, timestamps) -> int:
     observed = -1
     finals = 0
     next_flush = None
-    for key, ts in zip(keys, timestamps):
+    for key, ts in zip(keys, timestamps, strict=False):
         if ts > observed:
             observed = ts
         window = ts - ts % WINDOW_MS
@@ -139,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--batch", type=int, default=100_000, help="records per process_batch call")
-    parser.add_argument("--profile", action="store_true", help="cProfile our engine instead of the comparison")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile our engine instead of the comparison"
+    )
     args = parser.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -156,20 +170,28 @@ def main(argv: list[str] | None = None) -> int:
 
     n = args.records
     ours, emitted, dropped = run_ours(keys, values, timestamps, args.batch)
-    print(f"ours:  {n / ours.cpu:,.0f} records/s of CPU time, {n / ours.wall:,.0f} records/s of wall time "
-          f"({ours.cpu:.2f} s CPU, {ours.wall:.2f} s wall; {emitted:,} output records, {dropped:,} dropped late)")
+    print(
+        f"ours:  {n / ours.cpu:,.0f} records/s of CPU time, {n / ours.wall:,.0f} records/s of wall time "
+        f"({ours.cpu:.2f} s CPU, {ours.wall:.2f} s wall; {emitted:,} output records, {dropped:,} dropped late)"
+    )
 
     try:
         peer, peer_out = run_bytewax(keys, values, timestamps)
         import importlib.metadata
 
-        peer_name = f"bytewax {importlib.metadata.version('bytewax')} count_window (tumbling, event clock, 1 worker)"
+        peer_name = (
+            f"bytewax {importlib.metadata.version('bytewax')} count_window (tumbling, event clock, 1 worker)"
+        )
     except ImportError:
         peer, peer_out = run_dict_floor(keys, values, timestamps)
         peer_name = "plain dict loop (bytewax not installed)"
-    print(f"peer:  {n / peer.cpu:,.0f} records/s of CPU time, {n / peer.wall:,.0f} records/s of wall time "
-          f"({peer.cpu:.2f} s CPU, {peer.wall:.2f} s wall; {peer_out:,} final window counts) -- {peer_name}")
-    print(f"ratio: {peer.cpu / ours.cpu:.2f}x by CPU time, {peer.wall / ours.wall:.2f}x by wall time (ours / peer)")
+    print(
+        f"peer:  {n / peer.cpu:,.0f} records/s of CPU time, {n / peer.wall:,.0f} records/s of wall time "
+        f"({peer.cpu:.2f} s CPU, {peer.wall:.2f} s wall; {peer_out:,} final window counts) -- {peer_name}"
+    )
+    print(
+        f"ratio: {peer.cpu / ours.cpu:.2f}x by CPU time, {peer.wall / ours.wall:.2f}x by wall time (ours / peer)"
+    )
     return 0
 
 

@@ -12,25 +12,24 @@ the children's columns (C-speed slices) at the insertion points that `src` gives
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Optional
 
 Columns = list  # [topics, keys, values, timestamps, headers-or-None]
 Result = tuple  # (Columns | None, src | None)
 EMPTY: Result = (None, None)
 
 
-def rows_to_columns(rows: list[tuple]) -> Optional[Columns]:
+def rows_to_columns(rows: list[tuple]) -> Columns | None:
     if not rows:
         return None
-    topics, keys, values, timestamps, headers = map(list, zip(*rows))
+    topics, keys, values, timestamps, headers = map(list, zip(*rows, strict=False))
     return [topics, keys, values, timestamps, None if all(h is None for h in headers) else headers]
 
 
-def sink_columns(topic: str, keys: list, values: list, timestamps: list, headers: Optional[list]) -> Columns:
+def sink_columns(topic: str, keys: list, values: list, timestamps: list, headers: list | None) -> Columns:
     return [[topic] * len(keys), keys, values, timestamps, headers]
 
 
-def compose(src: Optional[list], child_src: Optional[list]) -> Optional[list]:
+def compose(src: list | None, child_src: list | None) -> list | None:
     """Map rows through a node: rows -> node outputs (child_src) -> node inputs (src)."""
     if src is None:
         return child_src
@@ -65,7 +64,7 @@ def merge(results: list[Result], need_src: bool) -> Result:
     return merged_cols, merged_src
 
 
-def _merge_two(a: Columns, a_src: Optional[list], b: Columns, b_src: Optional[list], need_src: bool) -> Result:
+def _merge_two(a: Columns, a_src: list | None, b: Columns, b_src: list | None, need_src: bool) -> Result:
     """Rows of `b` go after the rows of `a` that descend from the same or an earlier parent row."""
     na, nb = len(a[0]), len(b[0])
     b_parents = range(nb) if b_src is None else b_src
@@ -94,8 +93,9 @@ def _merge_two(a: Columns, a_src: Optional[list], b: Columns, b_src: Optional[li
     if a_headers is None and b_headers is None:
         headers = None
     else:
-        headers = splice([None] * na if a_headers is None else a_headers,
-                         [None] * nb if b_headers is None else b_headers)
+        headers = splice(
+            [None] * na if a_headers is None else a_headers, [None] * nb if b_headers is None else b_headers
+        )
     cols = [splice(a[c], b[c]) for c in range(4)] + [headers]
     src = None
     if need_src:

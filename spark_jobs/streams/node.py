@@ -15,7 +15,8 @@ differ (see task.py). Output is a `Batch` tuple `(keys, values, olds, timestamps
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .processor import Cancellable, Processor, ProcessorContext
 from .records import Record, To
@@ -43,8 +44,9 @@ class Node:
     def init(self, task: StreamTask) -> None:
         self.task = task
 
-    def process_columns(self, keys: list, values: list, olds: Optional[list], timestamps: list,
-                        headers: Optional[list]) -> Optional[Batch]:
+    def process_columns(
+        self, keys: list, values: list, olds: list | None, timestamps: list, headers: list | None
+    ) -> Batch | None:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -60,7 +62,7 @@ class Node:
         return {}
 
     # KTable value getter: (value, timestamp) or None. Only table nodes implement it.
-    def get(self, key: Any) -> Optional[tuple[Any, int]]:
+    def get(self, key: Any) -> tuple[Any, int] | None:
         raise TypeError(f"node {self.name} is not a table and has no value getter")
 
     def count_dropped(self, n: int = 1) -> None:
@@ -141,8 +143,10 @@ class UserProcessorNode(Node):
         else:
             runner = self.child_runner_by_name.get(to.child_name)
             if runner is None:
-                raise ValueError(f"processor {self.name!r} has no child named {to.child_name!r}; "
-                                 f"children: {list(self.child_runner_by_name)}")
+                raise ValueError(
+                    f"processor {self.name!r} has no child named {to.child_name!r}; "
+                    f"children: {list(self.child_runner_by_name)}"
+                )
             targets = (runner,)
         key, value, headers = record.key, record.value, record.headers
         for runner in targets:
@@ -157,7 +161,10 @@ class UserProcessorNode(Node):
         hook = getattr(processor, "snapshot_state", None)
         if hook is not None and callable(hook):
             return ("hook", hook())
-        return ("dict", {name: value for name, value in vars(processor).items() if not _is_runtime_handle(value)})
+        return (
+            "dict",
+            {name: value for name, value in vars(processor).items() if not _is_runtime_handle(value)},
+        )
 
     def restore_state(self, state: Any) -> None:
         kind, payload = state

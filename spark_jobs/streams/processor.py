@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .records import Record, To
 from .timeutil import Duration
@@ -70,11 +71,17 @@ class ProcessorContext:
         """
         self._node.forward(record, to)
 
-    def schedule(self, interval: Duration, punctuation_type: PunctuationType,
-                 punctuator: Callable[[int], Any], time_shift: Duration | None = None) -> Cancellable:
+    def schedule(
+        self,
+        interval: Duration,
+        punctuation_type: PunctuationType,
+        punctuator: Callable[[int], Any],
+        time_shift: Duration | None = None,
+    ) -> Cancellable:
         """Call `punctuator(now)` every `interval`; aligned to `k * interval + time_shift` when a shift is given."""
-        return self._node.task.punctuation.schedule(self._node.name, interval, punctuation_type, punctuator,
-                                                   time_shift)
+        return self._node.task.punctuation.schedule(
+            self._node.name, interval, punctuation_type, punctuator, time_shift
+        )
 
     def stream_time(self) -> int:
         """The task's stream time (max valid record timestamp so far, -1 while unknown)."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import heapq
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .processor import Cancellable, PunctuationType
 from .timeutil import INT64_MAX, Duration, next_aligned, normalize_shift, to_millis
@@ -13,12 +14,33 @@ class PunctuationSchedule(Cancellable):
     """One schedule. `due` is the next time it fires; None while it waits for the first record (aligned
     STREAM_TIME scheduled before stream time was known) or once its next boundary lies beyond int64."""
 
-    __slots__ = ("manager", "index", "node_name", "type", "interval", "shift", "due", "cancelled", "punctuator",
-                 "awaiting_first_record")
+    __slots__ = (
+        "manager",
+        "index",
+        "node_name",
+        "type",
+        "interval",
+        "shift",
+        "due",
+        "cancelled",
+        "punctuator",
+        "awaiting_first_record",
+    )
 
-    def __init__(self, manager: Any, index: int, node_name: str, type_: PunctuationType, interval: int,
-                 shift: int | None, due: int | None, punctuator: Callable[[int], Any]) -> None:
-        self.manager = manager  # counts changes, so a task batching records notices new or cancelled schedules
+    def __init__(
+        self,
+        manager: Any,
+        index: int,
+        node_name: str,
+        type_: PunctuationType,
+        interval: int,
+        shift: int | None,
+        due: int | None,
+        punctuator: Callable[[int], Any],
+    ) -> None:
+        self.manager = (
+            manager  # counts changes, so a task batching records notices new or cancelled schedules
+        )
         self.index = index
         self.node_name = node_name
         self.type = type_
@@ -44,8 +66,10 @@ class PunctuationSchedule(Cancellable):
         self.due = nxt if nxt <= INT64_MAX else None  # no int64 clock can reach it: the schedule is spent
 
     def __repr__(self) -> str:
-        return (f"PunctuationSchedule(#{self.index} {self.node_name} {self.type.value} every {self.interval} "
-                f"shift={self.shift} due={self.due} cancelled={self.cancelled})")
+        return (
+            f"PunctuationSchedule(#{self.index} {self.node_name} {self.type.value} every {self.interval} "
+            f"shift={self.shift} due={self.due} cancelled={self.cancelled})"
+        )
 
 
 class PunctuationQueue:
@@ -95,8 +119,14 @@ class PunctuationManager:
         self.init_count = 0  # schedules created by init(): the ones a restore re-creates by calling init()
         self.version = 0  # bumped by every new or cancelled schedule
 
-    def schedule(self, node_name: str, interval: Duration, punctuation_type: PunctuationType,
-                 punctuator: Callable[[int], Any], time_shift: Duration | None = None) -> PunctuationSchedule:
+    def schedule(
+        self,
+        node_name: str,
+        interval: Duration,
+        punctuation_type: PunctuationType,
+        punctuator: Callable[[int], Any],
+        time_shift: Duration | None = None,
+    ) -> PunctuationSchedule:
         interval_ms = to_millis(interval, "interval")
         if interval_ms < 1:
             raise ValueError(f"punctuation interval must be at least 1 ms, got {interval_ms}")
@@ -104,10 +134,13 @@ class PunctuationManager:
             raise ValueError(f"punctuation_type must be a PunctuationType, got {punctuation_type!r}")
         if not callable(punctuator):
             raise ValueError("punctuator must be callable as punctuator(timestamp)")
-        shift = None if time_shift is None else normalize_shift(interval_ms, to_millis(time_shift, "time_shift"))
+        shift = (
+            None if time_shift is None else normalize_shift(interval_ms, to_millis(time_shift, "time_shift"))
+        )
         self.version += 1
-        schedule = PunctuationSchedule(self, len(self.schedules), node_name, punctuation_type, interval_ms, shift, None,
-                                       punctuator)
+        schedule = PunctuationSchedule(
+            self, len(self.schedules), node_name, punctuation_type, interval_ms, shift, None, punctuator
+        )
         task = self.task
         if punctuation_type is PunctuationType.STREAM_TIME:
             if shift is None:
@@ -155,10 +188,12 @@ class PunctuationManager:
     def snapshot(self) -> dict[str, list[Any]]:
         schedules = self.schedules
         methods = [_bound_method_name(s.punctuator) for s in schedules]
-        for s, method in zip(schedules[self.init_count:], methods[self.init_count:]):
+        for s, method in zip(schedules[self.init_count :], methods[self.init_count :], strict=False):
             if method is None:
-                raise ValueError(f"cannot snapshot {s!r}: it was created after init() with a punctuator that is "
-                                 "not a method of its processor, so a restore could not re-create it")
+                raise ValueError(
+                    f"cannot snapshot {s!r}: it was created after init() with a punctuator that is "
+                    "not a method of its processor, so a restore could not re-create it"
+                )
         return {
             "method": methods,
             "node": [s.node_name for s in schedules],
@@ -170,24 +205,40 @@ class PunctuationManager:
             "awaiting": [s.awaiting_first_record for s in schedules],
         }
 
-    def restore(self, state: dict[str, list[Any]], rebind: Callable[[str, str], Callable[[int], Any]]) -> None:
+    def restore(
+        self, state: dict[str, list[Any]], rebind: Callable[[str, str], Callable[[int], Any]]
+    ) -> None:
         """Overwrite the schedules that init() re-created (same creation order) with their saved progress;
         schedules made after init() are re-created from their processor's method, `rebind(node, name)`."""
         count = len(state["due"])
         if count < len(self.schedules):
-            raise ValueError(f"snapshot has {count} punctuation schedules but init() created "
-                             f"{len(self.schedules)}; schedules must be created in init() in a fixed order")
+            raise ValueError(
+                f"snapshot has {count} punctuation schedules but init() created "
+                f"{len(self.schedules)}; schedules must be created in init() in a fixed order"
+            )
         for i in range(len(self.schedules), count):
             type_ = PunctuationType(state["type"][i])
-            self.schedules.append(PunctuationSchedule(self, i, state["node"][i], type_, state["interval"][i],
-                                                      state["shift"][i], None,
-                                                      rebind(state["node"][i], state["method"][i])))
+            self.schedules.append(
+                PunctuationSchedule(
+                    self,
+                    i,
+                    state["node"][i],
+                    type_,
+                    state["interval"][i],
+                    state["shift"][i],
+                    None,
+                    rebind(state["node"][i], state["method"][i]),
+                )
+            )
         self.stream_queue.clear()
         self.wall_queue.clear()
         self._awaiting_first_record.clear()
         for i, schedule in enumerate(self.schedules):
             if (schedule.node_name, schedule.type.value, schedule.interval) != (
-                    state["node"][i], state["type"][i], state["interval"][i]):
+                state["node"][i],
+                state["type"][i],
+                state["interval"][i],
+            ):
                 raise ValueError(f"punctuation schedule #{i} does not match the snapshot: {schedule!r}")
             schedule.due = state["due"][i]
             schedule.cancelled = state["cancelled"][i]

@@ -50,7 +50,11 @@ class Record:
         if not isinstance(other, Record):
             return NotImplemented
         return (self.key, self.value, self.timestamp, self.headers) == (
-            other.key, other.value, other.timestamp, other.headers)
+            other.key,
+            other.value,
+            other.timestamp,
+            other.headers,
+        )
 
     def __hash__(self) -> int:
         return hash((self.key, self.value, self.timestamp))
@@ -86,7 +90,10 @@ class To:
         return To(self.child_name, timestamp)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, To) and (self.child_name, self.timestamp) == (other.child_name, other.timestamp)
+        return isinstance(other, To) and (self.child_name, self.timestamp) == (
+            other.child_name,
+            other.timestamp,
+        )
 
     def __hash__(self) -> int:
         return hash((self.child_name, self.timestamp))

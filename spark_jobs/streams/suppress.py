@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 from heapq import heapify, heappop, heappush
 from itertools import repeat
-from typing import Any, Optional
+from typing import Any
 
 from .node import Node
 from .serde import headers_size, key_bytes, value_size
@@ -26,7 +26,7 @@ class _ConfigMethod:
         self.func = func
         self.__doc__ = func.__doc__
 
-    def __get__(self, instance: Optional[BufferConfig], owner: type) -> Any:
+    def __get__(self, instance: BufferConfig | None, owner: type) -> Any:
         base = instance if instance is not None else BufferConfig(None, None, _EMIT_EARLY)
         return lambda *args: self.func(base, *args)
 
@@ -40,7 +40,7 @@ class BufferConfig:
 
     __slots__ = ("records_limit", "bytes_limit", "policy")
 
-    def __init__(self, records_limit: Optional[int], bytes_limit: Optional[int], policy: str) -> None:
+    def __init__(self, records_limit: int | None, bytes_limit: int | None, policy: str) -> None:
         self.records_limit = records_limit
         self.bytes_limit = bytes_limit
         self.policy = policy
@@ -86,8 +86,9 @@ class Suppressed:
 
     __slots__ = ("window_close", "time_limit", "buffer_config", "name")
 
-    def __init__(self, window_close: bool, time_limit: int, buffer_config: BufferConfig,
-                 name: Optional[str] = None) -> None:
+    def __init__(
+        self, window_close: bool, time_limit: int, buffer_config: BufferConfig, name: str | None = None
+    ) -> None:
         self.window_close = window_close
         self.time_limit = time_limit
         self.buffer_config = buffer_config
@@ -99,8 +100,10 @@ class Suppressed:
         if not isinstance(buffer_config, BufferConfig):
             raise ValueError(f"until_window_closes needs a BufferConfig, got {buffer_config!r}")
         if not buffer_config.is_strict:
-            raise ValueError("until_window_closes needs a strict buffer config (BufferConfig.unbounded(), or a "
-                             "bounded one with .shut_down_when_full()): emitting early would break final results")
+            raise ValueError(
+                "until_window_closes needs a strict buffer config (BufferConfig.unbounded(), or a "
+                "bounded one with .shut_down_when_full()): emitting early would break final results"
+            )
         return Suppressed(True, 0, buffer_config)
 
     @staticmethod
@@ -175,10 +178,17 @@ class SuppressNode(Node):
         out_v: list = []
         out_o: list = []
         out_t: list = []
-        out_h: Optional[list] = None if headers is None else []
+        out_h: list | None = None if headers is None else []
         src: list = []
-        rows = zip(range(len(keys)), keys, values, repeat(None) if olds is None else olds, timestamps,
-                   repeat(None) if headers is None else headers)
+        rows = zip(
+            range(len(keys)),
+            keys,
+            values,
+            repeat(None) if olds is None else olds,
+            timestamps,
+            repeat(None) if headers is None else headers,
+            strict=False,
+        )
         for i, key, new, old, ts, hdr in rows:
             if ts > observed:
                 observed = ts
@@ -229,14 +239,17 @@ class SuppressNode(Node):
                 limit = observed - duration
                 for by_capacity in (False, True):
                     if by_capacity and self.shut_down and (count > max_records or num_bytes > max_bytes):
-                        self._save(observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max,
-                                   count_max)
+                        self._save(
+                            observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max, count_max
+                        )
                         raise BufferFullError(
                             f"{self.name} buffer exceeded its max capacity. Currently [{count}/{max_records}] "
-                            f"records and [{num_bytes}/{max_bytes}] bytes.")
+                            f"records and [{num_bytes}/{max_bytes}] bytes."
+                        )
                     evicted = False
-                    while heap and ((count > max_records or num_bytes > max_bytes) if by_capacity
-                                    else heap[0][0] <= limit):
+                    while heap and (
+                        (count > max_records or num_bytes > max_bytes) if by_capacity else heap[0][0] <= limit
+                    ):
                         ekey = heappop(heap)[3]
                         entry = self._pop(ekey)
                         count -= 1
@@ -269,17 +282,19 @@ class SuppressNode(Node):
             del self.buckets[window]
         return entry
 
-    def _entry(self, key: Any) -> Optional[list]:
+    def _entry(self, key: Any) -> list | None:
         window, inner = (key[1], key[0]) if self.window_close else (None, key)
         bucket = self.buckets.get(window)
         return None if bucket is None else bucket.get(inner)
 
-    def _save(self, observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max, count_max) -> None:
+    def _save(
+        self, observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max, count_max
+    ) -> None:
         self.observed, self.count, self.num_bytes, self.next_seq = observed, count, num_bytes, seq
         self.samples, self.size_sum, self.count_sum = samples, size_sum, count_sum
         self.size_max, self.count_max = size_max, count_max
 
-    def get(self, key: Any) -> Optional[tuple[Any, int]]:
+    def get(self, key: Any) -> tuple[Any, int] | None:
         """A join reading the suppressed table sees the last emitted value while the key is buffered."""
         entry = self._entry(key)
         if entry is not None:
@@ -298,26 +313,43 @@ class SuppressNode(Node):
         }
 
     def snapshot_state(self) -> Any:
-        entries = sorted(((e[_KEY], e) for bucket in self.buckets.values() for e in bucket.values()),
-                         key=lambda item: item[1][_SEQ])
+        entries = sorted(
+            ((e[_KEY], e) for bucket in self.buckets.values() for e in bucket.values()),
+            key=lambda item: item[1][_SEQ],
+        )
         columns: list[list] = [[] for _ in range(9)]
         for _, entry in entries:
             for field in range(9):
                 columns[field].append(entry[field])
         return {
             "keys": [key for key, _ in entries],
-            "bt": array("q", columns[_BT]), "kb": columns[_KB], "new": columns[_NEW], "old": columns[_OLD],
-            "prior": columns[_PRIOR], "ts": array("q", columns[_TS]), "hdr": columns[_HDR],
-            "size": array("q", columns[_SIZE]), "seq": array("q", columns[_SEQ]),
-            "scalars": (self.observed, self.count, self.num_bytes, self.next_seq, self.samples, self.size_sum,
-                        self.count_sum, self.size_max, self.count_max),
+            "bt": array("q", columns[_BT]),
+            "kb": columns[_KB],
+            "new": columns[_NEW],
+            "old": columns[_OLD],
+            "prior": columns[_PRIOR],
+            "ts": array("q", columns[_TS]),
+            "hdr": columns[_HDR],
+            "size": array("q", columns[_SIZE]),
+            "seq": array("q", columns[_SEQ]),
+            "scalars": (
+                self.observed,
+                self.count,
+                self.num_bytes,
+                self.next_seq,
+                self.samples,
+                self.size_sum,
+                self.count_sum,
+                self.size_max,
+                self.count_max,
+            ),
         }
 
     def restore_state(self, state: Any) -> None:
         fields = [state[name] for name in ("bt", "kb", "new", "old", "prior", "ts", "hdr", "size", "seq")]
         self.buckets = {}
         self.heap = []
-        for key, entry in zip(state["keys"], zip(*fields)):
+        for key, entry in zip(state["keys"], zip(*fields, strict=False), strict=False):
             window, inner = (key[1], key[0]) if self.window_close else (None, key)
             prior = entry[_PRIOR]
             base = 8 + len(entry[_KB]) + value_size(prior)

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from collections.abc import Callable, Sequence
 from itertools import repeat
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from . import batching
 from .batching import EMPTY, Columns
@@ -36,14 +37,22 @@ _SNAPSHOT_MAGIC = b"STK1"
 _COMPRESS_ABOVE = 64 * 1024  # smaller snapshots are not worth the zlib time
 
 
-
 class OutputBatch:
     """Columnar output of a task: parallel lists of equal length (see docs/TASK_INTERFACE.md)."""
 
     __slots__ = ("topics", "keys", "values", "timestamps", "window_starts", "window_ends", "seqs", "headers")
 
-    def __init__(self, topics: list, keys: list, values: list, timestamps: list, window_starts: list,
-                 window_ends: list, seqs: list, headers: list) -> None:
+    def __init__(
+        self,
+        topics: list,
+        keys: list,
+        values: list,
+        timestamps: list,
+        window_starts: list,
+        window_ends: list,
+        seqs: list,
+        headers: list,
+    ) -> None:
         self.topics = topics
         self.keys = keys
         self.values = values
@@ -54,7 +63,7 @@ class OutputBatch:
         self.headers = headers
 
     @classmethod
-    def from_columns(cls, columns: Optional[Columns], first_seq: int) -> OutputBatch:
+    def from_columns(cls, columns: Columns | None, first_seq: int) -> OutputBatch:
         if columns is None or not columns[0]:
             return cls([], [], [], [], [], [], [], [])
         topics, keys, values, timestamps, headers = columns
@@ -69,7 +78,9 @@ class OutputBatch:
         else:
             starts = [None] * n
             ends = starts.copy()
-        return cls(topics, keys, values, timestamps, starts, ends, list(range(first_seq, first_seq + n)), headers)
+        return cls(
+            topics, keys, values, timestamps, starts, ends, list(range(first_seq, first_seq + n)), headers
+        )
 
     def __len__(self) -> int:
         return len(self.topics)
@@ -77,9 +88,16 @@ class OutputBatch:
     def records(self) -> list[tuple[str, Record]]:
         """`(topic, Record)` pairs; windowed keys come back as `Windowed` objects."""
         out = []
-        for topic, key, value, ts, start, end, headers in zip(self.topics, self.keys, self.values,
-                                                               self.timestamps, self.window_starts,
-                                                               self.window_ends, self.headers):
+        for topic, key, value, ts, start, end, headers in zip(
+            self.topics,
+            self.keys,
+            self.values,
+            self.timestamps,
+            self.window_starts,
+            self.window_ends,
+            self.headers,
+            strict=False,
+        ):
             if start is not None:
                 key = make_windowed(key, start, end)
             out.append((topic, Record(key, value, ts, headers)))
@@ -92,8 +110,13 @@ class OutputBatch:
 class StreamTask:
     """Runs one partition of a topology. See docs/TASK_INTERFACE.md for the contract."""
 
-    def __init__(self, topology: Topology, partition: int = 0, initial_wall_clock_ms: Duration = 0,
-                 _clocks: Optional[tuple[int, int]] = None) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        partition: int = 0,
+        initial_wall_clock_ms: Duration = 0,
+        _clocks: tuple[int, int] | None = None,
+    ) -> None:
         topology.validate()
         self.topology = topology
         self.partition = partition
@@ -101,7 +124,7 @@ class StreamTask:
         self.wall_clock = to_millis(initial_wall_clock_ms, "initial_wall_clock_ms")
         if _clocks is not None:  # restore: init() must see the clocks the task had
             self.stream_time, self.wall_clock = _clocks
-        self.current_topic: Optional[str] = None
+        self.current_topic: str | None = None
         self.dropped_records = 0
         self.punctuation = PunctuationManager(self)
         self._segments: list[Columns] = []  # output not drained yet, in order
@@ -117,7 +140,7 @@ class StreamTask:
         for node in self.nodes.values():
             self._serial_runner(node)
         self._source_by_topic: dict[str, SourceNode] = {}
-        self._columnar: dict[str, Optional[Callable]] = {}
+        self._columnar: dict[str, Callable | None] = {}
         for node in self.nodes.values():
             node.need_src = False  # the columnar runners set it where a merge reads it
         for topic in topology.source_topics():
@@ -139,13 +162,21 @@ class StreamTask:
             raise TypeError(f"timestamp must be an int of epoch milliseconds, got {timestamp!r}")
         self.process_batch(topic, [key], [value], [timestamp], None if headers is None else [headers])
 
-    def process_batch(self, topic: str, keys: Sequence, values: Sequence, timestamps: Sequence[int],
-                      headers: Optional[Sequence] = None) -> None:
+    def process_batch(
+        self,
+        topic: str,
+        keys: Sequence,
+        values: Sequence,
+        timestamps: Sequence[int],
+        headers: Sequence | None = None,
+    ) -> None:
         """Same result as `process()` for each record in order."""
         self._check_open()
         source = self._source_by_topic.get(topic)
         if source is None:
-            raise ValueError(f"topic {topic!r} is not an input of this topology; inputs: {list(self._source_by_topic)}")
+            raise ValueError(
+                f"topic {topic!r} is not an input of this topology; inputs: {list(self._source_by_topic)}"
+            )
         n = len(keys)
         if len(values) != n or len(timestamps) != n or (headers is not None and len(headers) != n):
             raise ValueError("keys, values, timestamps (and headers) must have equal lengths")
@@ -169,8 +200,9 @@ class StreamTask:
             if runner is None:
                 serial = self._serial_runners[source.name]
                 for i in range(n):
-                    self._process_serial(serial, keys[i], values[i], timestamps[i],
-                                         None if headers is None else headers[i])
+                    self._process_serial(
+                        serial, keys[i], values[i], timestamps[i], None if headers is None else headers[i]
+                    )
             else:
                 self._process_columnar(runner, keys, values, timestamps, headers)
         finally:
@@ -205,7 +237,7 @@ class StreamTask:
             heads[pick] += 1
             while heads[pick] < len(columns[pick][2]) and all(wins(pick, q) for q in live if q != pick):
                 heads[pick] += 1
-            keys, values, timestamps = (column[start:heads[pick]] for column in columns[pick])
+            keys, values, timestamps = (column[start : heads[pick]] for column in columns[pick])
             self.process_batch(topics[pick], keys, values, timestamps)
 
     def _process_serial(self, runner: Callable, key: Any, value: Any, timestamp: int, headers: Any) -> None:
@@ -215,8 +247,9 @@ class StreamTask:
         runner(key, value, _NO_OLD, timestamp, headers)
         self.punctuation.punctuate_stream_time(self.stream_time)
 
-    def _process_columnar(self, runner: Callable, keys: list, values: list, timestamps: list,
-                          headers: Optional[list]) -> None:
+    def _process_columnar(
+        self, runner: Callable, keys: list, values: list, timestamps: list, headers: list | None
+    ) -> None:
         punctuation = self.punctuation
         n = len(keys)
         start = 0
@@ -280,7 +313,7 @@ class StreamTask:
             self._segments.append(batching.rows_to_columns(self._rows))
             self._rows.clear()
 
-    def _pending_output(self) -> Optional[Columns]:
+    def _pending_output(self) -> Columns | None:
         self._flush_rows()
         return batching.concat(self._segments) if self._segments else None
 
@@ -322,8 +355,11 @@ class StreamTask:
             "next_seq": self._next_seq,
             "dropped": self.dropped_records,
             "punctuation": self.punctuation.snapshot(),
-            "nodes": {name: state for name, node in self.nodes.items()
-                      if (state := node.snapshot_state()) is not None},
+            "nodes": {
+                name: state
+                for name, node in self.nodes.items()
+                if (state := node.snapshot_state()) is not None
+            },
             "pending_output": self._pending_output(),
         }
         raw = pickle.dumps(state, protocol=5)
@@ -341,7 +377,9 @@ class StreamTask:
         raw = zlib.decompress(blob[5:]) if blob[4:5] == b"\x01" else blob[5:]
         state = pickle.loads(raw)
         if state["fingerprint"] != topology_fingerprint(topology):
-            raise ValueError("the snapshot was taken with a different topology (node names, kinds or parents differ)")
+            raise ValueError(
+                "the snapshot was taken with a different topology (node names, kinds or parents differ)"
+            )
         task = cls(topology, state["partition"], 0, _clocks=state["clocks"])
         task.punctuation.restore(state["punctuation"], task._rebind_punctuator)
         for name, node_state in state["nodes"].items():
@@ -373,15 +411,22 @@ class StreamTask:
 
         elif isinstance(node, UserProcessorNode):
             node.child_runners = [self._serial_runner(child) for child in node.children]
-            node.child_runner_by_name = {child.name: r for child, r in zip(node.children, node.child_runners)}
+            node.child_runner_by_name = {
+                child.name: r for child, r in zip(node.children, node.child_runners, strict=False)
+            }
             runner = node.run
         else:
             children = [self._serial_runner(child) for child in node.children]
             process = node.process_columns
 
             def runner(key, value, old, timestamp, headers):
-                out = process([key], [value], None if old is _NO_OLD else [old], [timestamp],
-                              None if headers is None else [headers])
+                out = process(
+                    [key],
+                    [value],
+                    None if old is _NO_OLD else [old],
+                    [timestamp],
+                    None if headers is None else [headers],
+                )
                 if out is None:
                     return
                 keys, values, olds, timestamps, headers_out, _ = out
@@ -397,15 +442,21 @@ class StreamTask:
     def _source_runner(self, source: Node) -> Callable:
         """Runs a batch from `source`: islands row by row in lockstep, then the columnar children; returns
         the output columns in depth-first order and how many input rows were consumed."""
-        islands = [(i, self._serial_runners[c.name]) for i, c in enumerate(source.children)
-                   if isinstance(c, UserProcessorNode)]
-        columnar = [(i, self._columnar_runner(c, len(source.children) > 1)) for i, c in enumerate(source.children)
-                    if not isinstance(c, UserProcessorNode)]
+        islands = [
+            (i, self._serial_runners[c.name])
+            for i, c in enumerate(source.children)
+            if isinstance(c, UserProcessorNode)
+        ]
+        columnar = [
+            (i, self._columnar_runner(c, len(source.children) > 1))
+            for i, c in enumerate(source.children)
+            if not isinstance(c, UserProcessorNode)
+        ]
         punctuation = self.punctuation
 
         def run_source(keys, values, timestamps, headers):
             n = len(keys)
-            results: list[tuple[int, Columns, Optional[list]]] = []
+            results: list[tuple[int, Columns, list | None]] = []
             if islands:
                 collected: list[tuple[list, list]] = [([], []) for _ in islands]
                 version = punctuation.version
@@ -416,7 +467,7 @@ class StreamTask:
                         if ts > stream_time:
                             self.stream_time = stream_time = ts
                         h = None if headers is None else headers[i]
-                        for (rows, src), (_, serial) in zip(collected, islands):
+                        for (rows, src), (_, serial) in zip(collected, islands, strict=False):
                             self._collector = rows
                             mark = len(rows)
                             serial(keys[i], values[i], _NO_OLD, ts, h)
@@ -431,8 +482,11 @@ class StreamTask:
                 finally:
                     self._collector = self._rows
                     self.stream_time = base  # the task advances it after the batch
-                results += [(index, batching.rows_to_columns(rows), src)
-                            for (index, _), (rows, src) in zip(islands, collected) if rows]
+                results += [
+                    (index, batching.rows_to_columns(rows), src)
+                    for (index, _), (rows, src) in zip(islands, collected, strict=False)
+                    if rows
+                ]
             for index, run_child in columnar:
                 cols, src = run_child(keys, values, None, timestamps, headers)
                 if cols is not None:
@@ -461,6 +515,7 @@ class StreamTask:
         fan_out = len(node.children) > 1
         children = [self._columnar_runner(child, need_src or fan_out) for child in node.children]
         if not children:
+
             def run_leaf(keys, values, olds, timestamps, headers):
                 process(keys, values, olds, timestamps, headers)
                 return EMPTY

@@ -6,7 +6,8 @@ Records piped in are processed at once, one at a time; the wall clock moves only
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from .records import Record
 from .task import StreamTask
@@ -27,9 +28,13 @@ class TopologyTestDriver:
     def create_output_topic(self, topic: str) -> TestOutputTopic:
         return TestOutputTopic(self, topic)
 
-    def pipe(self, topic: str, key: Any, value: Any, timestamp: Optional[int] = None, headers: Any = None) -> None:
+    def pipe(
+        self, topic: str, key: Any, value: Any, timestamp: int | None = None, headers: Any = None
+    ) -> None:
         """Process one record; without a timestamp it is stamped with the driver's wall clock."""
-        self.task.process(topic, key, value, self.task.wall_clock if timestamp is None else timestamp, headers)
+        self.task.process(
+            topic, key, value, self.task.wall_clock if timestamp is None else timestamp, headers
+        )
         self._collect()
 
     def advance_wall_clock_time(self, advance: Duration) -> None:
@@ -69,14 +74,18 @@ class TestInputTopic:
         self.driver = driver
         self.topic = topic
 
-    def pipe_input(self, key: Any, value: Any, timestamp: Optional[Duration] = None, headers: Any = None) -> None:
+    def pipe_input(
+        self, key: Any, value: Any, timestamp: Duration | None = None, headers: Any = None
+    ) -> None:
         ts = None if timestamp is None else to_millis(timestamp, "timestamp")
         self.driver.pipe(self.topic, key, value, ts, headers)
 
-    def pipe_value(self, value: Any, timestamp: Optional[Duration] = None) -> None:
+    def pipe_value(self, value: Any, timestamp: Duration | None = None) -> None:
         self.pipe_input(None, value, timestamp)
 
-    def pipe_key_value_list(self, pairs: Iterable[tuple[Any, Any]], timestamp: Optional[Duration] = None) -> None:
+    def pipe_key_value_list(
+        self, pairs: Iterable[tuple[Any, Any]], timestamp: Duration | None = None
+    ) -> None:
         for key, value in pairs:
             self.pipe_input(key, value, timestamp)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .node import Node, SinkNode, SourceNode, UserProcessorNode
 from .processor import Processor
@@ -41,7 +41,9 @@ class Topology:
             if not isinstance(topic, str) or not topic:
                 raise ValueError(f"source {name!r}: topic names must be non-empty strings, got {topic!r}")
             if topic in self._source_by_topic:
-                raise ValueError(f"topic {topic!r} is already read by source {self._source_by_topic[topic]!r}")
+                raise ValueError(
+                    f"topic {topic!r} is already read by source {self._source_by_topic[topic]!r}"
+                )
         if len(set(topics)) != len(topics):
             raise ValueError(f"source {name!r} lists a topic twice: {topics}")
         self._check_new_name(name)
@@ -52,7 +54,9 @@ class Topology:
 
     def add_processor(self, name: str, supplier: Callable[[], Processor], *parent_names: str) -> Topology:
         if not callable(supplier):
-            raise ValueError(f"processor {name!r}: supplier must be a zero-argument callable returning a Processor")
+            raise ValueError(
+                f"processor {name!r}: supplier must be a zero-argument callable returning a Processor"
+            )
         return self._add_node(name, lambda: UserProcessorNode(name, supplier()), parent_names)
 
     def add_sink(self, name: str, topic: str, *parent_names: str) -> Topology:
@@ -60,12 +64,16 @@ class Topology:
             raise ValueError(f"sink {name!r}: topic must be a non-empty string, got {topic!r}")
         self._check_new_name(name)
         self._check_parents(name, parent_names)
-        self._add(NodeSpec(name, "sink", tuple(parent_names), lambda: SinkNode(name, topic), sink_topic=topic))
+        self._add(
+            NodeSpec(name, "sink", tuple(parent_names), lambda: SinkNode(name, topic), sink_topic=topic)
+        )
         return self
 
     # -- used by the DSL --------------------------------------------------------------------------------
 
-    def _add_node(self, name: str, factory: Callable[[], Node], parent_names: tuple[str, ...] | list[str]) -> Topology:
+    def _add_node(
+        self, name: str, factory: Callable[[], Node], parent_names: tuple[str, ...] | list[str]
+    ) -> Topology:
         self._check_new_name(name)
         self._check_parents(name, parent_names)
         self._add(NodeSpec(name, "processor", tuple(parent_names), factory))
@@ -139,4 +147,3 @@ class Topology:
 def topology_fingerprint(topology: Topology) -> list[tuple[str, str, tuple[str, ...]]]:
     """Node names, kinds and parents: what must match between a snapshot and the topology restoring it."""
     return [(spec.name, spec.kind, spec.parents) for spec in topology.specs.values()]
-

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from .timeutil import Duration, to_millis
 
@@ -63,7 +63,10 @@ class TimeWindows:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TimeWindows) and (self.size, self.advance, self.grace) == (
-            other.size, other.advance, other.grace)
+            other.size,
+            other.advance,
+            other.grace,
+        )
 
     def __hash__(self) -> int:
         return hash((self.size, self.advance, self.grace))
@@ -131,7 +134,9 @@ class JoinWindows:
 
     def __init__(self, before: int, after: int, grace: int) -> None:
         if before + after < 0:
-            raise ValueError(f"join window size (before + after) must not be negative, got {before + after} ms")
+            raise ValueError(
+                f"join window size (before + after) must not be negative, got {before + after} ms"
+            )
         self.before = before
         self.after = after
         self.grace = grace
@@ -162,3 +167,6 @@ class JoinWindows:
 
     def __repr__(self) -> str:
         return f"JoinWindows(before={self.before}, after={self.after}, grace={self.grace})"
+
+
+AnyWindows = TimeWindows | SessionWindows | SlidingWindows  # what `windowed_by` accepts

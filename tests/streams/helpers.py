@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from spark_jobs.streams import (
     BufferConfig,
@@ -27,7 +28,8 @@ def load_vectors() -> list[dict[str, Any]]:
     """The reference vectors; CI clones the repository with shared/ beside it. Missing means a broken setup."""
     if not VECTORS_PATH.is_file():
         raise FileNotFoundError(
-            f"reference vectors not found at {VECTORS_PATH}: shared/ must be a sibling of the repository root")
+            f"reference vectors not found at {VECTORS_PATH}: shared/ must be a sibling of the repository root"
+        )
     return json.loads(VECTORS_PATH.read_text())
 
 
@@ -38,15 +40,21 @@ def pipe_all(driver: TopologyTestDriver, topic: str, records: Iterable[Sequence[
 
 
 def read(driver: TopologyTestDriver, topic: str, stringify_keys: bool = False) -> list[list[Any]]:
-    return [[str(r.key) if stringify_keys else r.key, r.value, r.timestamp]
-            for r in driver.create_output_topic(topic).read_records_to_list()]
+    return [
+        [str(r.key) if stringify_keys else r.key, r.value, r.timestamp]
+        for r in driver.create_output_topic(topic).read_records_to_list()
+    ]
 
 
 class Recorder(Processor):
     """Records what it sees and the punctuations it gets; forwards nothing."""
 
-    def __init__(self, interval: int = 10, type_: PunctuationType = PunctuationType.STREAM_TIME,
-                 shift: int | None = None) -> None:
+    def __init__(
+        self,
+        interval: int = 10,
+        type_: PunctuationType = PunctuationType.STREAM_TIME,
+        shift: int | None = None,
+    ) -> None:
         self.interval, self.type, self.shift = interval, type_, shift
         self.punctuations: list[int] = []
         self.seen: list[int] = []
@@ -70,14 +78,19 @@ def recorder_topology(**kwargs: Any) -> tuple[Topology, list[Recorder]]:
     return topology, made
 
 
-def sensor_topology(size: int = 10, grace: int = 5, advance: int | None = None, threshold: int = 3) -> Topology:
+def sensor_topology(
+    size: int = 10, grace: int = 5, advance: int | None = None, threshold: int = 3
+) -> Topology:
     """The hot path: filter, map_values, windowed count, raw counts, suppressed finals, filtered alerts."""
     windows = TimeWindows.of_size_and_grace(size, grace)
     if advance is not None:
         windows = windows.advance_by(advance)
     builder = StreamsBuilder()
-    readings = builder.stream("readings").filter(lambda k, v: v is None or v >= 0).map_values(
-        lambda v: None if v is None else v * 2)
+    readings = (
+        builder.stream("readings")
+        .filter(lambda k, v: v is None or v >= 0)
+        .map_values(lambda v: None if v is None else v * 2)
+    )
     counts = readings.group_by_key().windowed_by(windows).count()
     counts.to_stream().to("counts")
     finals = counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream()
@@ -86,14 +99,20 @@ def sensor_topology(size: int = 10, grace: int = 5, advance: int | None = None, 
     return builder.build()
 
 
-def run_task(topology: Topology, records: Sequence[tuple], cuts: Sequence[int] = (), topic: str = "readings",
-             snapshot_at: Sequence[int] = (), per_record: bool = False) -> list[tuple]:
+def run_task(
+    topology: Topology,
+    records: Sequence[tuple],
+    cuts: Sequence[int] = (),
+    topic: str = "readings",
+    snapshot_at: Sequence[int] = (),
+    per_record: bool = False,
+) -> list[tuple]:
     """Run records through one StreamTask, in batches cut at `cuts`, restoring from a snapshot at every
     index of `snapshot_at`; returns every output as (seq, topic, key, value, timestamp, start, end)."""
     task = StreamTask(topology)
     outputs: list[tuple] = []
     bounds = sorted(set([0, len(records), *cuts, *snapshot_at]))
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
         if lo in snapshot_at:
             outputs += drain(task)
             task = StreamTask.restore(topology, task.snapshot())
@@ -108,5 +127,15 @@ def run_task(topology: Topology, records: Sequence[tuple], cuts: Sequence[int] =
 
 def drain(task: StreamTask) -> list[tuple]:
     out = task.drain_output()
-    return list(zip(out.seqs, out.topics, out.keys, out.values, out.timestamps, out.window_starts,
-                    out.window_ends))
+    return list(
+        zip(
+            out.seqs,
+            out.topics,
+            out.keys,
+            out.values,
+            out.timestamps,
+            out.window_starts,
+            out.window_ends,
+            strict=False,
+        )
+    )

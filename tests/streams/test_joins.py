@@ -24,19 +24,19 @@ def stream_stream(mode: str, windows: JoinWindows):
 def test_inner_join_result_has_the_max_timestamp_and_respects_the_window() -> None:
     driver, left, right = stream_stream("join", JoinWindows.of_time_difference_and_grace(10, 0))
     left.pipe_input("k", "A", 100)
-    right.pipe_input("k", "a", 95)   # within 10 before: joins, stamped 100
+    right.pipe_input("k", "a", 95)  # within 10 before: joins, stamped 100
     right.pipe_input("k", "b", 111)  # 11 after: no join
-    left.pipe_input("k", "B", 110)   # joins a? 110 - 95 = 15: no; joins b (111): stamped 111
+    left.pipe_input("k", "B", 110)  # joins a? 110 - 95 = 15: no; joins b (111): stamped 111
     assert read(driver, "output") == [["k", "A+a", 100], ["k", "B+b", 111]]
 
 
 def test_left_join_emits_unmatched_records_when_their_window_closes() -> None:
     driver, left, right = stream_stream("left_join", JoinWindows.of_time_difference_and_grace(10, 0))
     left.pipe_input("k", "A", 0)
-    right.pipe_input("k", "r", 5)     # A found its partner: no A+None later
-    left.pipe_input("k2", "B", 100)   # waits for a partner until 100 + 10
+    right.pipe_input("k", "r", 5)  # A found its partner: no A+None later
+    left.pipe_input("k2", "B", 100)  # waits for a partner until 100 + 10
     assert read(driver, "output") == [["k", "A+r", 5]]
-    left.pipe_input("k3", "C", 200)   # stream time 200: B's window closed
+    left.pipe_input("k3", "C", 200)  # stream time 200: B's window closed
     assert read(driver, "output") == [["k2", "B+None", 100]]
     right.pipe_input("k9", "z", 150)  # a right record without partner: the inner side, nothing
     assert read(driver, "output") == []
@@ -51,7 +51,10 @@ def test_outer_join_emits_both_sides_unmatched() -> None:
 
 
 def test_stream_table_join_uses_the_stream_timestamp() -> None:
-    for mode, expected in (("join", [["k", "s+v1", 5]]), ("left_join", [["k", "s+v1", 5], ["x", "t+None", 6]])):
+    for mode, expected in (
+        ("join", [["k", "s+v1", 5]]),
+        ("left_join", [["k", "s+v1", 5], ["x", "t+None", 6]]),
+    ):
         builder = StreamsBuilder()
         table = builder.table("table")
         getattr(builder.stream("stream"), mode)(table, joined).to("output")
@@ -74,8 +77,8 @@ def test_table_inner_join_tombstone_only_when_there_was_a_result() -> None:
     driver, left, right = table_table("join")
     left.pipe_input("k", "a", 1)
     right.pipe_input("k", "b", 2)
-    left.pipe_input("k", None, 3)   # had a result: tombstone
-    left.pipe_input("k", None, 4)   # no result any more: nothing
+    left.pipe_input("k", None, 3)  # had a result: tombstone
+    left.pipe_input("k", None, 4)  # no result any more: nothing
     left.pipe_input("x", "c", 5)
     right.pipe_input("x", None, 6)  # x never joined: nothing
     assert read(driver, "output") == [["k", "a+b", 2], ["k", None, 3]]

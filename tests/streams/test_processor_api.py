@@ -8,6 +8,7 @@ import pytest
 
 from spark_jobs.streams import (
     BufferConfig,
+    JoinWindows,
     Processor,
     Record,
     SessionWindows,
@@ -18,7 +19,6 @@ from spark_jobs.streams import (
     To,
     Topology,
     TopologyTestDriver,
-    JoinWindows,
 )
 
 from .helpers import read, run_task
@@ -70,8 +70,13 @@ def test_forward_to_one_child_by_name() -> None:
             self.context.forward(record, To.child("odd" if record.value % 2 else "even"))
             self.context.forward(record.with_value(-record.value), "even")
 
-    topology = (Topology().add_source("s", "input").add_processor("router", Router, "s")
-                .add_sink("odd", "odd-topic", "router").add_sink("even", "even-topic", "router"))
+    topology = (
+        Topology()
+        .add_source("s", "input")
+        .add_processor("router", Router, "s")
+        .add_sink("odd", "odd-topic", "router")
+        .add_sink("even", "even-topic", "router")
+    )
     driver = TopologyTestDriver(topology)
     topic = driver.create_input_topic("input")
     topic.pipe_input("a", 1, 10)
@@ -97,7 +102,16 @@ def test_depth_first_order_across_sinks() -> None:
     stream.to("a")
     stream.flat_map_values(lambda v: [v, v + "!"]).to("b")
     stream.to("a2")
-    expected = [("a", "x"), ("b", "x"), ("b", "x!"), ("a2", "x"), ("a", "y"), ("b", "y"), ("b", "y!"), ("a2", "y")]
+    expected = [
+        ("a", "x"),
+        ("b", "x"),
+        ("b", "x!"),
+        ("a2", "x"),
+        ("a", "y"),
+        ("b", "y"),
+        ("b", "y!"),
+        ("a2", "y"),
+    ]
     for per_record in (True, False):  # one batch of two records must interleave as record by record
         rows = run_task(builder.build(), [("k", "x", 1), ("k", "y", 2)], topic="input", per_record=per_record)
         assert [(r[1], r[3]) for r in rows] == expected
@@ -108,38 +122,45 @@ def noop() -> Processor:
     class Noop(Processor):
         def process(self, record: Record) -> None:
             pass
+
     return Noop()
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda t: t.add_source("s", "a").add_source("s", "b"), "already exists"),
-    (lambda t: t.add_source("s", "a").add_source("s2", "a"), "already read"),
-    (lambda t: t.add_source("s", "a").add_processor("p", noop, "missing"), "unknown parent"),
-    (lambda t: t.add_source("s", "a").add_sink("o", "out", "s").add_processor("p", noop, "o"), "sink"),
-    (lambda t: t.add_source("s"), "at least one topic"),
-    (lambda t: t.add_source("s", "a").add_processor("p", noop), "at least one parent"),
-    (lambda t: t.add_source("s", "a").add_processor("p", "not callable", "s"), "supplier"),
-])
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda t: t.add_source("s", "a").add_source("s", "b"), "already exists"),
+        (lambda t: t.add_source("s", "a").add_source("s2", "a"), "already read"),
+        (lambda t: t.add_source("s", "a").add_processor("p", noop, "missing"), "unknown parent"),
+        (lambda t: t.add_source("s", "a").add_sink("o", "out", "s").add_processor("p", noop, "o"), "sink"),
+        (lambda t: t.add_source("s"), "at least one topic"),
+        (lambda t: t.add_source("s", "a").add_processor("p", noop), "at least one parent"),
+        (lambda t: t.add_source("s", "a").add_processor("p", "not callable", "s"), "supplier"),
+    ],
+)
 def test_topology_misuse_raises_at_once(build, message) -> None:
     with pytest.raises(ValueError, match=message):
         build(Topology())
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: TimeWindows.of_size_and_grace(10, -1), "grace"),
-    (lambda: TimeWindows.of_size_with_no_grace(0), "size"),
-    (lambda: TimeWindows.of_size_with_no_grace(-5), "size"),
-    (lambda: TimeWindows.of_size_with_no_grace(10).advance_by(11), "advance"),
-    (lambda: TimeWindows.of_size_with_no_grace(10).advance_by(0), "advance"),
-    (lambda: SessionWindows.of_inactivity_gap_and_grace(5, -1), "grace"),
-    (lambda: SessionWindows.of_inactivity_gap_with_no_grace(0), "gap"),
-    (lambda: SlidingWindows.of_time_difference_and_grace(10, -1), "grace"),
-    (lambda: JoinWindows.of_time_difference_and_grace(10, -2), "grace"),
-    (lambda: Suppressed.until_window_closes(BufferConfig.max_records(5)), "strict"),
-    (lambda: Suppressed.until_window_closes(BufferConfig.max_bytes(5).emit_early_when_full()), "strict"),
-    (lambda: Suppressed.until_time_limit(-1, BufferConfig.unbounded()), "negative"),
-    (lambda: BufferConfig.max_records(-1), "max_records"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: TimeWindows.of_size_and_grace(10, -1), "grace"),
+        (lambda: TimeWindows.of_size_with_no_grace(0), "size"),
+        (lambda: TimeWindows.of_size_with_no_grace(-5), "size"),
+        (lambda: TimeWindows.of_size_with_no_grace(10).advance_by(11), "advance"),
+        (lambda: TimeWindows.of_size_with_no_grace(10).advance_by(0), "advance"),
+        (lambda: SessionWindows.of_inactivity_gap_and_grace(5, -1), "grace"),
+        (lambda: SessionWindows.of_inactivity_gap_with_no_grace(0), "gap"),
+        (lambda: SlidingWindows.of_time_difference_and_grace(10, -1), "grace"),
+        (lambda: JoinWindows.of_time_difference_and_grace(10, -2), "grace"),
+        (lambda: Suppressed.until_window_closes(BufferConfig.max_records(5)), "strict"),
+        (lambda: Suppressed.until_window_closes(BufferConfig.max_bytes(5).emit_early_when_full()), "strict"),
+        (lambda: Suppressed.until_time_limit(-1, BufferConfig.unbounded()), "negative"),
+        (lambda: BufferConfig.max_records(-1), "max_records"),
+    ],
+)
 def test_dsl_misuse_raises_when_written(make, message) -> None:
     with pytest.raises(ValueError, match=message):
         make()
@@ -170,8 +191,12 @@ def test_duplicate_suppress_name_raises() -> None:
 
 
 def test_session_aggregate_needs_a_merger() -> None:
-    grouped = StreamsBuilder().stream("input").group_by_key().windowed_by(
-        SessionWindows.of_inactivity_gap_with_no_grace(5))
+    grouped = (
+        StreamsBuilder()
+        .stream("input")
+        .group_by_key()
+        .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(5))
+    )
     with pytest.raises(ValueError, match="merger"):
         grouped.aggregate(lambda: 0, lambda k, v, a: a + 1)
 
@@ -179,4 +204,4 @@ def test_session_aggregate_needs_a_merger() -> None:
 def test_stream_stream_join_needs_windows() -> None:
     builder = StreamsBuilder()
     with pytest.raises(ValueError, match="JoinWindows"):
-        builder.stream("a").join(builder.stream("b"), lambda l, r: (l, r))
+        builder.stream("a").join(builder.stream("b"), lambda left, right: (left, right))

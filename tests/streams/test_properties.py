@@ -25,14 +25,19 @@ from spark_jobs.streams.timeutil import INT64_MAX
 from .helpers import recorder_topology, run_task
 
 # STREAMS_PROPERTY_EXAMPLES raises the number of examples for a longer local hunt.
-PROPERTY = settings(max_examples=int(os.environ.get("STREAMS_PROPERTY_EXAMPLES", "100")), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=int(os.environ.get("STREAMS_PROPERTY_EXAMPLES", "100")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @PROPERTY
-@given(t=st.one_of(st.integers(-10**6, 10**6), st.integers(INT64_MAX - 10**6, INT64_MAX)),
-       interval=st.one_of(st.integers(1, 1000), st.integers(1, 2**62)),
-       shift=st.integers(-(2**63), 2**63 - 1))
+@given(
+    t=st.one_of(st.integers(-(10**6), 10**6), st.integers(INT64_MAX - 10**6, INT64_MAX)),
+    interval=st.one_of(st.integers(1, 1000), st.integers(1, 2**62)),
+    shift=st.integers(-(2**63), 2**63 - 1),
+)
 def test_next_aligned_is_the_smallest_boundary_not_before_t(t: int, interval: int, shift: int) -> None:
     boundary = next_aligned(t, interval, shift)
     assert boundary >= t
@@ -41,9 +46,15 @@ def test_next_aligned_is_the_smallest_boundary_not_before_t(t: int, interval: in
 
 
 @PROPERTY
-@given(interval=st.integers(1, 50), shift=st.one_of(st.none(), st.integers(-100, 100)),
-       start=st.integers(0, 1000), advances=st.lists(st.integers(0, 120), min_size=1, max_size=40))
-def test_wall_clock_schedule_fires_once_per_check_and_per_boundary_crossed(interval, shift, start, advances) -> None:
+@given(
+    interval=st.integers(1, 50),
+    shift=st.one_of(st.none(), st.integers(-100, 100)),
+    start=st.integers(0, 1000),
+    advances=st.lists(st.integers(0, 120), min_size=1, max_size=40),
+)
+def test_wall_clock_schedule_fires_once_per_check_and_per_boundary_crossed(
+    interval, shift, start, advances
+) -> None:
     topology, made = recorder_topology(interval=interval, shift=shift, type_=PunctuationType.WALL_CLOCK_TIME)
     driver = TopologyTestDriver(topology, initial_wall_clock_ms=start)
     # the grid: boundaries k*interval + shift (aligned) or start + k*interval (legacy); first due >= start
@@ -138,8 +149,11 @@ def test_until_window_closes_emits_exactly_the_closed_windows_once(windows: Time
                 count[(key, start)] += 1
                 max_ts[(key, start)] = max(max_ts.get((key, start), -1), ts)
                 accepted_max = max(accepted_max, ts)
-    expected = {(k, s): (c, max_ts[(k, s)]) for (k, s), c in count.items()
-                if s + windows.size + windows.grace <= accepted_max}
+    expected = {
+        (k, s): (c, max_ts[(k, s)])
+        for (k, s), c in count.items()
+        if s + windows.size + windows.grace <= accepted_max
+    }
 
     finals = driver.create_output_topic("finals").read_records_to_list()
     emitted = [(r.key.key, r.key.window.start) for r in finals]
@@ -182,8 +196,7 @@ def rich_topology(windows: TimeWindows):
     sessions = valid.group_by_key().windowed_by(SessionWindows.of_inactivity_gap_and_grace(7, 11)).count()
     sessions.to_stream().to("sessions")
     totals = valid.group_by(lambda k, v: v % 3).aggregate(lambda: 0, lambda k, v, agg: agg + v)
-    (totals.suppress(Suppressed.until_time_limit(13, BufferConfig.max_records(2))).to_stream()
-     .to("totals"))
+    (totals.suppress(Suppressed.until_time_limit(13, BufferConfig.max_records(2))).to_stream().to("totals"))
     return builder.build()
 
 
@@ -199,7 +212,9 @@ def test_batches_give_the_same_output_as_record_by_record(windows, data, cut_poi
 
 @PROPERTY
 @given(windows=time_windows(), data=records, cut_points=cuts, snapshot_points=cuts)
-def test_snapshot_and_restore_at_any_point_change_no_output(windows, data, cut_points, snapshot_points) -> None:
+def test_snapshot_and_restore_at_any_point_change_no_output(
+    windows, data, cut_points, snapshot_points
+) -> None:
     topology = rich_topology(windows)
     expected = run_task(topology, data, cuts=cut_points)
     assert run_task(topology, data, cuts=cut_points, snapshot_at=snapshot_points) == expected

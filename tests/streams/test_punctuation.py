@@ -113,7 +113,11 @@ class CancelInside(Processor):
 
 def test_cancel_from_inside_the_punctuator_stops_rescheduling() -> None:
     made: list[CancelInside] = []
-    topology = Topology().add_source("s", "input").add_processor("p", lambda: made.append(CancelInside()) or made[-1], "s")
+    topology = (
+        Topology()
+        .add_source("s", "input")
+        .add_processor("p", lambda: made.append(CancelInside()) or made[-1], "s")
+    )
     driver = TopologyTestDriver(topology)
     topic = driver.create_input_topic("input")
     for ts in (1, 20, 40, 60):
@@ -135,8 +139,12 @@ def test_schedules_due_together_fire_in_creation_order() -> None:
         def process(self, record: Record) -> None:
             pass
 
-    topology = (Topology().add_source("s", "input").add_processor("first", lambda: Two("first"), "s")
-                .add_processor("second", lambda: Two("second"), "s"))
+    topology = (
+        Topology()
+        .add_source("s", "input")
+        .add_processor("first", lambda: Two("first"), "s")
+        .add_processor("second", lambda: Two("second"), "s")
+    )
     driver = TopologyTestDriver(topology)
     topic = driver.create_input_topic("input")
     topic.pipe_input("k", "v", 1)
@@ -158,11 +166,17 @@ def test_records_forwarded_from_a_punctuator_get_its_now() -> None:
         def process(self, record: Record) -> None:
             pass
 
-    topology = Topology().add_source("s", "input").add_processor("p", Ticker, "s").add_sink("out", "output", "p")
+    topology = (
+        Topology().add_source("s", "input").add_processor("p", Ticker, "s").add_sink("out", "output", "p")
+    )
     driver = TopologyTestDriver(topology, initial_wall_clock_ms=5)
     driver.advance_wall_clock_time(8)
     records = driver.create_output_topic("output").read_records_to_list()
-    assert [(r.key, r.value, r.timestamp) for r in records] == [("tick", 13, 13), ("explicit", 13, 7), ("to", 13, 3)]
+    assert [(r.key, r.value, r.timestamp) for r in records] == [
+        ("tick", 13, 13),
+        ("explicit", 13, 7),
+        ("to", 13, 3),
+    ]
 
 
 @pytest.mark.parametrize("interval", [0, -1, dt.timedelta(microseconds=500)])
@@ -216,8 +230,12 @@ class Summaries(Processor):
 def test_batches_are_cut_where_stream_time_punctuation_is_due() -> None:
     from .helpers import run_task
 
-    topology = (Topology().add_source("s", "readings").add_processor("p", Summaries, "s")
-                .add_sink("out", "output", "p"))
+    topology = (
+        Topology()
+        .add_source("s", "readings")
+        .add_processor("p", Summaries, "s")
+        .add_sink("out", "output", "p")
+    )
     records = [("k", i, ts) for i, ts in enumerate([1, 5, 12, 11, 19, 33, 34, 2, 41, 50, 50, 61])]
     per_record = run_task(topology, records, per_record=True)
     batched = run_task(topology, records, cuts=[5])

@@ -50,12 +50,26 @@ class Hooked(Stateful):
 
 
 def processor_topology(processor=Stateful) -> Topology:
-    return (Topology().add_source("s", "readings").add_processor("p", processor, "s")
-            .add_sink("out", "output", "p"))
+    return (
+        Topology()
+        .add_source("s", "readings")
+        .add_processor("p", processor, "s")
+        .add_sink("out", "output", "p")
+    )
 
 
-RECORDS = [("a", "x", 1), ("b", "x", 4), ("a", "start-extra", 12), ("c", "x", 15), ("a", "x", 9),
-           ("b", "x", 23), ("a", "x", 31), ("c", "x", 44), ("a", "x", 45), ("b", "x", 60)]
+RECORDS = [
+    ("a", "x", 1),
+    ("b", "x", 4),
+    ("a", "start-extra", 12),
+    ("c", "x", 15),
+    ("a", "x", 9),
+    ("b", "x", 23),
+    ("a", "x", 31),
+    ("c", "x", 44),
+    ("a", "x", 45),
+    ("b", "x", 60),
+]
 
 
 @pytest.mark.parametrize("processor", [Stateful, Hooked])

@@ -50,8 +50,12 @@ def test_time_limit_forwards_tombstones() -> None:
 
 def test_until_window_closes_drops_tombstones() -> None:
     builder = StreamsBuilder()
-    counts = builder.stream("input").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10)).reduce(
-        lambda agg, value: None if value == "delete" else value)
+    counts = (
+        builder.stream("input")
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_with_no_grace(10))
+        .reduce(lambda agg, value: None if value == "delete" else value)
+    )
     counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("output")
     driver = TopologyTestDriver(builder.build())
     topic = driver.create_input_topic("input")
@@ -82,7 +86,9 @@ def test_int_keys_compare_as_unsigned_big_endian() -> None:
 
 
 def test_shut_down_when_full_raises() -> None:
-    driver, topic = table_suppress(Suppressed.until_time_limit(1000, BufferConfig.max_records(1).shut_down_when_full()))
+    driver, topic = table_suppress(
+        Suppressed.until_time_limit(1000, BufferConfig.max_records(1).shut_down_when_full())
+    )
     topic.pipe_input("a", "x", 1)
     with pytest.raises(BufferFullError, match="buffer exceeded its max capacity"):
         topic.pipe_input("b", "y", 2)

@@ -66,8 +66,9 @@ def test_several_topics_merge_by_head_timestamp_ties_to_the_first_declared() -> 
     left, right = builder.stream("left"), builder.stream("right")
     left.map_values(lambda v: ("L", v)).merge(right.map_values(lambda v: ("R", v))).to("out")
     task = StreamTask(builder.build())
-    task.process_topics({"right": (["r", "r", "r"], [1, 2, 3], [5, 10, 10]),
-                         "left": (["l", "l"], [1, 2], [10, 3])})
+    task.process_topics(
+        {"right": (["r", "r", "r"], [1, 2, 3], [5, 10, 10]), "left": (["l", "l"], [1, 2], [10, 3])}
+    )
     out = task.drain_output()
     # heads: R5 vs L10 -> R5; R10 vs L10 -> tie: left declared first -> L10; then L3 (head of left) < R10 ...
     assert out.values == [("R", 1), ("L", 1), ("L", 2), ("R", 2), ("R", 3)]
@@ -75,12 +76,15 @@ def test_several_topics_merge_by_head_timestamp_ties_to_the_first_declared() -> 
 
 def test_join_topics_processed_together_match_the_driver() -> None:
     builder = StreamsBuilder()
-    builder.stream("left").join(builder.stream("right"), lambda l, r: l + r,
-                                JoinWindows.of_time_difference_with_no_grace(5)).to("out")
+    builder.stream("left").join(
+        builder.stream("right"),
+        lambda left, right: left + right,
+        JoinWindows.of_time_difference_with_no_grace(5),
+    ).to("out")
     task = StreamTask(builder.build())
     task.process_topics({"left": (["k", "k"], ["a", "b"], [1, 20]), "right": (["k"], ["x"], [4])})
     out = task.drain_output()
-    assert list(zip(out.values, out.timestamps)) == [("ax", 4)]
+    assert list(zip(out.values, out.timestamps, strict=False)) == [("ax", 4)]
 
 
 def test_restore_refuses_another_topology() -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -84,8 +85,9 @@ def test_punctuation_on_wall_clock(vector: dict) -> None:
 def test_punctuation_queue(vector: dict) -> None:
     config = vector["config"]
     fired: list[int] = []
-    schedule = PunctuationSchedule(None, 0, "node", PunctuationType.STREAM_TIME, config["interval"], None,
-                                   config["start"], fired.append)
+    schedule = PunctuationSchedule(
+        None, 0, "node", PunctuationType.STREAM_TIME, config["interval"], None, config["start"], fired.append
+    )
     queue = PunctuationQueue()
     queue.add(schedule)
     observed = []
@@ -103,9 +105,13 @@ class ShiftTimestamp(Processor):
 
 @pytest.mark.parametrize("vector", vectors_of("forward-with-timestamp"))
 def test_forward_with_timestamp(vector: dict) -> None:
-    (topic, expected), = vector["expected"].items()
-    topology = (Topology().add_source("source", "input").add_processor("processor", ShiftTimestamp, "source")
-                .add_sink("sink", topic, "processor"))
+    ((topic, expected),) = vector["expected"].items()
+    topology = (
+        Topology()
+        .add_source("source", "input")
+        .add_processor("processor", ShiftTimestamp, "source")
+        .add_sink("sink", topic, "processor")
+    )
     driver = TopologyTestDriver(topology)
     pipe_all(driver, "input", vector["input"])
     assert read(driver, topic) == expected
@@ -116,15 +122,22 @@ def string_aggregate(config: dict) -> tuple[Callable[[], str], Callable[[Any, An
     return (lambda: init), (lambda key, value, agg: agg + sep + value)
 
 
-@pytest.mark.parametrize("vector,mode", [
-    pytest.param(p.values[0], mode, id=f"{p.id}-{mode}")
-    for p in vectors_of("windowed-aggregate") for mode in p.values[0]["config"]["modes"]])
+@pytest.mark.parametrize(
+    "vector,mode",
+    [
+        pytest.param(p.values[0], mode, id=f"{p.id}-{mode}")
+        for p in vectors_of("windowed-aggregate")
+        for mode in p.values[0]["config"]["modes"]
+    ],
+)
 def test_windowed_aggregate(vector: dict, mode: str) -> None:
     """ON_WINDOW_UPDATE: every update; ON_WINDOW_CLOSE: the emit strategy as suppress(until_window_closes)."""
     config = vector["config"]
     windows = TimeWindows.of_size_and_grace(config["size"], config["grace"]).advance_by(config["advance"])
     builder = StreamsBuilder()
-    aggregated = builder.stream("input").group_by_key().windowed_by(windows).aggregate(*string_aggregate(config))
+    aggregated = (
+        builder.stream("input").group_by_key().windowed_by(windows).aggregate(*string_aggregate(config))
+    )
     if mode == "ON_WINDOW_CLOSE":
         aggregated = aggregated.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
     aggregated.to_stream().to("output")
@@ -140,15 +153,21 @@ def counts_topology(windows: Any) -> Topology:
     builder = StreamsBuilder()
     counts = builder.stream("input").group_by(lambda key, value: key).windowed_by(windows).count()
     counts.to_stream().map(lambda key, value: (str(key), value)).to("output-raw")
-    (counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream()
-     .map(lambda key, value: (str(key), value)).to("output-suppressed"))
+    (
+        counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+        .to_stream()
+        .map(lambda key, value: (str(key), value))
+        .to("output-suppressed")
+    )
     return builder.build()
 
 
 @pytest.mark.parametrize("vector", vectors_of("final-results-tumbling"))
 def test_final_results_tumbling(vector: dict) -> None:
     config = vector["config"]
-    driver = TopologyTestDriver(counts_topology(TimeWindows.of_size_and_grace(config["size"], config["grace"])))
+    driver = TopologyTestDriver(
+        counts_topology(TimeWindows.of_size_and_grace(config["size"], config["grace"]))
+    )
     pipe_all(driver, "input", vector["input"])
     for topic, expected in vector["expected"].items():
         assert read(driver, topic) == expected, topic
@@ -170,8 +189,11 @@ def test_suppress_time_limit(vector: dict) -> None:
     builder = StreamsBuilder()
     counts = builder.table("input").group_by(lambda key, value: (value, key)).count()
     counts.to_stream().to("output-raw")
-    (counts.suppress(Suppressed.until_time_limit(config["time_limit"], BufferConfig.unbounded()))
-     .to_stream().to("output-suppressed"))
+    (
+        counts.suppress(Suppressed.until_time_limit(config["time_limit"], BufferConfig.unbounded()))
+        .to_stream()
+        .to("output-suppressed")
+    )
     driver = TopologyTestDriver(builder.build())
     pipe_all(driver, "input", vector["input"])
     for topic, expected in vector["expected"].items():
@@ -183,10 +205,12 @@ def test_stream_stream_join(vector: dict) -> None:
     config = vector["config"]
     windows = JoinWindows.of_time_difference_with_no_grace(config["before"]).with_after(config["after"])
     builder = StreamsBuilder()
-    builder.stream("left").join(builder.stream("right"), lambda left, right: f"{left}+{right}", windows).to("output")
+    builder.stream("left").join(builder.stream("right"), lambda left, right: f"{left}+{right}", windows).to(
+        "output"
+    )
     driver = TopologyTestDriver(builder.build())
     topics = {name: driver.create_input_topic(name) for name in ("left", "right")}
     for topic, key, value, ts in vector["input"]:
         topics[topic].pipe_input(key, value, ts)
-    (topic, expected), = vector["expected"].items()
+    ((topic, expected),) = vector["expected"].items()
     assert read(driver, topic) == expected

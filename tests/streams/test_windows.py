@@ -67,8 +67,14 @@ def test_null_keys_are_skipped_and_advance_no_time() -> None:
 
 def test_windowed_aggregate_gets_null_values() -> None:
     builder = StreamsBuilder()
-    (builder.stream("input").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
-     .aggregate(lambda: [], lambda k, v, agg: agg + [v]).to_stream().to("output"))
+    (
+        builder.stream("input")
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_with_no_grace(10))
+        .aggregate(lambda: [], lambda k, v, agg: agg + [v])
+        .to_stream()
+        .to("output")
+    )
     driver = TopologyTestDriver(builder.build())
     pipe_all(driver, "input", [("k", None, 1), ("k", "x", 2)])
     assert [row[1] for row in read(driver, "output")] == [[None], [None, "x"]]
@@ -76,22 +82,35 @@ def test_windowed_aggregate_gets_null_values() -> None:
 
 def test_windowed_reduce() -> None:
     builder = StreamsBuilder()
-    (builder.stream("input").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
-     .reduce(lambda agg, v: agg + v).to_stream().to("output"))
+    (
+        builder.stream("input")
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_with_no_grace(10))
+        .reduce(lambda agg, v: agg + v)
+        .to_stream()
+        .to("output")
+    )
     driver = TopologyTestDriver(builder.build())
     pipe_all(driver, "input", [("k", 1, 1), ("k", 2, 2), ("k", 3, 12)])
-    assert read(driver, "output", stringify_keys=True) == [["[k@0/10]", 1, 1], ["[k@0/10]", 3, 2], ["[k@10/20]", 3, 12]]
+    assert read(driver, "output", stringify_keys=True) == [
+        ["[k@0/10]", 1, 1],
+        ["[k@0/10]", 3, 2],
+        ["[k@10/20]", 3, 12],
+    ]
 
 
 def test_session_windows_merge_and_respect_grace() -> None:
     windows = SessionWindows.of_inactivity_gap_and_grace(10, 20)
-    out, dropped = windowed_counts(windows, [("k", "a", 0), ("k", "c", 15), ("k", "d", 8), ("k", "b", 60),
-                                            ("k", "e", 12)])
+    out, dropped = windowed_counts(
+        windows, [("k", "a", 0), ("k", "c", 15), ("k", "d", 8), ("k", "b", 60), ("k", "e", 12)]
+    )
     assert out == [
         ["[k@0/0]", 1, 0],
         ["[k@15/15]", 1, 15],  # 15 - 10 > 0: a session of its own
         # 8 is within the gap of both: they merge; each absorbed session is retracted at its own end
-        ["[k@0/0]", None, 0], ["[k@15/15]", None, 15], ["[k@0/15]", 3, 15],
+        ["[k@0/0]", None, 0],
+        ["[k@15/15]", None, 15],
+        ["[k@0/15]", 3, 15],
         ["[k@60/60]", 1, 60],
     ]
     # at 60, [0,15] has closed (15 + 10 + 20 <= 60): 12 cannot join it, and alone it is too late
@@ -100,15 +119,18 @@ def test_session_windows_merge_and_respect_grace() -> None:
 
 def test_closed_sessions_are_not_merged_again() -> None:
     # gap 5, no grace: at observed 10, [0,0] is closed (0 + 5 <= 10); 5 opens [5,10] with [10,10] only
-    out, dropped = windowed_counts(SessionWindows.of_inactivity_gap_with_no_grace(5),
-                                   [("k", "a", 0), ("k", "b", 10), ("k", "c", 5)])
+    out, dropped = windowed_counts(
+        SessionWindows.of_inactivity_gap_with_no_grace(5), [("k", "a", 0), ("k", "b", 10), ("k", "c", 5)]
+    )
     assert out == [["[k@0/0]", 1, 0], ["[k@10/10]", 1, 10], ["[k@10/10]", None, 10], ["[k@5/10]", 2, 10]]
     assert dropped == 0
 
 
 def test_session_reduce_and_aggregate_with_merger() -> None:
     builder = StreamsBuilder()
-    grouped = builder.stream("input").group_by_key().windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 20))
+    grouped = (
+        builder.stream("input").group_by_key().windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 20))
+    )
     grouped.aggregate(lambda: "", lambda k, v, agg: agg + v, lambda k, a, b: a + b).to_stream().to("output")
     driver = TopologyTestDriver(builder.build())
     pipe_all(driver, "input", [("k", "a", 0), ("k", "b", 10), ("k", "c", 5)])
@@ -128,8 +150,10 @@ def brute_force_sliding_counts(timestamps: list[int], d: int) -> dict[tuple[int,
 def test_sliding_window_counts_match_their_definition() -> None:
     d = 10
     timestamps = [10, 15, 20, 22, 30, 45, 46, 60]
-    out, dropped = windowed_counts(SlidingWindows.of_time_difference_and_grace(d, 100),
-                                   [("A", str(i), t) for i, t in enumerate(timestamps)])
+    out, dropped = windowed_counts(
+        SlidingWindows.of_time_difference_and_grace(d, 100),
+        [("A", str(i), t) for i, t in enumerate(timestamps)],
+    )
     final: dict[str, int] = {}
     for key, count, _ in out:
         final[key] = count
@@ -139,11 +163,18 @@ def test_sliding_window_counts_match_their_definition() -> None:
 
 
 def test_sliding_window_drops_records_beyond_grace() -> None:
-    out, dropped = windowed_counts(SlidingWindows.of_time_difference_and_grace(10, 5),
-                                   [("A", "x", 100), ("A", "late", 84), ("A", "ok", 95)])
+    out, dropped = windowed_counts(
+        SlidingWindows.of_time_difference_and_grace(10, 5),
+        [("A", "x", 100), ("A", "late", 84), ("A", "ok", 95)],
+    )
     # drop iff ts + d < observed - grace: 84 + 10 < 95; 95 is kept: its left window [85,95], the window
     # [90,100] it falls in, and its right window [96,106] (holding x) are updated or created
-    assert out == [["[A@90/100]", 1, 100], ["[A@90/100]", 2, 100], ["[A@85/95]", 1, 95], ["[A@96/106]", 1, 100]]
+    assert out == [
+        ["[A@90/100]", 1, 100],
+        ["[A@90/100]", 2, 100],
+        ["[A@85/95]", 1, 95],
+        ["[A@96/106]", 1, 100],
+    ]
     assert dropped == 1
 
 

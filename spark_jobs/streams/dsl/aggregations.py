@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, insort
+from collections.abc import Callable
 from heapq import heappop, heappush
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ..node import Node
 from ..records import Window, Windowed, make_windowed
@@ -25,9 +26,14 @@ class Aggregation:
 
     __slots__ = ("kind", "initializer", "aggregator", "subtractor", "merger")
 
-    def __init__(self, kind: str, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
-                 subtractor: Optional[Callable[[Any, Any, Any], Any]] = None,
-                 merger: Optional[Callable[[Any, Any, Any], Any]] = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        subtractor: Callable[[Any, Any, Any], Any] | None = None,
+        merger: Callable[[Any, Any, Any], Any] | None = None,
+    ) -> None:
         self.kind = kind
         self.initializer = initializer
         self.aggregator = aggregator
@@ -39,9 +45,11 @@ class Aggregation:
         return cls("count", _zero, _plus_one, _minus_one, _add_aggregates)
 
     @classmethod
-    def reduce(cls, reducer: Callable[[Any, Any], Any],
-               subtractor: Optional[Callable[[Any, Any], Any]] = None) -> Aggregation:
+    def reduce(
+        cls, reducer: Callable[[Any, Any], Any], subtractor: Callable[[Any, Any], Any] | None = None
+    ) -> Aggregation:
         """Kafka's reduce: the first value is the aggregate, later ones are `reducer(agg, value)`."""
+
         def aggregate(key: Any, value: Any, agg: Any) -> Any:
             return value if agg is None else reducer(agg, value)
 
@@ -54,9 +62,13 @@ class Aggregation:
         return cls("reduce", _none, aggregate, None if subtractor is None else subtract, merge)
 
     @classmethod
-    def aggregate(cls, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
-                  subtractor: Optional[Callable[[Any, Any, Any], Any]] = None,
-                  merger: Optional[Callable[[Any, Any, Any], Any]] = None) -> Aggregation:
+    def aggregate(
+        cls,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        subtractor: Callable[[Any, Any, Any], Any] | None = None,
+        merger: Callable[[Any, Any, Any], Any] | None = None,
+    ) -> Aggregation:
         if not callable(initializer) or not callable(aggregator):
             raise ValueError("aggregate needs a callable initializer() and aggregator(key, value, agg)")
         return cls("aggregate", initializer, aggregator, subtractor, merger)
@@ -98,7 +110,9 @@ class TimeWindowAggregateNode(Node):
     downstream suppress find its bucket by identity.
     """
 
-    def __init__(self, name: str, windows: TimeWindows, aggregation: Aggregation, send_old_values: bool) -> None:
+    def __init__(
+        self, name: str, windows: TimeWindows, aggregation: Aggregation, send_old_values: bool
+    ) -> None:
         super().__init__(name)
         self.windows = windows
         self.aggregation = aggregation
@@ -119,17 +133,17 @@ class TimeWindowAggregateNode(Node):
         observed = self.observed
         out_k: list = []
         out_v: list = []
-        out_o: Optional[list] = [] if send_old else None
+        out_o: list | None = [] if send_old else None
         out_t: list = []
-        out_h: Optional[list] = None if headers is None else []
-        src: Optional[list] = [] if self.need_src else None
+        out_h: list | None = None if headers is None else []
+        src: list | None = [] if self.need_src else None
         # bound methods: the loop below runs once per record
         add_k, add_v, add_t = out_k.append, out_v.append, out_t.append
         add_src = None if src is None else src.append
         add_o = out_o.append if out_o is not None else None
         dropped = 0
         bucket_start, bucket, window = None, None, None
-        for i, key, ts in zip(range(len(keys)), keys, timestamps):
+        for i, key, ts in zip(range(len(keys)), keys, timestamps, strict=False):
             if key is None:  # no window for a null key; it advances no time
                 dropped += 1
                 continue
@@ -191,10 +205,17 @@ class TimeWindowAggregateNode(Node):
         return None if entry is None else (entry[0], entry[1])
 
     def snapshot_state(self):
-        rows = [(start, key, entry) for start, bucket in self.buckets.items() for key, entry in bucket.items()]
-        return {"observed": self.observed, "starts": array("q", [r[0] for r in rows]), "keys": [r[1] for r in rows],
-                "aggs": _int_column([r[2][0] for r in rows]), "ts": array("q", [r[2][1] for r in rows]),
-                "empty_buckets": array("q", [start for start, bucket in self.buckets.items() if not bucket])}
+        rows = [
+            (start, key, entry) for start, bucket in self.buckets.items() for key, entry in bucket.items()
+        ]
+        return {
+            "observed": self.observed,
+            "starts": array("q", [r[0] for r in rows]),
+            "keys": [r[1] for r in rows],
+            "aggs": _int_column([r[2][0] for r in rows]),
+            "ts": array("q", [r[2][1] for r in rows]),
+            "empty_buckets": array("q", [start for start, bucket in self.buckets.items() if not bucket]),
+        }
 
     def restore_state(self, state):
         size = self.windows.size
@@ -204,7 +225,9 @@ class TimeWindowAggregateNode(Node):
             if start not in self.buckets:
                 self.buckets[start] = {}
                 self.window_objects[start] = Window(start, start + size)
-        for start, key, agg, ts in zip(state["starts"], state["keys"], state["aggs"], state["ts"]):
+        for start, key, agg, ts in zip(
+            state["starts"], state["keys"], state["aggs"], state["ts"], strict=False
+        ):
             self.buckets[start][key] = [agg, ts, Windowed(key, self.window_objects[start])]
         self.starts = sorted(self.buckets)
 
@@ -255,11 +278,14 @@ class StreamAggregateNode(Node):
         return self.store.get(key)
 
     def snapshot_state(self):
-        return {"keys": list(self.store), "aggs": _int_column([v for v, _ in self.store.values()]),
-                "ts": array("q", [t for _, t in self.store.values()])}
+        return {
+            "keys": list(self.store),
+            "aggs": _int_column([v for v, _ in self.store.values()]),
+            "ts": array("q", [t for _, t in self.store.values()]),
+        }
 
     def restore_state(self, state):
-        self.store = dict(zip(state["keys"], zip(state["aggs"], state["ts"])))
+        self.store = dict(zip(state["keys"], zip(state["aggs"], state["ts"], strict=False), strict=False))
 
 
 class TableAggregateNode(Node):
@@ -284,7 +310,9 @@ class TableAggregateNode(Node):
             previous = store.get(key)
             old_agg = None if previous is None else previous[0]
             new_ts = ts if previous is None else max(ts, previous[1])
-            intermediate = subtractor(key, old, old_agg) if old is not None and old_agg is not None else old_agg
+            intermediate = (
+                subtractor(key, old, old_agg) if old is not None and old_agg is not None else old_agg
+            )
             if new is not None:
                 new_agg = adder(key, new, initializer() if intermediate is None else intermediate)
             else:
@@ -302,11 +330,14 @@ class TableAggregateNode(Node):
         return self.store.get(key)
 
     def snapshot_state(self):
-        return {"keys": list(self.store), "aggs": _int_column([v for v, _ in self.store.values()]),
-                "ts": array("q", [t for _, t in self.store.values()])}
+        return {
+            "keys": list(self.store),
+            "aggs": _int_column([v for v, _ in self.store.values()]),
+            "ts": array("q", [t for _, t in self.store.values()]),
+        }
 
     def restore_state(self, state):
-        self.store = dict(zip(state["keys"], zip(state["aggs"], state["ts"])))
+        self.store = dict(zip(state["keys"], zip(state["aggs"], state["ts"], strict=False), strict=False))
 
 
 class SessionWindowAggregateNode(Node):
@@ -411,15 +442,21 @@ class SessionWindowAggregateNode(Node):
 
     def snapshot_state(self):
         rows = [(key, s[0], s[1], s[2]) for key, sessions in self.sessions.items() for s in sessions]
-        return {"scalars": (self.observed, self.store_time, self.next_seq),
-                "keys": [r[0] for r in rows], "starts": array("q", [r[1] for r in rows]),
-                "ends": array("q", [r[2] for r in rows]), "aggs": _int_column([r[3] for r in rows]),
-                "expiry": self.expiry}
+        return {
+            "scalars": (self.observed, self.store_time, self.next_seq),
+            "keys": [r[0] for r in rows],
+            "starts": array("q", [r[1] for r in rows]),
+            "ends": array("q", [r[2] for r in rows]),
+            "aggs": _int_column([r[3] for r in rows]),
+            "expiry": self.expiry,
+        }
 
     def restore_state(self, state):
         self.observed, self.store_time, self.next_seq = state["scalars"]
         self.sessions = {}
-        for key, start, end, aggregate in zip(state["keys"], state["starts"], state["ends"], state["aggs"]):
+        for key, start, end, aggregate in zip(
+            state["keys"], state["starts"], state["ends"], state["aggs"], strict=False
+        ):
             self.sessions.setdefault(key, []).append([start, end, aggregate])
         self.expiry = list(state["expiry"])
 
@@ -532,12 +569,21 @@ class SlidingWindowAggregateNode(Node):
                 left_agg = window
                 previous_ts = window[1]
                 break
-        self._create_windows(key, value, ts, close_time, window_starts, right_agg, left_agg, left_created,
-                             right_created, previous_ts)
+        self._create_windows(
+            key,
+            value,
+            ts,
+            close_time,
+            window_starts,
+            right_agg,
+            left_agg,
+            left_created,
+            right_created,
+            previous_ts,
+        )
 
     def _process_early(self, key: Any, value: Any, ts: int, close_time: int) -> None:
         """Records before `d` would open windows starting below 0: they share the window [0, d]."""
-        d = self.windows.time_difference
         combined = None
         right_agg = None
         right_created = False
@@ -565,14 +611,26 @@ class SlidingWindowAggregateNode(Node):
         else:
             self._update(key, value, ts, 0, combined, close_time)
 
-    def _create_windows(self, key, value, ts, close_time, window_starts, right_agg, left_agg, left_created,
-                        right_created, previous_ts) -> None:
+    def _create_windows(
+        self,
+        key,
+        value,
+        ts,
+        close_time,
+        window_starts,
+        right_agg,
+        left_agg,
+        left_created,
+        right_created,
+        previous_ts,
+    ) -> None:
         d = self.windows.time_difference
         if previous_ts is not None:
             previous_right_start = previous_ts + 1
             if previous_right_start not in window_starts and previous_right_start + d >= ts:
-                self._update(key, value, ts, previous_right_start, [self.aggregation.initializer(), ts],
-                             close_time)
+                self._update(
+                    key, value, ts, previous_right_start, [self.aggregation.initializer(), ts], close_time
+                )
         if not left_created:
             if previous_ts is not None and ts - d <= previous_ts:
                 window = [left_agg[0], ts]  # type: ignore[index]
@@ -613,15 +671,20 @@ class SlidingWindowAggregateNode(Node):
 
     def snapshot_state(self):
         rows = [(key, start, w[0], w[1]) for key, aggs in self.aggs.items() for start, w in aggs.items()]
-        return {"scalars": (self.observed, self.store_time), "keys": [r[0] for r in rows],
-                "starts": array("q", [r[1] for r in rows]), "aggs": _int_column([r[2] for r in rows]),
-                "ts": array("q", [r[3] for r in rows])}
+        return {
+            "scalars": (self.observed, self.store_time),
+            "keys": [r[0] for r in rows],
+            "starts": array("q", [r[1] for r in rows]),
+            "aggs": _int_column([r[2] for r in rows]),
+            "ts": array("q", [r[3] for r in rows]),
+        }
 
     def restore_state(self, state):
         self.observed, self.store_time = state["scalars"]
         self.starts, self.aggs = {}, {}
-        for key, start, aggregate, ts in zip(state["keys"], state["starts"], state["aggs"], state["ts"]):
+        for key, start, aggregate, ts in zip(
+            state["keys"], state["starts"], state["aggs"], state["ts"], strict=False
+        ):
             self.aggs.setdefault(key, {})[start] = [aggregate, ts]
         for key, aggs in self.aggs.items():
             self.starts[key] = sorted(aggs)
-

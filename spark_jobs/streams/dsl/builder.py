@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ..node import Node
 from ..topology import Topology
@@ -28,8 +29,13 @@ class StreamsBuilder:
         self._next_index += 1
         return name
 
-    def add_node(self, prefix_or_name: str, factory: Callable[[str], Node], parents: Sequence[str],
-                 explicit_name: bool = False) -> str:
+    def add_node(
+        self,
+        prefix_or_name: str,
+        factory: Callable[[str], Node],
+        parents: Sequence[str],
+        explicit_name: bool = False,
+    ) -> str:
         name = prefix_or_name if explicit_name else self.new_name(prefix_or_name)
         self.topology._add_node(name, lambda: factory(name), tuple(parents))
         return name

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from ..windows import SessionWindows, SlidingWindows, TimeWindows
+from ..windows import AnyWindows, SessionWindows, SlidingWindows, TimeWindows
 from .aggregations import (
     Aggregation,
     SessionWindowAggregateNode,
@@ -17,8 +18,6 @@ from .ktable import KTable
 
 if TYPE_CHECKING:
     from .builder import StreamsBuilder
-
-AnyWindows = Union[TimeWindows, SessionWindows, SlidingWindows]
 
 
 def _check_callables(**functions: Any) -> None:
@@ -47,13 +46,16 @@ class KGroupedStream:
         return self._aggregate(Aggregation.aggregate(initializer, aggregator))
 
     def _aggregate(self, aggregation: Aggregation) -> KTable:
-        name = self.builder.add_node("KSTREAM-AGGREGATE", lambda n: StreamAggregateNode(n, aggregation),
-                                     [self.node_name])
+        name = self.builder.add_node(
+            "KSTREAM-AGGREGATE", lambda n: StreamAggregateNode(n, aggregation), [self.node_name]
+        )
         return KTable(self.builder, name)
 
     def windowed_by(self, windows: AnyWindows) -> WindowedKStream:
         if not isinstance(windows, (TimeWindows, SessionWindows, SlidingWindows)):
-            raise ValueError(f"windowed_by takes TimeWindows, SessionWindows or SlidingWindows, got {windows!r}")
+            raise ValueError(
+                f"windowed_by takes TimeWindows, SessionWindows or SlidingWindows, got {windows!r}"
+            )
         return WindowedKStream(self.builder, self.node_name, windows)
 
 
@@ -75,8 +77,12 @@ class WindowedKStream:
         _check_callables(reducer=reducer)
         return self._aggregate(Aggregation.reduce(reducer))
 
-    def aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
-                  merger: Optional[Callable[[Any, Any, Any], Any]] = None) -> KTable:
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        merger: Callable[[Any, Any, Any], Any] | None = None,
+    ) -> KTable:
         _check_callables(initializer=initializer, aggregator=aggregator)
         if isinstance(self.windows, SessionWindows) and merger is None:
             raise ValueError("aggregate over SessionWindows needs merger(key, agg1, agg2) to merge sessions")
@@ -86,14 +92,18 @@ class WindowedKStream:
         windows = self.windows
         options = {"send_old_values": False}
         if isinstance(windows, TimeWindows):
+
             def factory(name: str) -> Any:
                 return TimeWindowAggregateNode(name, windows, aggregation, options["send_old_values"])
         elif isinstance(windows, SessionWindows):
+
             def factory(name: str) -> Any:
                 return SessionWindowAggregateNode(name, windows, aggregation)
         else:
+
             def factory(name: str) -> Any:
                 return SlidingWindowAggregateNode(name, windows, aggregation)
+
         name = self.builder.add_node("KSTREAM-AGGREGATE", factory, [self.node_name])
         return KTable(self.builder, name, windows=windows, options=options)
 
@@ -113,12 +123,17 @@ class KGroupedTable:
         _check_callables(adder=adder, subtractor=subtractor)
         return self._aggregate(Aggregation.reduce(adder, subtractor))
 
-    def aggregate(self, initializer: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
-                  subtractor: Callable[[Any, Any, Any], Any]) -> KTable:
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        adder: Callable[[Any, Any, Any], Any],
+        subtractor: Callable[[Any, Any, Any], Any],
+    ) -> KTable:
         _check_callables(initializer=initializer, adder=adder, subtractor=subtractor)
         return self._aggregate(Aggregation.aggregate(initializer, adder, subtractor))
 
     def _aggregate(self, aggregation: Aggregation) -> KTable:
-        name = self.builder.add_node("KTABLE-AGGREGATE", lambda n: TableAggregateNode(n, aggregation),
-                                     [self.node_name])
+        name = self.builder.add_node(
+            "KTABLE-AGGREGATE", lambda n: TableAggregateNode(n, aggregation), [self.node_name]
+        )
         return KTable(self.builder, name)

@@ -4,7 +4,8 @@ record by record (`columnar = False`)."""
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from ..node import Node
 from ..serde import key_bytes
@@ -47,11 +48,14 @@ class StreamJoinState:
         cut = bisect_right(rows, (limit, float("inf")))
         if cut:  # drop expired rows for good
             del rows[:cut]
-        return rows[bisect_left(rows, (time_from,)):bisect_right(rows, (time_to, float("inf")))]
+        return rows[bisect_left(rows, (time_from,)) : bisect_right(rows, (time_to, float("inf")))]
 
     def snapshot(self) -> Any:
-        return {"scalars": (self.stream_time, self.store_time, self.next_seq), "stores": self.stores,
-                "waiting": self.waiting_rows}
+        return {
+            "scalars": (self.stream_time, self.store_time, self.next_seq),
+            "stores": self.stores,
+            "waiting": self.waiting_rows,
+        }
 
     def restore(self, state: Any) -> None:
         self.stream_time, self.store_time, self.next_seq = state["scalars"]
@@ -65,18 +69,28 @@ class StreamStreamJoinNode(Node):
 
     columnar = False
 
-    def __init__(self, name: str, side: int, other_name: str, joiner: Callable[[Any, Any], Any],
-                 windows: JoinWindows, this_outer: bool, other_outer: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        side: int,
+        other_name: str,
+        joiner: Callable[[Any, Any], Any],
+        windows: JoinWindows,
+        this_outer: bool,
+        other_outer: bool,
+    ) -> None:
         super().__init__(name)
         self.side = side
         self.other_name = other_name
         self.joiner = joiner
         self.windows = windows
         # Kafka swaps before/after for the right side.
-        self.before, self.after = (windows.before, windows.after) if side == LEFT else (windows.after, windows.before)
+        self.before, self.after = (
+            (windows.before, windows.after) if side == LEFT else (windows.after, windows.before)
+        )
         self.this_outer = this_outer  # emit (this, None) when no partner arrives in time
         self.other_outer = other_outer
-        self.state: Optional[StreamJoinState] = StreamJoinState(windows) if side == LEFT else None
+        self.state: StreamJoinState | None = StreamJoinState(windows) if side == LEFT else None
 
     def init(self, task) -> None:
         super().init(task)
@@ -84,7 +98,11 @@ class StreamStreamJoinNode(Node):
             self.state = task.nodes[self.other_name].state  # type: ignore[attr-defined]
 
     def _join(self, this_value: Any, other_value: Any) -> Any:
-        return self.joiner(this_value, other_value) if self.side == LEFT else self.joiner(other_value, this_value)
+        return (
+            self.joiner(this_value, other_value)
+            if self.side == LEFT
+            else self.joiner(other_value, this_value)
+        )
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         state = self.state
@@ -118,8 +136,14 @@ class StreamStreamJoinNode(Node):
                     waiting_key = (ts, _side_order(self.side), key_bytes(key), seq)
                     state.waiting_rows[waiting_key] = (self.side, key, value)
                     insort(state.waiting, waiting_key)
-        return ([r[0] for r in out], [r[1] for r in out], None, [r[2] for r in out],
-                None if headers is None else [headers[r[3]] for r in out], [r[3] for r in out])
+        return (
+            [r[0] for r in out],
+            [r[1] for r in out],
+            None,
+            [r[2] for r in out],
+            None if headers is None else [headers[r[3]] for r in out],
+            [r[3] for r in out],
+        )
 
     def _emit_expired_waiting(self, out: list, row: int) -> None:
         state = self.state
@@ -176,8 +200,14 @@ class StreamTableJoinNode(Node):
             out_k.append(key)
             out_v.append(self.joiner(value, None if found is None else found[0]))
             src.append(i)
-        return (out_k, out_v, None, [timestamps[i] for i in src],
-                None if headers is None else [headers[i] for i in src], src)
+        return (
+            out_k,
+            out_v,
+            None,
+            [timestamps[i] for i in src],
+            None if headers is None else [headers[i] for i in src],
+            src,
+        )
 
 
 class TableTableJoinNode(Node):
@@ -186,8 +216,15 @@ class TableTableJoinNode(Node):
 
     columnar = False
 
-    def __init__(self, name: str, side: int, other_name: str, joiner: Callable[[Any, Any], Any], mode: str,
-                 this_parent: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        side: int,
+        other_name: str,
+        joiner: Callable[[Any, Any], Any],
+        mode: str,
+        this_parent: str,
+    ) -> None:
         super().__init__(name)
         self.side = side
         self.other_name = other_name

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from ..node import UserProcessorNode
 from ..processor import Processor
 from ..windows import JoinWindows
 from .grouped import KGroupedStream
 from .joins import LEFT, RIGHT, StreamStreamJoinNode, StreamTableJoinNode
-from .operators import FilterNode, FlatMapNode, MapNode, MapValuesNode, PassThroughNode, PeekNode, SelectKeyNode
+from .operators import (
+    FilterNode,
+    FlatMapNode,
+    MapNode,
+    MapValuesNode,
+    PassThroughNode,
+    PeekNode,
+    SelectKeyNode,
+)
 
 if TYPE_CHECKING:
     from .builder import StreamsBuilder
@@ -86,10 +95,13 @@ class KStream:
                     if predicate(key, value):
                         return i == index
                 return False
+
             return matches
 
-        return [self._then("KSTREAM-BRANCHCHILD", lambda name, p=first_match(i): FilterNode(name, p, False))
-                for i in range(len(predicates))]
+        def branch_factory(index: int) -> Callable[[str], FilterNode]:
+            return lambda name: FilterNode(name, first_match(index), False)
+
+        return [self._then("KSTREAM-BRANCHCHILD", branch_factory(i)) for i in range(len(predicates))]
 
     def process(self, processor_supplier: Callable[[], Processor]) -> KStream:
         """Attach a user Processor; the returned stream carries what it forwards."""
@@ -112,21 +124,32 @@ class KStream:
 
     # -- joins --------------------------------------------------------------------------------------------
 
-    def join(self, other: KStream | KTable, joiner: Callable[[Any, Any], Any],
-             join_windows: Optional[JoinWindows] = None) -> KStream:
+    def join(
+        self,
+        other: KStream | KTable,
+        joiner: Callable[[Any, Any], Any],
+        join_windows: JoinWindows | None = None,
+    ) -> KStream:
         return self._join(other, joiner, join_windows, "inner")
 
-    def left_join(self, other: KStream | KTable, joiner: Callable[[Any, Any], Any],
-                  join_windows: Optional[JoinWindows] = None) -> KStream:
+    def left_join(
+        self,
+        other: KStream | KTable,
+        joiner: Callable[[Any, Any], Any],
+        join_windows: JoinWindows | None = None,
+    ) -> KStream:
         return self._join(other, joiner, join_windows, "left")
 
-    def outer_join(self, other: KStream, joiner: Callable[[Any, Any], Any], join_windows: JoinWindows) -> KStream:
+    def outer_join(
+        self, other: KStream, joiner: Callable[[Any, Any], Any], join_windows: JoinWindows
+    ) -> KStream:
         if not isinstance(other, KStream):
             raise ValueError("outer_join is defined between two streams (use KTable.outer_join for tables)")
         return self._join(other, joiner, join_windows, "outer")
 
-    def _join(self, other: Any, joiner: Callable[[Any, Any], Any], join_windows: Optional[JoinWindows],
-              mode: str) -> KStream:
+    def _join(
+        self, other: Any, joiner: Callable[[Any, Any], Any], join_windows: JoinWindows | None, mode: str
+    ) -> KStream:
         from .ktable import KTable
 
         _callable(joiner, "joiner")
@@ -137,19 +160,33 @@ class KStream:
             if other.builder is not builder:
                 raise ValueError("join needs a KTable of the same StreamsBuilder")
             table = other.getter_name
-            return self._then("KSTREAM-JOIN", lambda name: StreamTableJoinNode(name, table, joiner, mode == "left"))
+            return self._then(
+                "KSTREAM-JOIN", lambda name: StreamTableJoinNode(name, table, joiner, mode == "left")
+            )
         if not isinstance(other, KStream) or other.builder is not builder:
             raise ValueError("join needs a KStream or KTable of the same StreamsBuilder")
         if not isinstance(join_windows, JoinWindows):
-            raise ValueError("a stream-stream join needs JoinWindows, e.g. JoinWindows.of_time_difference_and_grace")
+            raise ValueError(
+                "a stream-stream join needs JoinWindows, e.g. JoinWindows.of_time_difference_and_grace"
+            )
         left_outer, right_outer = mode in ("left", "outer"), mode == "outer"
         this_name = builder.new_name("KSTREAM-JOINTHIS")
         other_name = builder.new_name("KSTREAM-JOINOTHER")
-        builder.add_node(this_name, lambda name: StreamStreamJoinNode(
-            name, LEFT, other_name, joiner, join_windows, left_outer, right_outer), [self.node_name],
-            explicit_name=True)
-        builder.add_node(other_name, lambda name: StreamStreamJoinNode(
-            name, RIGHT, this_name, joiner, join_windows, right_outer, left_outer), [other.node_name],
-            explicit_name=True)
+        builder.add_node(
+            this_name,
+            lambda name: StreamStreamJoinNode(
+                name, LEFT, other_name, joiner, join_windows, left_outer, right_outer
+            ),
+            [self.node_name],
+            explicit_name=True,
+        )
+        builder.add_node(
+            other_name,
+            lambda name: StreamStreamJoinNode(
+                name, RIGHT, this_name, joiner, join_windows, right_outer, left_outer
+            ),
+            [other.node_name],
+            explicit_name=True,
+        )
         merged = builder.add_node("KSTREAM-MERGE", PassThroughNode, [this_name, other_name])
         return KStream(builder, merged)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..suppress import Suppressed, SuppressNode
-from ..windows import SessionWindows, SlidingWindows, TimeWindows
+from ..windows import AnyWindows, SessionWindows
 from .joins import LEFT, RIGHT, TableTableJoinNode
 from .operators import PassThroughNode, TableFilterNode, TableGroupByNode, TableMapValuesNode
 
@@ -14,16 +15,20 @@ if TYPE_CHECKING:
     from .grouped import KGroupedTable
     from .kstream import KStream
 
-AnyWindows = Union[TimeWindows, SessionWindows, SlidingWindows]
-
 
 class KTable:
     """`windows` is the window definition of the aggregation this table comes from (None if not windowed);
     `getter_name` is the node that answers value look-ups for this table (joins read it)."""
 
-    def __init__(self, builder: StreamsBuilder, node_name: str, windows: Optional[AnyWindows] = None,
-                 options: Optional[dict] = None, parent: Optional[KTable] = None,
-                 getter_name: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        builder: StreamsBuilder,
+        node_name: str,
+        windows: AnyWindows | None = None,
+        options: dict | None = None,
+        parent: KTable | None = None,
+        getter_name: str | None = None,
+    ) -> None:
         self.builder = builder
         self.node_name = node_name
         self.windows = windows
@@ -52,21 +57,26 @@ class KTable:
         if not callable(predicate):
             raise ValueError(f"predicate must be callable, got {predicate!r}")
         parent = self.getter_name
-        return self._derived("KTABLE-FILTER", lambda n, options: TableFilterNode(
-            n, predicate, negate, parent, options["send_old_values"]))
+        return self._derived(
+            "KTABLE-FILTER",
+            lambda n, options: TableFilterNode(n, predicate, negate, parent, options["send_old_values"]),
+        )
 
     def map_values(self, mapper: Callable[[Any], Any]) -> KTable:
         if not callable(mapper):
             raise ValueError(f"mapper must be callable, got {mapper!r}")
         parent = self.getter_name
-        return self._derived("KTABLE-MAPVALUES", lambda n, options: TableMapValuesNode(
-            n, mapper, parent, options["send_old_values"]))
+        return self._derived(
+            "KTABLE-MAPVALUES",
+            lambda n, options: TableMapValuesNode(n, mapper, parent, options["send_old_values"]),
+        )
 
     def to_stream(self) -> KStream:
         from .kstream import KStream
 
-        name = self.builder.add_node("KTABLE-TOSTREAM", lambda n: PassThroughNode(n, drop_olds=True),
-                                     [self.node_name])
+        name = self.builder.add_node(
+            "KTABLE-TOSTREAM", lambda n: PassThroughNode(n, drop_olds=True), [self.node_name]
+        )
         return KStream(self.builder, name)
 
     def suppress(self, suppressed: Suppressed) -> KTable:
@@ -74,8 +84,10 @@ class KTable:
             raise ValueError(f"suppress takes a Suppressed, got {suppressed!r}")
         if suppressed.window_close:
             if self.windows is None:
-                raise ValueError("suppress(until_window_closes) is only defined for windowed tables: "
-                                 "no windowed aggregation upstream of this KTable")
+                raise ValueError(
+                    "suppress(until_window_closes) is only defined for windowed tables: "
+                    "no windowed aggregation upstream of this KTable"
+                )
             duration = self.windows.grace
             if isinstance(self.windows, SessionWindows):
                 duration += self.windows.gap
@@ -85,8 +97,12 @@ class KTable:
         parent = self.getter_name
         builder = self.builder
         name = suppressed.name or builder.new_name("KTABLE-SUPPRESS")
-        builder.add_node(name, lambda n: SuppressNode(n, suppressed, duration, parent), [self.node_name],
-                         explicit_name=True)
+        builder.add_node(
+            name,
+            lambda n: SuppressNode(n, suppressed, duration, parent),
+            [self.node_name],
+            explicit_name=True,
+        )
         return KTable(builder, name, self.windows)
 
     def group_by(self, selector: Callable[[Any, Any], tuple]) -> KGroupedTable:
@@ -96,7 +112,9 @@ class KTable:
         if not callable(selector):
             raise ValueError(f"selector must be callable, got {selector!r}")
         self._enable_send_old_values()
-        name = self.builder.add_node("KTABLE-SELECT", lambda n: TableGroupByNode(n, selector), [self.node_name])
+        name = self.builder.add_node(
+            "KTABLE-SELECT", lambda n: TableGroupByNode(n, selector), [self.node_name]
+        )
         return KGroupedTable(self.builder, name)
 
     def join(self, other: KTable, joiner: Callable[[Any, Any], Any]) -> KTable:
@@ -115,9 +133,15 @@ class KTable:
             raise ValueError(f"joiner must be callable, got {joiner!r}")
         builder = self.builder
         this_table, other_table = self.getter_name, other.getter_name
-        this_name = builder.add_node("KTABLE-JOINTHIS", lambda n: TableTableJoinNode(
-            n, LEFT, other_table, joiner, mode, this_table), [self.node_name])
-        other_name = builder.add_node("KTABLE-JOINOTHER", lambda n: TableTableJoinNode(
-            n, RIGHT, this_table, joiner, mode, other_table), [other.node_name])
+        this_name = builder.add_node(
+            "KTABLE-JOINTHIS",
+            lambda n: TableTableJoinNode(n, LEFT, other_table, joiner, mode, this_table),
+            [self.node_name],
+        )
+        other_name = builder.add_node(
+            "KTABLE-JOINOTHER",
+            lambda n: TableTableJoinNode(n, RIGHT, this_table, joiner, mode, other_table),
+            [other.node_name],
+        )
         merged = builder.add_node("KTABLE-MERGE", PassThroughNode, [this_name, other_name])
         return KTable(builder, merged, getter_name=this_name)

@@ -7,22 +7,27 @@ changes: `values` holds the new value and `olds` the previous one (None when the
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from itertools import compress
-from typing import Any, Callable, Optional
+from typing import Any
 
 from ..node import Node
 
 
-def _select(mask: list, keys: list, values: list, olds: Optional[list], timestamps: list,
-            headers: Optional[list]):
+def _select(mask: list, keys: list, values: list, olds: list | None, timestamps: list, headers: list | None):
     """Keep the rows whose mask entry is true; identity (src None) when all are kept."""
     n = len(keys)
     kept = list(compress(range(n), mask))
     if len(kept) == n:
         return keys, values, olds, timestamps, headers, None
-    return (list(compress(keys, mask)), list(compress(values, mask)),
-            None if olds is None else list(compress(olds, mask)), list(compress(timestamps, mask)),
-            None if headers is None else list(compress(headers, mask)), kept)
+    return (
+        list(compress(keys, mask)),
+        list(compress(values, mask)),
+        None if olds is None else list(compress(olds, mask)),
+        list(compress(timestamps, mask)),
+        None if headers is None else list(compress(headers, mask)),
+        kept,
+    )
 
 
 class FilterNode(Node):
@@ -81,11 +86,11 @@ class FlatMapNode(Node):
         out_k: list = []
         out_v: list = []
         out_t: list = []
-        out_h: Optional[list] = None if headers is None else []
+        out_h: list | None = None if headers is None else []
         src: list = []
         for i in range(len(keys)):
             key, ts = keys[i], timestamps[i]
-            for item in (mapper(values[i]) if values_only else mapper(key, values[i])):
+            for item in mapper(values[i]) if values_only else mapper(key, values[i]):
                 if values_only:
                     out_k.append(key)
                     out_v.append(item)
@@ -161,19 +166,28 @@ class TableSourceNode(Node):
         return self.store.get(key)
 
     def snapshot_state(self):
-        return {"keys": list(self.store), "values": [v for v, _ in self.store.values()],
-                "ts": array("q", [t for _, t in self.store.values()])}
+        return {
+            "keys": list(self.store),
+            "values": [v for v, _ in self.store.values()],
+            "ts": array("q", [t for _, t in self.store.values()]),
+        }
 
     def restore_state(self, state):
-        self.store = dict(zip(state["keys"], zip(state["values"], state["ts"])))
+        self.store = dict(zip(state["keys"], zip(state["values"], state["ts"], strict=False), strict=False))
 
 
 class TableFilterNode(Node):
     """KTable filter: a row failing the predicate becomes a tombstone. When old values are sent (a
     downstream suppress or group_by needs them) a change that is null before and after is not forwarded."""
 
-    def __init__(self, name: str, predicate: Callable[[Any, Any], Any], negate: bool, parent: str,
-                 send_old_values: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        predicate: Callable[[Any, Any], Any],
+        negate: bool,
+        parent: str,
+        send_old_values: bool,
+    ) -> None:
         super().__init__(name)
         self.predicate = predicate
         self.negate = negate
@@ -191,7 +205,7 @@ class TableFilterNode(Node):
         if not send_old:
             return keys, new_values, None, timestamps, headers, None
         old_values = [None] * len(keys) if olds is None else list(map(apply, keys, olds))
-        mask = [n is not None or o is not None for n, o in zip(new_values, old_values)]
+        mask = [n is not None or o is not None for n, o in zip(new_values, old_values, strict=False)]
         return _select(mask, keys, new_values, old_values, timestamps, headers)
 
     def get(self, key):
@@ -244,9 +258,14 @@ class TableGroupByNode(Node):
             if new_pair is not None and old_pair is not None and new_pair[0] == old_pair[0]:
                 rows = ((new_pair[0], new_pair[1], old_pair[1]),)
             else:
-                rows = tuple(row for row in (None if old_pair is None else (old_pair[0], None, old_pair[1]),
-                                             None if new_pair is None else (new_pair[0], new_pair[1], None))
-                             if row is not None)
+                rows = tuple(
+                    row
+                    for row in (
+                        None if old_pair is None else (old_pair[0], None, old_pair[1]),
+                        None if new_pair is None else (new_pair[0], new_pair[1], None),
+                    )
+                    if row is not None
+                )
             for group_key, new_value, old_value in rows:
                 if group_key is None:  # a null group key cannot be aggregated
                     dropped += 1
