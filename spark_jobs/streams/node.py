@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .processor import Cancellable, Processor, ProcessorContext
-from .records import Record, To
+from .records import Record, To, make_record
 
 if TYPE_CHECKING:
     from .task import StreamTask
@@ -114,7 +114,7 @@ class UserProcessorNode(Node):
         previous = self.current_timestamp
         self.current_timestamp = timestamp
         try:
-            self.processor.process(Record(key, value, timestamp, headers))
+            self.processor.process(make_record(key, value, timestamp, headers))
         finally:
             self.current_timestamp = previous
 

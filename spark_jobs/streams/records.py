@@ -2,66 +2,61 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from .timeutil import to_millis
 
-_MISSING = object()
 
-
-class Record:
+class Record(tuple):
     """An immutable record: key, value, event timestamp (epoch ms) and optional headers.
 
     A `timestamp` of None means "not set": `ProcessorContext.forward` then stamps the record with the
     context's current time (the input record's timestamp, or the punctuation's `now`).
+    A tuple underneath: the engine makes one per record for user processors, and tuples are cheap.
     """
 
-    __slots__ = ("key", "value", "timestamp", "headers")
+    __slots__ = ()
 
-    key: Any
-    value: Any
-    timestamp: int | None
-    headers: Any
-
-    def __init__(self, key: Any, value: Any, timestamp: int | None = None, headers: Any = None) -> None:
+    def __new__(cls, key: Any, value: Any, timestamp: int | None = None, headers: Any = None) -> Record:
         if timestamp is not None and timestamp < 0:
             raise ValueError(f"a record timestamp must not be negative, got {timestamp}")
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "value", value)
-        object.__setattr__(self, "timestamp", timestamp)
-        object.__setattr__(self, "headers", headers)
+        return tuple.__new__(cls, (key, value, timestamp, headers))
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("Record is immutable; use with_key / with_value / with_timestamp")
+    key = property(itemgetter(0))
+    value = property(itemgetter(1))
+    timestamp = property(itemgetter(2))
+    headers = property(itemgetter(3))
 
     def with_key(self, key: Any) -> Record:
-        return Record(key, self.value, self.timestamp, self.headers)
+        return _new_record(Record, (key, self[1], self[2], self[3]))
 
     def with_value(self, value: Any) -> Record:
-        return Record(self.key, value, self.timestamp, self.headers)
+        return _new_record(Record, (self[0], value, self[2], self[3]))
 
     def with_timestamp(self, timestamp: int) -> Record:
-        return Record(self.key, self.value, timestamp, self.headers)
+        return Record(self[0], self[1], timestamp, self[3])
 
     def with_headers(self, headers: Any) -> Record:
-        return Record(self.key, self.value, self.timestamp, headers)
+        return _new_record(Record, (self[0], self[1], self[2], headers))
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Record):
-            return NotImplemented
-        return (self.key, self.value, self.timestamp, self.headers) == (
-            other.key,
-            other.value,
-            other.timestamp,
-            other.headers,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.key, self.value, self.timestamp))
+    def __hash__(self) -> int:  # headers may be a dict
+        return hash((self[0], self[1], self[2]))
 
     def __repr__(self) -> str:
-        extra = f", headers={self.headers!r}" if self.headers is not None else ""
-        return f"Record(key={self.key!r}, value={self.value!r}, timestamp={self.timestamp!r}{extra})"
+        extra = f", headers={self[3]!r}" if self[3] is not None else ""
+        return f"Record(key={self[0]!r}, value={self[1]!r}, timestamp={self[2]!r}{extra})"
+
+    def __getnewargs__(self) -> tuple[Any, Any, int | None, Any]:
+        return tuple(self)  # type: ignore[return-value]
+
+
+_new_record = tuple.__new__
+
+
+def make_record(key: Any, value: Any, timestamp: int, headers: Any) -> Record:
+    """A Record without validation, for the engine's own (already valid) rows."""
+    return _new_record(Record, (key, value, timestamp, headers))
 
 
 class To:

@@ -28,7 +28,7 @@ from . import batching
 from .batching import EMPTY, Columns
 from .node import Node, SinkNode, SourceNode, UserProcessorNode
 from .punctuation import PunctuationManager, PunctuationSchedule
-from .records import Record, Windowed, make_windowed
+from .records import Record, Windowed, make_record, make_windowed
 from .timeutil import INT64_MAX, Duration, to_millis
 from .topology import Topology, topology_fingerprint
 
@@ -100,7 +100,7 @@ class OutputBatch:
         ):
             if start is not None:
                 key = make_windowed(key, start, end)
-            out.append((topic, Record(key, value, ts, headers)))
+            out.append((topic, make_record(key, value, ts, headers)))
         return out
 
     def __repr__(self) -> str:
