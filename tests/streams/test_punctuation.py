@@ -193,13 +193,13 @@ def test_interval_below_one_millisecond_raises(interval) -> None:
 def test_due_times_never_overflow_int64() -> None:
     topology, made = recorder_topology(interval=1000, shift=0, type_=WALL)
     driver = TopologyTestDriver(topology, initial_wall_clock_ms=INT64_MAX - 1500)
-    driver.advance_wall_clock_time(500)  # INT64_MAX - 1000 ... the next boundary below INT64_MAX
-    driver.advance_wall_clock_time(1000)  # INT64_MAX: the boundary after that is beyond int64
+    last_boundary = INT64_MAX // 1000 * 1000  # the last k * 1000 within int64
+    assert driver.task.punctuation.schedules[0].due == last_boundary
+    driver.advance_wall_clock_time(500)
+    driver.advance_wall_clock_time(1000)  # now INT64_MAX: fires; the next boundary is beyond int64
     driver.advance_wall_clock_time(0)
-    schedule = driver.task.punctuation.schedules[0]
-    assert len(made[0].punctuations) <= 2
-    assert all(p <= INT64_MAX for p in made[0].punctuations)
-    assert schedule.due is None or schedule.due <= INT64_MAX
+    assert made[0].punctuations == [INT64_MAX]
+    assert driver.task.punctuation.schedules[0].due is None
 
 
 def test_legacy_wall_clock_schedule_near_int64_max_never_fires() -> None:
