@@ -22,6 +22,7 @@ import pickle
 import zlib
 from collections.abc import Callable, Sequence
 from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from . import batching
@@ -32,6 +33,7 @@ from .records import Record, Windowed, make_record, make_windowed
 from .timeutil import INT64_MAX, Duration, to_millis
 from .topology import Topology, topology_fingerprint
 
+_first, _second = itemgetter(0), itemgetter(1)
 _NO_OLD = object()  # a serial row that belongs to a batch without an `olds` column
 _SNAPSHOT_MAGIC = b"STK1"
 _COMPRESS_ABOVE = 64 * 1024  # smaller snapshots are not worth the zlib time
@@ -71,7 +73,15 @@ class OutputBatch:
         if headers is None:
             headers = [None] * n
         W = Windowed
-        if type(keys[0]) is W or any(type(k) is W for k in keys):
+        key_types = set(map(type, keys))
+        if key_types == {W}:  # all windowed: split with C-level itemgetters
+            windows = list(map(_second, keys))
+            keys, starts, ends = (
+                list(map(_first, keys)),
+                list(map(_first, windows)),
+                list(map(_second, windows)),
+            )
+        elif W in key_types:
             starts = [k[1][0] if type(k) is W else None for k in keys]
             ends = [k[1][1] if type(k) is W else None for k in keys]
             keys = [k[0] if type(k) is W else k for k in keys]
