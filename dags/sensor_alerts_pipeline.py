@@ -15,13 +15,15 @@ SHIFT = dt.timedelta(minutes=int(os.environ.get("SENSOR_ALERTS_SHIFT_MINUTES", "
 PATHS = JobPaths.for_job("sensor_alerts")
 
 # Templated by SparkSubmitOperator. The wall clock is the end of the run's data interval: an aligned
-# boundary, in ISO 8601 (`ts` writes the "T" that str() of a datetime would not).
+# boundary, in ISO 8601 (`ts` writes the "T" that str() of a datetime would not). A run triggered without
+# a logical date (allowed by Airflow 3's REST API) has no data interval: it takes the moment it was asked
+# for, which the run keeps, so clearing and re-running it reproduces the same wall clock.
 JOB_ARGS = [
     "--input", str(PATHS.input),
     "--output", str(PATHS.output),
     "--checkpoint", str(PATHS.checkpoint),
     "--trigger", "available-now",
-    "--wall-clock", "{{ data_interval_end | ts }}",
+    "--wall-clock", "{{ (data_interval_end or dag_run.run_after) | ts }}",
 ]  # fmt: skip
 VALIDATION_ARGS = [
     "--output", str(PATHS.output),

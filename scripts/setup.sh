@@ -65,8 +65,17 @@ install_system_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+install_compose_cli() {
+  # `docker compose config` parses the deployment's compose file in tests; no engine is needed.
+  docker compose version >/dev/null 2>&1 && return
+  PYTHON="$VENV/bin/python" scripts/install_compose_cli.sh
+}
+
 check_python
 check_java
 install_python_env
-[ $want_system -eq 1 ] && install_system_packages
+if [ $want_system -eq 1 ]; then
+  install_system_packages
+  install_compose_cli
+fi
 say "ready"

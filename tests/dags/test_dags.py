@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pendulum
 import pytest
@@ -112,6 +113,16 @@ class TestSensorAlertsPipeline:
             .render(data_interval_end=pendulum.datetime(2024, 1, 1, 0, 12, tz="UTC"))
         )
         assert rendered == "2024-01-01T00:12:00+00:00"
+        # A run triggered with no logical date has no data interval; it must still get a wall clock.
+        unscheduled = (
+            dag.get_template_env()
+            .from_string(args["--wall-clock"])
+            .render(
+                data_interval_end=None,
+                dag_run=SimpleNamespace(run_after=pendulum.datetime(2024, 1, 1, 0, 13, 5, tz="UTC")),
+            )
+        )
+        assert unscheduled == "2024-01-01T00:13:05+00:00"
 
         validate = dag.get_task("validate_outputs")
         assert validate.application == str(REPO_ROOT / "spark_jobs" / "quality" / "validate.py")
