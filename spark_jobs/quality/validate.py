@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import logging
 import re
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -162,6 +163,34 @@ def topic_folders(output: Path) -> list[str]:
     )
 
 
+def prune_old_results(reports: Path, keep: int) -> int:
+    """Keep the newest `keep` results of each suite (and their pages); returns how many were removed.
+
+    A DAG validating every few minutes would otherwise grow the store and the Data Docs index forever.
+    Results live at `validations/<suite>/<run name>/<run time>/`, their pages at the same place under
+    `data_docs/`; run times are UTC stamps that sort as text.
+    """
+    removed = 0
+    store = reports / "validations"
+    if keep < 0 or not store.is_dir():
+        return removed
+    for suite_dir in (p for p in store.iterdir() if p.is_dir()):
+        runs = sorted(
+            (run for name_dir in suite_dir.iterdir() if name_dir.is_dir() for run in name_dir.iterdir()),
+            key=lambda run: run.name,
+            reverse=True,
+        )
+        for run in runs[keep:]:
+            relative = run.relative_to(store)
+            shutil.rmtree(run)
+            shutil.rmtree(reports / "data_docs" / "validations" / relative, ignore_errors=True)
+            removed += 1
+            for parent in (run.parent, reports / "data_docs" / "validations" / relative.parent):
+                if parent.is_dir() and not any(parent.iterdir()):
+                    parent.rmdir()
+    return removed
+
+
 def validate_output(
     spark,
     output: Path | str,
@@ -171,10 +200,12 @@ def validate_output(
     context_root: Path | str | None = None,
     run_name: str | None = None,
     only: Sequence[str] | None = None,
+    keep_results: int = 100,
 ) -> list[SuiteVerdict]:
     """Validate each topic of `output` with its checkpoint; results and Data Docs go under `reports`.
 
     `only` names the suites to run (default all); every topic is still read, since rules compare topics.
+    Each suite keeps its newest `keep_results` results, this run's included (0: keep all).
     """
     # GX is imported here, not at module level, so `--help` and argument errors stay fast.
     from great_expectations.core.run_identifier import RunIdentifier
@@ -183,6 +214,8 @@ def validate_output(
 
     output, reports = Path(output), Path(reports)
     reports.mkdir(parents=True, exist_ok=True)
+    if keep_results > 0:
+        prune_old_results(reports, keep_results - 1)  # before the run: its docs build sees the pruned store
     context = open_context(reports_dir=reports, root=context_root)
     run_id = RunIdentifier(run_name=run_name or output.resolve().name, run_time=dt.datetime.now(dt.UTC))
 
@@ -331,6 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=defaults.summary_shift_ms,
         help="summary punctuation grid shift (default 0)",
     )
+    parser.add_argument(
+        "--keep-results",
+        type=int,
+        default=100,
+        help="results (and Data Docs pages) kept per suite, this run's included; 0 keeps all (default 100)",
+    )
     parser.add_argument("--master", default=None, help="Spark master (default $SPARK_MASTER or local[2])")
     return parser
 
@@ -352,6 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures=figures,
         context_root=args.context_root,
         run_name=args.run_name,
+        keep_results=args.keep_results,
     )
     for verdict in verdicts:
         print(verdict.line(), flush=True)

@@ -157,3 +157,28 @@ def test_every_vendored_file_named_exists_with_its_licence():
         "fontawesome-free@6.6.0",
     ):
         assert package in licences
+
+
+def test_old_results_and_their_pages_are_pruned_per_suite(tmp_path):
+    from spark_jobs.quality.validate import prune_old_results
+
+    def result(suite, run_name, run_time):
+        for base in (tmp_path / "validations", tmp_path / "data_docs" / "validations"):
+            folder = base / suite / run_name / run_time
+            folder.mkdir(parents=True)
+            (folder / "batch.json").write_text("{}")
+
+    for i in range(4):
+        result("window-finals", f"scheduled__{i}", f"2026010{i}T000000.000000Z")
+    result("summaries", "manual", "20260101T000000.000000Z")
+
+    assert prune_old_results(tmp_path, keep=2) == 2
+
+    kept = sorted(p.name for p in (tmp_path / "validations" / "window-finals").iterdir())
+    assert kept == ["scheduled__2", "scheduled__3"]
+    assert (
+        sorted(p.name for p in (tmp_path / "data_docs" / "validations" / "window-finals").iterdir()) == kept
+    )
+    assert (tmp_path / "validations" / "summaries" / "manual").is_dir()
+    assert prune_old_results(tmp_path, keep=0) == 3
+    assert not any((tmp_path / "validations" / "window-finals").iterdir())
