@@ -226,6 +226,14 @@ def _read_clean_json_lines(content: bytes, num_partitions: int, parsed: LandingF
         return False
     if any(not _RECORD_FIELDS.issuperset(r) for r in records):  # partition / offset: per record
         return False
+    _group_by_partition(parsed, keys, values, timestamps, num_partitions)
+    return True
+
+
+def _group_by_partition(
+    parsed: LandingFile, keys: list, values: list, timestamps: list, num_partitions: int
+) -> None:
+    """Valid records (no partition or offset fields) of a whole file into their partitions, by columns."""
     partition_of = {key: partition_for_key(key, num_partitions) for key in set(keys)}
     partitions = np.fromiter(map(partition_of.__getitem__, keys), dtype=np.int64, count=len(keys))
     for partition in np.unique(partitions).tolist():
@@ -238,7 +246,6 @@ def _read_clean_json_lines(content: bytes, num_partitions: int, parsed: LandingF
             offsets=[None] * len(idx),
             lines=(idx + 1).tolist(),
         )
-    return True
 
 
 def _picker(idx: list[int]):
@@ -290,10 +297,35 @@ def _read_parquet(content: bytes, num_partitions: int, parsed: LandingFile) -> N
     except (pa.ArrowException, OSError, ValueError) as exc:
         parsed.quarantined.add(0, Reason.UNREADABLE_FILE, f"{type(exc).__name__}: {exc}")
         return
-    # Column types are checked once per file; a wrongly typed column makes every row of it ill-typed,
-    # which _validate reports row by row (values keep their Python types after to_pylist()).
+    if _read_clean_parquet(table, num_partitions, parsed):
+        return
+    # Row by row: a wrongly typed column makes every row ill-typed (values keep their Python types).
     rows = table.to_pylist()
     for number, fields in enumerate(rows, start=1):
         reason = _accept(parsed, number, fields, num_partitions)
         if reason is not None:
             parsed.quarantined.add(number, reason, json.dumps(fields, default=_json_default, sort_keys=True))
+
+
+def _read_clean_parquet(table, num_partitions: int, parsed: LandingFile) -> bool:
+    """The common case by columns: string keys and non-negative integer timestamps without nulls, no
+    partition or offset column. Returns False, having changed nothing, when rows need a closer look."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = set(table.column_names)
+    if not {"key", "timestamp"} <= names or not names <= _RECORD_FIELDS or table.num_rows == 0:
+        return False
+    key, timestamp = table.column("key"), table.column("timestamp")
+    if not (pa.types.is_string(key.type) or pa.types.is_large_string(key.type)):
+        return False
+    if not pa.types.is_integer(timestamp.type) or key.null_count or timestamp.null_count:
+        return False
+    low, high = pc.min_max(timestamp).values()
+    if low.as_py() < 0 or high.as_py() > INT64_MAX:
+        return False
+    keys = key.to_pylist()
+    timestamps = timestamp.to_pylist()
+    values = table.column("value").to_pylist() if "value" in names else [None] * table.num_rows
+    _group_by_partition(parsed, keys, values, timestamps, num_partitions)
+    return True

@@ -135,3 +135,25 @@ def test_clean_files_take_the_bulk_path_with_the_same_result():
         other = mixed.by_partition[p]
         assert (recs.keys, recs.values, recs.timestamps) == (other.keys, other.values, other.timestamps)
         assert other.lines == [n if n <= 20 else n + 1 for n in recs.lines]
+
+
+def test_clean_parquet_takes_the_column_path_with_the_same_result():
+    keys = [f"k{i % 5}" for i in range(40)]
+    values = [{"t": float(i)} for i in range(40)]
+    clean = read_landing_file(
+        "f.parquet", _parquet(pa.table({"key": keys, "value": values, "timestamp": list(range(40))})), 3
+    )
+    # A null timestamp in the last row sends the file down the row-by-row path.
+    mixed_table = pa.table(
+        {"key": keys + ["x"], "value": values + [None], "timestamp": pa.array([*range(40), None], pa.int64())}
+    )
+    mixed = read_landing_file("f.parquet", _parquet(mixed_table), 3)
+    assert mixed.quarantined.reasons == [Reason.MISSING_TIMESTAMP] and not clean.quarantined
+    for p, recs in clean.by_partition.items():
+        other = mixed.by_partition[p]
+        assert (recs.keys, recs.values, recs.timestamps, recs.lines) == (
+            other.keys,
+            other.values,
+            other.timestamps,
+            other.lines,
+        )
