@@ -316,3 +316,13 @@ def test_validation_writes_nothing_into_the_gx_project(spark, correct_output, tm
     before = files_under(gx_context.DEFAULT_CONTEXT_ROOT)
     validate_output(spark, correct_output, tmp_path / "reports", only=["summaries"])
     assert files_under(gx_context.DEFAULT_CONTEXT_ROOT) == before
+
+
+def test_each_run_keeps_only_the_newest_results_asked_for(spark, correct_output, tmp_path):
+    reports = tmp_path / "reports"
+    for run in ("first", "second"):
+        validate_output(spark, correct_output, reports, only=["summaries"], run_name=run, keep_results=1)
+    [result] = stored_results(reports, "summaries")
+    assert result["meta"]["run_id"]["run_name"] == "second"
+    index = (reports / "data_docs" / "index.html").read_text()
+    assert "second" in index and "'run_name': 'first'" not in index
