@@ -27,6 +27,7 @@ INT64_MAX = 2**63 - 1
 
 # msgspec: strict, and several times faster than the json module; one decoder for every line.
 _decode_json = msgspec.json.Decoder().decode
+decode_json = _decode_json
 _JSON_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -71,16 +72,31 @@ def partition_for_key(key: str, num_partitions: int) -> int:
 
 @dataclass
 class PartitionRecords:
-    """Valid records of one file for one partition, in file order (columnar)."""
+    """Valid records of one file for one partition, in file order (columnar).
+
+    Values are either decoded (`values`) or, from the bulk JSON path, still JSON text (`values_json`, one
+    `msgspec.Raw` per record, already validated): the task decodes them, a whole chunk in one call.
+    """
 
     keys: list[str] = field(default_factory=list)
     values: list[Any] = field(default_factory=list)
     timestamps: list[int] = field(default_factory=list)
     offsets: list[int | None] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
+    values_json: list[msgspec.Raw] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def decoded_values(self) -> list[Any]:
+        if self.values_json is None:
+            return self.values
+        return decode_json_values(self.values_json)
+
+
+def decode_json_values(raws) -> list[Any]:
+    """Decode JSON texts that are each exactly one valid value, in one call (as one JSON array)."""
+    return _decode_json(b"[" + b",".join(raws) + b"]")
 
 
 @dataclass
@@ -198,40 +214,54 @@ def _read_json_lines(content: bytes, num_partitions: int, parsed: LandingFile) -
 _RECORD_FIELDS = frozenset(("key", "value", "timestamp"))
 
 
+class _CleanLine(msgspec.Struct, forbid_unknown_fields=True):
+    """What a clean line is: a string key, an integer timestamp, any JSON value (kept as text here)."""
+
+    key: str
+    timestamp: int
+    value: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_decode_clean_line = msgspec.json.Decoder(_CleanLine).decode
+
+
 def _read_clean_json_lines(content: bytes, num_partitions: int, parsed: LandingFile) -> bool:
     """The common case in bulk: every line is a valid record with only key/value/timestamp. Each line is
-    still parsed on its own (json.loads mapped over the lines), but checks, partitioning and grouping run
-    over whole columns. Returns False, having changed nothing, as soon as any line needs a closer look."""
+    still decoded on its own (a typed decoder mapped over the lines; values stay JSON text), while range
+    checks, partitioning and grouping run over whole columns. Returns False, having changed nothing, as
+    soon as any line needs a closer look (the line-by-line path then finds out which and why)."""
     lines = content.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     if not lines:
         return False
     try:
-        records = list(map(_decode_json, lines))
-        keys = [r["key"] for r in records]
-        timestamps = [r["timestamp"] for r in records]
-        values = [r.get("value") for r in records]
-    except (
-        *_JSON_ERRORS,
-        ValueError,
-        KeyError,
-        TypeError,
-        AttributeError,
-    ):  # bad JSON or UTF-8, a non-object, a missing field
+        # Fails on bad JSON or UTF-8, a non-object, a missing, extra or ill-typed field.
+        records = list(map(_decode_clean_line, lines))
+    except (*_JSON_ERRORS, ValueError):
         return False
-    if set(map(type, keys)) != {str} or set(map(type, timestamps)) != {int}:
-        return False
+    keys = [r.key for r in records]
+    timestamps = [r.timestamp for r in records]
     if min(timestamps) < 0 or max(timestamps) > INT64_MAX:
         return False
-    if any(not _RECORD_FIELDS.issuperset(r) for r in records):  # partition / offset: per record
+    values = [r.value for r in records]
+    try:
+        # Raw values are only syntax-checked: make sure they decode (no 1e400, no lone surrogate) now,
+        # in one call, so that the task never meets a value it cannot decode.
+        decode_json_values(values)
+    except _JSON_ERRORS:
         return False
-    _group_by_partition(parsed, keys, values, timestamps, num_partitions)
+    _group_by_partition(parsed, keys, values, timestamps, num_partitions, json_values=True)
     return True
 
 
 def _group_by_partition(
-    parsed: LandingFile, keys: list, values: list, timestamps: list, num_partitions: int
+    parsed: LandingFile,
+    keys: list,
+    values: list,
+    timestamps: list,
+    num_partitions: int,
+    json_values: bool = False,
 ) -> None:
     """Valid records (no partition or offset fields) of a whole file into their partitions, by columns."""
     partition_of = {key: partition_for_key(key, num_partitions) for key in set(keys)}
@@ -241,10 +271,11 @@ def _group_by_partition(
         pick = _picker(idx.tolist())
         parsed.by_partition[partition] = PartitionRecords(
             keys=pick(keys),
-            values=pick(values),
+            values=[] if json_values else pick(values),
             timestamps=pick(timestamps),
             offsets=[None] * len(idx),
             lines=(idx + 1).tolist(),
+            values_json=pick(values) if json_values else None,
         )
 
 

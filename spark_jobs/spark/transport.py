@@ -20,9 +20,10 @@ import pickle
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 
-from spark_jobs.spark.landing import LandingFile
+from spark_jobs.spark.landing import LandingFile, PartitionRecords, decode_json
 
 # Chunk size bounds the size of one binary cell (and so of one Arrow batch handed to pandas).
 CHUNK_RECORDS = 20_000
@@ -66,8 +67,39 @@ class InputChunk:
     payload: bytes
 
 
+# A data chunk's payload starts with its encoding: JSON values still as JSON text (the bulk path) travel
+# in msgpack with the values as one JSON array; decoded values (Parquet, line by line) in pickle.
+_JSON_VALUES = b"J"
+_PYTHON_VALUES = b"P"
+
+
 def _dump(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _data_payload(recs: PartitionRecords, start: int, end: int) -> bytes:
+    if recs.values_json is not None:
+        values_json = b"[" + b",".join(recs.values_json[start:end]) + b"]"
+        columns = (recs.keys[start:end], recs.timestamps[start:end], recs.lines[start:end], values_json)
+        return _JSON_VALUES + msgspec.msgpack.encode(columns)
+    columns = (
+        recs.keys[start:end],
+        recs.values[start:end],
+        recs.timestamps[start:end],
+        recs.offsets[start:end],
+        recs.lines[start:end],
+    )
+    return _PYTHON_VALUES + _dump(columns)
+
+
+def _load_data_payload(payload: bytes) -> tuple[list, list, list, list]:
+    """(keys, values, timestamps, offsets) of a data chunk."""
+    body = memoryview(payload)[1:]
+    if payload[:1] == _JSON_VALUES:
+        keys, timestamps, _lines, values_json = msgspec.msgpack.decode(body)
+        return keys, decode_json(values_json), timestamps, [None] * len(keys)
+    keys, values, timestamps, offsets, _lines = pickle.loads(body)
+    return keys, values, timestamps, offsets
 
 
 def data_chunks(parsed: LandingFile, file_mtime: int) -> list[InputChunk]:
@@ -75,16 +107,7 @@ def data_chunks(parsed: LandingFile, file_mtime: int) -> list[InputChunk]:
     chunks = []
     for partition, recs in sorted(parsed.by_partition.items()):
         for start in range(0, len(recs), CHUNK_RECORDS):
-            end = start + CHUNK_RECORDS
-            payload = _dump(
-                (
-                    recs.keys[start:end],
-                    recs.values[start:end],
-                    recs.timestamps[start:end],
-                    recs.offsets[start:end],
-                    recs.lines[start:end],
-                )
-            )
+            end = min(start + CHUNK_RECORDS, len(recs))
             chunks.append(
                 InputChunk(
                     partition,
@@ -92,8 +115,8 @@ def data_chunks(parsed: LandingFile, file_mtime: int) -> list[InputChunk]:
                     file_mtime,
                     parsed.path,
                     recs.lines[start],
-                    len(recs.keys[start:end]),
-                    payload,
+                    end - start,
+                    _data_payload(recs, start, end),
                 )
             )
     q = parsed.quarantined
@@ -162,7 +185,7 @@ def ordered_input(chunks: list[InputChunk]) -> OrderedInput:
     offsets: list[int | None] = []
     wall_clocks: list[int] = []
     for chunk in _arrival_order([c for c in chunks if c.kind == KIND_DATA]):
-        k, v, t, o, _lines = pickle.loads(chunk.payload)
+        k, v, t, o = _load_data_payload(chunk.payload)
         keys += k
         values += v
         timestamps += t

@@ -68,7 +68,8 @@ def test_records_keep_file_order_within_a_partition():
     lines = [json.dumps({"key": "k", "value": i, "timestamp": 100 - i}) for i in range(5)]
     parsed = read_landing_file("f.jsonl", "\n".join(lines).encode(), 3)
     (records,) = parsed.by_partition.values()
-    assert records.values == [0, 1, 2, 3, 4]
+    assert records.decoded_values() == [0, 1, 2, 3, 4]
+    assert records.values_json is not None  # a clean file: values decoded later, in one call per chunk
     assert records.timestamps == [100, 99, 98, 97, 96]
 
 
@@ -133,7 +134,11 @@ def test_clean_files_take_the_bulk_path_with_the_same_result():
     assert set(clean.by_partition) == set(mixed.by_partition) == {0, 1, 2}
     for p, recs in clean.by_partition.items():
         other = mixed.by_partition[p]
-        assert (recs.keys, recs.values, recs.timestamps) == (other.keys, other.values, other.timestamps)
+        assert (recs.keys, recs.decoded_values(), recs.timestamps) == (
+            other.keys,
+            other.values,
+            other.timestamps,
+        )
         assert other.lines == [n if n <= 20 else n + 1 for n in recs.lines]
 
 
@@ -157,3 +162,8 @@ def test_clean_parquet_takes_the_column_path_with_the_same_result():
             other.timestamps,
             other.lines,
         )
+
+
+def test_lone_surrogate_is_unparseable():
+    parsed = read_landing_file("f.jsonl", b'{"key": "a", "value": "\\ud800", "timestamp": 1}\n', 2)
+    assert parsed.quarantined.reasons == [Reason.UNPARSEABLE]
