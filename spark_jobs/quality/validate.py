@@ -303,8 +303,9 @@ def validate_output(
 
 def _finish(context: Any, reports: Path, run_id: Any, output: Path, verdicts: list[SuiteVerdict]) -> None:
     site = reports / "data_docs"
-    if not (site / "index.html").is_file():
-        context.build_data_docs()  # no checkpoint ran: still give people a page
+    if not any(v.evaluated for v in verdicts) or not (site / "index.html").is_file():
+        # No checkpoint ran (so none rebuilt the index after pruning): still give people a current page.
+        context.build_data_docs()
     make_self_contained(site)
     _write_verdicts(reports, run_id, output, verdicts)
 

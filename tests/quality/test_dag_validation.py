@@ -1,0 +1,87 @@
+"""The pipeline DAG's run follows the data-quality verdict (`airflow dags test sensor_alerts_pipeline`).
+
+The DAG runs twice (scripts/airflow_demo.sh: the Spark job, then `validate_outputs`, then the report)
+in a throwaway `SPARK_JOBS_VAR`: on the job's own output, then after a broken promise was added to it.
+Minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.quality.validate import SENSOR_ALERTS_CHECKS
+from tests.quality.support import read_topic, write_topic
+
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+JOB = "sensor_alerts"
+
+
+def _env(var: Path) -> dict[str, str]:
+    # Only what the demo script sets up itself: none of this test session's Airflow settings.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env["SPARK_JOBS_VAR"] = str(var)
+    return env
+
+
+def _generate_events(var: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "spark_jobs.jobs.generate_events", "--output", str(var / "data" / JOB / "input"),
+         "--events", "1500", "--sensors", "8", "--files", "2"],
+        cwd=REPO_ROOT, env={**_env(var), "PYTHONPATH": str(REPO_ROOT)}, check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def _run_dag(var: Path, log: Path) -> tuple[int, str]:
+    """One run of the DAG; (exit code, everything it and its tasks logged)."""
+    with log.open("wb") as out:
+        run = subprocess.run(
+            [str(REPO_ROOT / "scripts" / "airflow_demo.sh")],
+            env=_env(var),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=1500,
+        )
+    return run.returncode, log.read_text(errors="replace")
+
+
+def test_the_dag_run_succeeds_with_the_report_built_then_fails_when_validation_fails(tmp_path):
+    var = tmp_path / "var"
+    reports = var / "reports" / JOB
+    _generate_events(var)
+
+    code, logs = _run_dag(var, tmp_path / "first-run.log")
+
+    assert code == 0, logs[-8000:]
+    assert (reports / "data_docs" / "index.html").is_file()
+    verdicts = json.loads((reports / "verdicts.json").read_text())
+    assert verdicts["success"] is True
+    assert [s["suite"] for s in verdicts["suites"]] == [c.suite for c in SENSOR_ALERTS_CHECKS]
+    for check in SENSOR_ALERTS_CHECKS:
+        assert f"PASSED {check.suite}: " in logs
+
+    # Then the output breaks a promise: one window's final emitted twice, in a batch the job itself
+    # will not write. The next run's job runs as usual; its validation must catch it and fail the run.
+    finals = read_topic(var / "data" / JOB / "output", "window-finals")
+    twice = finals[0]
+    bad_batch = tmp_path / "bad-batch"
+    write_topic([dict(twice, seq=10**9), dict(twice, seq=10**9 + 1)], bad_batch, batches=1)
+    (bad_batch / "batch_id=0").rename(var / "data" / JOB / "output" / "window-finals" / "batch_id=999999")
+
+    code, logs = _run_dag(var, tmp_path / "second-run.log")
+
+    assert code != 0, logs[-8000:]
+    assert "FAILED window-finals: " in logs
+    assert "expect_emitted_at_most_once_per_key_and_window" in logs
+    assert "PASSED window-counts: " in logs
+    verdicts = json.loads((reports / "verdicts.json").read_text())
+    assert verdicts["success"] is False and verdicts["run_name"] != "" and verdicts["run_name"] in logs
+    assert (reports / "data_docs" / "index.html").is_file()  # the failure is there for people to see
