@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import data_docs_plugin as plugin
 import pytest
@@ -155,3 +158,57 @@ def test_report_file_refuses_a_climb_that_would_reach_a_real_file(reports):
         plugin.report_file(reports, "sensor_alerts", str((reports.parent / "secret.txt").resolve()))
     with pytest.raises(plugin.NotServable):
         plugin.report_file(reports, "..", "secret.txt")
+
+
+API_SERVER_CHECK = """
+import json, sys
+from pathlib import Path
+from airflow.api_fastapi.app import create_app
+from fastapi.testclient import TestClient
+
+client = TestClient(create_app())
+home = Path(sys.argv[1])
+password = json.loads(next(home.glob("simple_auth_manager_passwords.json*")).read_text())["admin"]
+answers = {"anonymous": client.get("/data-docs/latest", follow_redirects=False).status_code}
+token = client.post("/auth/token", json={"username": "admin", "password": password}).json()["access_token"]
+auth = {"Authorization": f"Bearer {token}"}
+latest = client.get("/data-docs/latest", headers=auth, follow_redirects=False)
+answers["latest"] = [latest.status_code, latest.headers.get("location")]
+answers["index"] = client.get("/data-docs/sensor_alerts/index.html", headers=auth).text
+answers["climb"] = client.get("/data-docs/sensor_alerts/%2e%2e/%2e%2e/secret.txt", headers=auth).status_code
+print("ANSWERS " + json.dumps(answers))
+"""
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_the_airflow_api_server_serves_the_docs_to_logged_in_users_only(reports, tmp_path):
+    repo = Path(__file__).resolve().parents[2]
+    home = tmp_path / "airflow-home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__PLUGINS_FOLDER=str(repo / "plugins"),
+        AIRFLOW__CORE__DAGS_FOLDER=str(repo / "dags"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        DATA_DOCS_REPORTS_DIR=str(reports),
+        PYTHONPATH=os.pathsep.join([str(repo), str(repo / "plugins")]),
+    )
+    migrate = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"], env=env, capture_output=True, text=True
+    )
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+    check = subprocess.run(
+        [sys.executable, "-c", API_SERVER_CHECK, str(home)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    answer_line = next((line for line in check.stdout.splitlines() if line.startswith("ANSWERS ")), None)
+    assert answer_line, check.stdout[-3000:] + check.stderr[-3000:]
+    answers = json.loads(answer_line.removeprefix("ANSWERS "))
+    assert answers["anonymous"] == 401
+    assert answers["latest"] == [307, "./sensor_alerts/index.html"]
+    assert answers["index"] == "<html>index of sensor_alerts</html>"
+    assert answers["climb"] == 404
