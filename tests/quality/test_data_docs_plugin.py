@@ -176,6 +176,8 @@ latest = client.get("/data-docs/latest", headers=auth, follow_redirects=False)
 answers["latest"] = [latest.status_code, latest.headers.get("location")]
 answers["index"] = client.get("/data-docs/sensor_alerts/index.html", headers=auth).text
 answers["climb"] = client.get("/data-docs/sensor_alerts/%2e%2e/%2e%2e/secret.txt", headers=auth).status_code
+plugins = client.get("/api/v2/plugins", headers=auth).json()["plugins"]
+answers["nav"] = [v for p in plugins if p["name"] == "data_docs" for v in p["external_views"]]
 print("ANSWERS " + json.dumps(answers))
 """
 
@@ -212,3 +214,6 @@ def test_the_airflow_api_server_serves_the_docs_to_logged_in_users_only(reports,
     assert answers["latest"] == [307, "./sensor_alerts/index.html"]
     assert answers["index"] == "<html>index of sensor_alerts</html>"
     assert answers["climb"] == 404
+    # What the UI reads to draw its navigation: the "Data Docs" link to the latest report.
+    [nav] = answers["nav"]
+    assert (nav["name"], nav["href"], nav["destination"]) == ("Data Docs", "data-docs/latest", "nav")
