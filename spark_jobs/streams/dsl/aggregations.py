@@ -129,18 +129,22 @@ class TimeWindowAggregateNode(Node):
         buckets, window_objects, starts = self.buckets, self.window_objects, self.starts
         count = self.aggregation.kind == "count"
         initializer, aggregator = self.aggregation.initializer, self.aggregation.aggregator
-        send_old = self.send_old_values
         observed = self.observed
         out_k: list = []
         out_v: list = []
-        out_o: list | None = [] if send_old else None
+        out_o: list = []  # filled always (cheaper than a test per row), returned only if old values are sent
         out_t: list = []
         out_h: list | None = None if headers is None else []
         src: list | None = [] if self.need_src else None
-        # bound methods: the loop below runs once per record
-        add_k, add_v, add_t = out_k.append, out_v.append, out_t.append
-        add_src = None if src is None else src.append
-        add_o = out_o.append if out_o is not None else None
+        # `out.append(x)` written out in the loop: CPython 3.11+ specializes it (a bound method in a local is
+        # a slower generic call)
+        lag = size - advance  # the earliest window containing ts starts at ts - lag rounded down to `advance`
+        # The windows of the previous row's timestamp, as (start, observed time at which it is closed), and
+        # the timestamps [slot_lo, slot_hi) that fall in exactly these windows: consecutive records mostly
+        # do, and reusing the list saves the window arithmetic (and its int objects) per row.
+        slot: list[tuple[int, int]] = []
+        slot_lo = slot_hi = 0
+        extra = src is not None or out_h is not None  # one test per row for the optional columns
         dropped = 0
         bucket_start, bucket, window = None, None, None
         for i, key, ts in zip(range(len(keys)), keys, timestamps, strict=False):
@@ -149,12 +153,18 @@ class TimeWindowAggregateNode(Node):
                 continue
             if ts > observed:
                 observed = ts
-            start = ts - size + advance
-            start = 0 if start < 0 else start // advance * advance
-            while start <= ts:
-                if start + close_after <= observed:
+            if ts < slot_lo or ts >= slot_hi:
+                last = ts - ts % advance
+                first = ts - lag
+                if first < 0:  # windows start at 0 or later: the first stays 0 until ts reaches size
+                    first, slot_lo, slot_hi = 0, last, min(last + advance, size)
+                else:
+                    first -= first % advance
+                    slot_lo, slot_hi = max(last, first + lag), min(last + advance, first + size)
+                slot = [(start, start + close_after) for start in range(first, last + 1, advance)]
+            for start, closed_at in slot:
+                if closed_at <= observed:
                     dropped += 1
-                    start += advance
                     continue
                 if start != bucket_start:
                     bucket = buckets.get(start)
@@ -163,8 +173,9 @@ class TimeWindowAggregateNode(Node):
                         window_objects[start] = tuple.__new__(Window, (start, start + size))
                         heappush(starts, start)
                     bucket_start, window = start, window_objects[start]
-                entry = bucket.get(key)
-                if entry is None:
+                try:
+                    entry = bucket[key]
+                except KeyError:
                     old = 0 if count else initializer()
                     new = old + 1 if count else aggregator(key, values[i], old)
                     new_ts = ts
@@ -182,23 +193,22 @@ class TimeWindowAggregateNode(Node):
                         del bucket[key]
                     else:
                         entry[0] = new
-                add_k(windowed)
-                add_v(new)
-                add_t(new_ts)
-                if add_src is not None:
-                    add_src(i)
-                if add_o is not None:
-                    add_o(old)
-                if out_h is not None:
-                    out_h.append(headers[i])
-                start += advance
+                out_k.append(windowed)
+                out_v.append(new)
+                out_o.append(old)
+                out_t.append(new_ts)
+                if extra:
+                    if src is not None:
+                        src.append(i)
+                    if out_h is not None:
+                        out_h.append(headers[i])
         self.observed = observed
         if dropped:
             self.count_dropped(dropped)
         while starts and starts[0] + close_after <= observed:
             start = heappop(starts)
             del buckets[start], window_objects[start]
-        return out_k, out_v, out_o, out_t, out_h, src
+        return out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src
 
     def get(self, windowed_key):
         entry = self.buckets.get(windowed_key[1][0], {}).get(windowed_key[0])
