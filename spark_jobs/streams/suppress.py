@@ -170,6 +170,10 @@ class SuppressNode(Node):
         evict_at = heap[0][0] + duration if heap else _NEVER  # observed time at which the head goes out
         count, num_bytes, seq = self.count, self.num_bytes, self.next_seq
         samples, size_sum, count_sum = self.samples, self.size_sum, self.count_sum
+        # Each put's sample adds the buffer's size and count to the sums. They change only on an insert, a
+        # put that resizes an entry, or an eviction, so the samples of rows [mark, i) are added in one go
+        # there (and at the end): rows that only update an entry in place do no arithmetic for them.
+        mark = 0
         size_max, count_max = self.size_max, self.count_max
         topic = self.task.current_topic
         context_size = 20 + (len(topic) if topic else 0)  # timestamp, offset, partition + topic name
@@ -202,8 +206,12 @@ class SuppressNode(Node):
                 if bucket is None:
                     bucket = buckets[window] = {}
                 bucket_window = window
-            entry = bucket.get(inner)
-            if entry is None:
+            try:
+                entry = bucket[inner]
+            except KeyError:
+                size_sum += num_bytes * (i - mark)
+                count_sum += count * (i - mark)
+                mark = i
                 kb = key_bytes(key)
                 # buffer time, key and prior value: fixed while the key stays buffered; the first update's
                 # old value is the prior value, counted once
@@ -217,30 +225,40 @@ class SuppressNode(Node):
                 seq += 1
                 count += 1
                 num_bytes += size
+                # the maxima only move when a put makes the buffer larger
+                if count > count_max:
+                    count_max = count
+                if num_bytes > size_max:
+                    size_max = num_bytes
             else:
-                size = entry[_BASE] + new_size + context_size + (headers_size(hdr) if hdr else 0)
-                if old != entry[_PRIOR]:
+                # entry fields by position (see _BT.._BASE): this runs once per buffered update
+                size = entry[10] + new_size + context_size + (headers_size(hdr) if hdr else 0)
+                if old != entry[4]:  # _PRIOR
                     size += 8 if type(old) is int else vsize(old)
-                num_bytes += size - entry[_SIZE]
-                entry[_NEW] = new
-                entry[_OLD] = old
-                entry[_TS] = ts
-                entry[_HDR] = hdr
-                entry[_SIZE] = size
-            samples += 1
-            size_sum += num_bytes
-            count_sum += count
-            if num_bytes > size_max:
-                size_max = num_bytes
-            if count > count_max:
-                count_max = count
+                grown = size - entry[7]  # _SIZE
+                if grown:
+                    size_sum += num_bytes * (i - mark)
+                    count_sum += count * (i - mark)
+                    mark = i
+                    num_bytes += grown
+                    entry[7] = size
+                    if num_bytes > size_max:
+                        size_max = num_bytes
+                entry[2] = new  # _NEW
+                entry[3] = old  # _OLD
+                entry[5] = ts  # _TS
+                entry[6] = hdr  # _HDR
             # emit every entry whose buffer time has passed, then enforce the capacity
             if observed >= evict_at or (bounded and (count > max_records or num_bytes > max_bytes)):
+                size_sum += num_bytes * (i + 1 - mark)  # the samples up to this row's put
+                count_sum += count * (i + 1 - mark)
+                mark = i + 1
                 limit = observed - duration
                 for by_capacity in (False, True):
                     if by_capacity and self.shut_down and (count > max_records or num_bytes > max_bytes):
                         self._save(
-                            observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max, count_max
+                            observed, count, num_bytes, seq, samples + i + 1, size_sum, count_sum, size_max,
+                            count_max,
                         )
                         raise BufferFullError(
                             f"{self.name} buffer exceeded its max capacity. Currently [{count}/{max_records}] "
@@ -269,6 +287,9 @@ class SuppressNode(Node):
                         samples += 1
                         size_sum += num_bytes
                         count_sum += count
+        samples += len(keys)  # one sample per put
+        size_sum += num_bytes * (len(keys) - mark)
+        count_sum += count * (len(keys) - mark)
         self._save(observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max, count_max)
         if out_h is not None and all(h is None for h in out_h):
             out_h = None

@@ -20,6 +20,7 @@ from spark_jobs.streams import (
     TopologyTestDriver,
     next_aligned,
 )
+from spark_jobs.streams.task import StreamTask
 from spark_jobs.streams.timeutil import INT64_MAX
 
 from .helpers import recorder_topology, run_task
@@ -218,3 +219,25 @@ def test_snapshot_and_restore_at_any_point_change_no_output(
     topology = rich_topology(windows)
     expected = run_task(topology, data, cuts=cut_points)
     assert run_task(topology, data, cuts=cut_points, snapshot_at=snapshot_points) == expected
+
+
+def _metrics_after(topology, data, cut_points=(), per_record=False) -> dict:
+    task = StreamTask(topology)
+    bounds = sorted(set([0, len(data), *cut_points]) & set(range(len(data) + 1)))
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        chunk = data[lo:hi]
+        if per_record:
+            for key, value, ts in chunk:
+                task.process("readings", key, value, ts)
+        else:
+            task.process_batch("readings", [r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk])
+    return task.metrics()
+
+
+@PROPERTY
+@given(windows=time_windows(), data=records, cut_points=cuts)
+def test_batches_give_the_same_metrics_as_record_by_record(windows, data, cut_points) -> None:
+    """Suppress samples its buffer after every put and eviction pass: the averages and maxima (which a
+    batch accumulates lazily) and the drop counts must not depend on how the input was cut."""
+    topology = rich_topology(windows)
+    assert _metrics_after(topology, data, cut_points) == _metrics_after(topology, data, per_record=True)
