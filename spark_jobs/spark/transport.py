@@ -80,14 +80,13 @@ def _dump(obj: Any) -> bytes:
 def _data_payload(recs: PartitionRecords, start: int, end: int) -> bytes:
     if recs.values_json is not None:
         values_json = b"[" + b",".join(recs.values_json[start:end]) + b"]"
-        columns = (recs.keys[start:end], recs.timestamps[start:end], recs.lines[start:end], values_json)
+        columns = (recs.keys[start:end], recs.timestamps[start:end], values_json)
         return _JSON_VALUES + msgspec.msgpack.encode(columns)
     columns = (
         recs.keys[start:end],
         recs.values[start:end],
         recs.timestamps[start:end],
         recs.offsets[start:end],
-        recs.lines[start:end],
     )
     return _PYTHON_VALUES + _dump(columns)
 
@@ -96,10 +95,9 @@ def _load_data_payload(payload: bytes) -> tuple[list, list, list, list]:
     """(keys, values, timestamps, offsets) of a data chunk."""
     body = memoryview(payload)[1:]
     if payload[:1] == _JSON_VALUES:
-        keys, timestamps, _lines, values_json = msgspec.msgpack.decode(body)
+        keys, timestamps, values_json = msgspec.msgpack.decode(body)
         return keys, decode_json(values_json), timestamps, [None] * len(keys)
-    keys, values, timestamps, offsets, _lines = pickle.loads(body)
-    return keys, values, timestamps, offsets
+    return pickle.loads(body)
 
 
 def data_chunks(parsed: LandingFile, file_mtime: int) -> list[InputChunk]:

@@ -4,6 +4,7 @@ whatever the micro-batches and across a stop and restart from the checkpoint (SE
 from __future__ import annotations
 
 import json
+import zlib
 
 import pytest
 
@@ -132,3 +133,19 @@ def test_in_memory_runtime_equals_stream_tasks(landing):
         actual = [tuple(r) for r in frame[["partition", "seq"]].itertuples(index=False)]
         assert actual == [(r[5], r[6]) for r in rows], topic
     assert runtime.summary.read == 2400 and runtime.summary.late > 0
+
+
+@pytest.mark.spark
+def test_wall_clock_reaches_every_task_also_without_input(spark, tmp_path):
+    """Scheduled runs: the run's wall clock is applied to partitions 0..N-1, those without any input too."""
+    landing = tmp_path / "in"
+    landing.mkdir()
+    (landing / "one-sensor.jsonl").write_text('{"key": "only", "value": null, "timestamp": 1735689600000}\n')
+    summary = run_in_process(
+        spark, landing, tmp_path / "out", tmp_path / "ckpt", partitions=4, wall_clock_ms=1735690000000
+    )
+    assert summary.wall_clock == {p: 1735690000000 for p in range(4)}
+    assert summary.processed == 1
+    # The one sensor is 400 s old at that wall clock: reported by its own task, once.
+    alerts = committed_by_partition(tmp_path / "out", "silent-sensors")
+    assert [(p, [r[0] for r in rows]) for p, rows in alerts.items()] == [(zlib.crc32(b"only") % 4, ["only"])]
