@@ -14,6 +14,7 @@ from array import array
 from bisect import bisect_left, insort
 from collections.abc import Callable
 from heapq import heappop, heappush
+from itertools import repeat
 from typing import Any
 
 from ..node import Node
@@ -94,6 +95,9 @@ def _add_aggregates(key: Any, agg1: int, agg2: int) -> int:
     return agg1 + agg2
 
 
+_NEVER_CLOSES = 1 << 64  # above every int64 timestamp
+
+
 def _int_column(values: list) -> Any:
     """Pack ints as a signed 64-bit array (compact and fast to pickle); other values stay a list."""
     try:
@@ -139,20 +143,40 @@ class TimeWindowAggregateNode(Node):
         # `out.append(x)` written out in the loop: CPython 3.11+ specializes it (a bound method in a local is
         # a slower generic call)
         lag = size - advance  # the earliest window containing ts starts at ts - lag rounded down to `advance`
-        # The windows of the previous row's timestamp, as (start, observed time at which it is closed), and
-        # the timestamps [slot_lo, slot_hi) that fall in exactly these windows: consecutive records mostly
-        # do, and reusing the list saves the window arithmetic (and its int objects) per row.
-        slot: list[tuple[int, int]] = []
-        slot_lo = slot_hi = 0
+        # The open windows of the previous row's timestamp as (bucket, Window), how many of its windows were
+        # closed, and when it is valid: for timestamps in [slot_lo, slot_hi) (consecutive records mostly are)
+        # while observed time stays below slot_closes, the earliest close time among the open windows. Reusing
+        # it saves the window arithmetic, close checks and bucket look-ups per row (comparing the large ints
+        # of epoch milliseconds is a slow generic call in CPython).
+        slot: list[tuple[dict, Window]] = []
+        slot_dropped = 0
+        slot_lo = slot_hi = slot_closes = 0
+        # the slot before it, kept for records that alternate across a window boundary (out-of-order
+        # records near it) or come back after a late record
+        alt: list[tuple[dict, Window]] = []
+        alt_dropped = 0
+        alt_lo = alt_hi = alt_closes = 0
         extra = src is not None or out_h is not None  # one test per row for the optional columns
+        # the row index is only read for those: otherwise a constant (no int object per row)
+        index = range(len(keys)) if extra else repeat(0)
         dropped = 0
-        bucket_start, bucket, window = None, None, None
-        for i, key, ts in zip(range(len(keys)), keys, timestamps, strict=False):
+        for i, key, value, ts in zip(index, keys, values, timestamps, strict=False):
             if key is None:  # no window for a null key; it advances no time
                 dropped += 1
                 continue
             if ts > observed:
                 observed = ts
+                if observed >= slot_closes:
+                    slot_hi = slot_lo  # a window of the slot closed: recompute it
+            if ts < slot_lo or ts >= slot_hi:
+                # swap with the previous slot, then recompute unless that one fits (2-swaps: no tuples)
+                slot, alt = alt, slot
+                slot_dropped, alt_dropped = alt_dropped, slot_dropped
+                slot_lo, alt_lo = alt_lo, slot_lo
+                slot_hi, alt_hi = alt_hi, slot_hi
+                slot_closes, alt_closes = alt_closes, slot_closes
+                if not (slot_lo <= ts < slot_hi and observed < slot_closes):
+                    slot_hi = slot_lo  # recomputed below
             if ts < slot_lo or ts >= slot_hi:
                 last = ts - ts % advance
                 first = ts - lag
@@ -161,30 +185,35 @@ class TimeWindowAggregateNode(Node):
                 else:
                     first -= first % advance
                     slot_lo, slot_hi = max(last, first + lag), min(last + advance, first + size)
-                slot = [(start, start + close_after) for start in range(first, last + 1, advance)]
-            for start, closed_at in slot:
-                if closed_at <= observed:
-                    dropped += 1
-                    continue
-                if start != bucket_start:
+                slot, slot_dropped, slot_closes = [], 0, _NEVER_CLOSES
+                for start in range(first, last + 1, advance):
+                    closes = start + close_after
+                    if closes <= observed:
+                        slot_dropped += 1
+                        continue
+                    if closes < slot_closes:
+                        slot_closes = closes
                     bucket = buckets.get(start)
-                    if bucket is None:
+                    if bucket is None:  # created for this row, which goes into every open window
                         bucket = buckets[start] = {}
                         window_objects[start] = tuple.__new__(Window, (start, start + size))
                         heappush(starts, start)
-                    bucket_start, window = start, window_objects[start]
+                    slot.append((bucket, window_objects[start]))
+            if slot_dropped:
+                dropped += slot_dropped
+            for bucket, window in slot:
                 try:
                     entry = bucket[key]
                 except KeyError:
                     old = 0 if count else initializer()
-                    new = old + 1 if count else aggregator(key, values[i], old)
+                    new = old + 1 if count else aggregator(key, value, old)
                     new_ts = ts
                     windowed = tuple.__new__(Windowed, (key, window))
                     if new is not None:
                         bucket[key] = [new, ts, windowed]
                 else:
                     old = entry[0]
-                    new = old + 1 if count else aggregator(key, values[i], old)
+                    new = old + 1 if count else aggregator(key, value, old)
                     new_ts = entry[1]
                     if ts > new_ts:
                         new_ts = entry[1] = ts
