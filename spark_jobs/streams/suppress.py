@@ -168,6 +168,9 @@ class SuppressNode(Node):
         max_records, max_bytes = self.max_records, self.max_bytes
         bounded = max_records < INT64_MAX or max_bytes < INT64_MAX
         evict_at = heap[0][0] + duration if heap else _NEVER  # observed time at which the head goes out
+        # observed >= evict_at can only become true when observed time advances or an insert lowers
+        # evict_at: test it there, not per row (comparing large ints is a slow generic call in CPython)
+        due = observed >= evict_at
         count, num_bytes, seq = self.count, self.num_bytes, self.next_seq
         samples, size_sum, count_sum = self.samples, self.size_sum, self.count_sum
         # Each put's sample adds the buffer's size and count to the sums. They change only on an insert, a
@@ -196,6 +199,8 @@ class SuppressNode(Node):
         for i, key, new, old, ts, hdr in rows:
             if ts > observed:
                 observed = ts
+                if observed >= evict_at:
+                    due = True
             new_size = 8 if type(new) is int else vsize(new)
             if window_close:
                 window, inner = key[1], key[0]
@@ -222,6 +227,8 @@ class SuppressNode(Node):
                 heappush(heap, (bt, kb, seq, key))
                 if bt + duration < evict_at:
                     evict_at = bt + duration
+                    if observed >= evict_at:
+                        due = True
                 seq += 1
                 count += 1
                 num_bytes += size
@@ -249,7 +256,7 @@ class SuppressNode(Node):
                 entry[5] = ts  # _TS
                 entry[6] = hdr  # _HDR
             # emit every entry whose buffer time has passed, then enforce the capacity
-            if observed >= evict_at or (bounded and (count > max_records or num_bytes > max_bytes)):
+            if due or (bounded and (count > max_records or num_bytes > max_bytes)):
                 size_sum += num_bytes * (i + 1 - mark)  # the samples up to this row's put
                 count_sum += count * (i + 1 - mark)
                 mark = i + 1
@@ -283,6 +290,7 @@ class SuppressNode(Node):
                             src.append(i)
                     if evicted:
                         evict_at = heap[0][0] + duration if heap else _NEVER
+                        due = observed >= evict_at  # False: every entry due by observed time went out
                         bucket_window = _NO_WINDOW  # an eviction may have deleted the cached bucket
                         samples += 1
                         size_sum += num_bytes
