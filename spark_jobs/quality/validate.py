@@ -366,6 +366,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="summary punctuation grid shift (default 0)",
     )
     parser.add_argument(
+        "--suite",
+        action="append",
+        dest="suites",
+        choices=[check.suite for check in SENSOR_ALERTS_CHECKS],
+        help="run only this suite (repeatable; default: every suite, and unchecked topics fail)",
+    )
+    parser.add_argument(
         "--keep-results",
         type=int,
         default=100,
@@ -393,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         context_root=args.context_root,
         run_name=args.run_name,
         keep_results=args.keep_results,
+        only=args.suites,
     )
     for verdict in verdicts:
         print(verdict.line(), flush=True)
