@@ -10,10 +10,11 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-system demo test test-fast lint bench airflow clean
+.PHONY: help setup setup-system demo demo-spark test test-fast lint bench airflow clean
 
 help:
 	@echo "make demo       set up, generate sensor events, run the pipeline once, print where results are"
+	@echo "make demo-spark the job alone on local Spark, without Airflow, into var/demo"
 	@echo "make test       set up (incl. Chromium and PostgreSQL from Debian) and run every test"
 	@echo "make test-fast  the pure-Python tests only (seconds)"
 	@echo "make bench      engine and Spark benchmarks against their peers"
@@ -27,6 +28,9 @@ setup-system:
 	@scripts/setup.sh --system
 
 demo: setup
+	@scripts/airflow_demo.sh
+
+demo-spark: setup
 	@$(PY) -m spark_jobs.jobs.demo
 
 test: setup-system

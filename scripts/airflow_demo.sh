@@ -25,12 +25,33 @@ print(p.input, p.output, p.reports, sep="\n")')
 input_dir=${paths[0]} output_dir=${paths[1]} reports_dir=${paths[2]}
 
 if ! compgen -G "$input_dir/events-*" >/dev/null; then
-  say "generating sensor events into $input_dir"
-  python -m spark_jobs.jobs.generate_events --output "$input_dir"
+  # Readings that end two minutes before the latest aligned boundary, and a run for that boundary: the
+  # run's wall clock is then "now" for the data, so only the sensors that really stopped are silent.
+  say "generating sensor events (with some late and bad records) into $input_dir"
+  logical_date=$(python - "$input_dir" <<'PY'
+import datetime as dt, json, os, shutil, subprocess, sys, time
+from spark_jobs.streams.timeutil import previous_aligned
+target = sys.argv[1]
+minute = 60_000
+interval = int(os.environ.get("SENSOR_ALERTS_INTERVAL_MINUTES", "10")) * minute
+shift = int(os.environ.get("SENSOR_ALERTS_SHIFT_MINUTES", "2")) * minute
+generate = [sys.executable, "-m", "spark_jobs.jobs.generate_events", "--output", target, "--bad-fraction", "0.002"]
+facts = json.loads(subprocess.run(generate, check=True, capture_output=True, text=True).stdout)
+boundary = previous_aligned(int(time.time() * 1000), interval, shift)
+start_ms = boundary - 2 * minute - (facts["last_event_ms"] - facts["first_event_ms"])
+iso = lambda ms: dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat()
+shutil.rmtree(target)
+subprocess.run([*generate, "--start", iso(start_ms)], check=True, stdout=subprocess.DEVNULL)
+print(iso(boundary))
+PY
+)
+  [ $# -gt 0 ] || set -- "$logical_date"
 fi
 
-say "running sensor_alerts_pipeline once (airflow dags test)"
+say "running sensor_alerts_pipeline once (airflow dags test $*)"
 airflow dags test sensor_alerts_pipeline "$@"
 
+python -m spark_jobs.jobs.demo --show "$output_dir"
 say "outputs:   $output_dir"
 say "Data Docs: $reports_dir/data_docs/index.html"
+say "Airflow UI on this state: make airflow"

@@ -32,6 +32,43 @@ def _time(ms: int) -> str:
     return pd.Timestamp(ms, unit="ms", tz="UTC").strftime("%Y-%m-%d %H:%M:%S")
 
 
+def show_outputs(output: Path) -> None:
+    """Print what a sensor_alerts run wrote to `output`: its summary, rows per topic, a few alerts."""
+    report = json.loads((output / "_runs" / "latest.json").read_text())
+    records = report["records"]
+    print("\nWhat came out")
+    print(
+        f"   records read {records['read']:,} = processed {records['processed']:,} "
+        f"(of which dropped as late {records['dropped_late']:,}) + quarantined {records['quarantined']:,}"
+    )
+    print(
+        f"   {len(report['batches'])} micro-batches; run summary: {output / '_runs' / 'latest.json'}"
+    )
+    print("   rows per topic:")
+    for topic in [*sensor_alerts.OUTPUT_TOPICS, QUARANTINE_TOPIC]:
+        print(f"     {topic:<22} {len(read_topic(output, topic)):>7,}   {output / topic}")
+
+    alerts = read_topic(output, sensor_alerts.LOW_ACTIVITY_ALERTS)
+    if len(alerts):
+        print("\n   a few low-activity alerts (final count of a 2-minute window below 4):")
+        for row in alerts.head(5).to_dict("records"):
+            print(f"     {row['key']}  window {_time(row['window_start'])} +2min  count {row['value']}")
+    silent = read_topic(output, sensor_alerts.SILENT_SENSORS)
+    if len(silent):
+        print("\n   silent sensors (no reading for more than 5 minutes of wall clock):")
+        for row in silent.head(5).to_dict("records"):
+            print(
+                f"     {row['key']}  last reading {_time(row['value']['last_event_time'])}, "
+                f"silent for {row['value']['silent_for'] // 60_000} min"
+            )
+    quarantine = read_topic(output, QUARANTINE_TOPIC)
+    if len(quarantine):
+        print("\n   quarantined records by reason:")
+        for reason, count in quarantine["reason"].value_counts().items():
+            print(f"     {reason:<24} {count}")
+    print(f"\nRead a topic: pandas.read_parquet('{output / 'window-finals'}')")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m spark_jobs.jobs.demo", description=__doc__.split("\n")[0]
@@ -39,7 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=REPO_ROOT / "var" / "demo")
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument(
+        "--show", type=Path, metavar="OUTPUT", help="only print what a finished run wrote to OUTPUT"
+    )
     args = parser.parse_args(argv)
+    if args.show:
+        show_outputs(args.show.resolve())
+        return 0
 
     root = args.root.resolve()
     shutil.rmtree(root, ignore_errors=True)
@@ -72,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     spark = local_spark_session("sensor_alerts-demo")
     try:
-        summary = run_job(
+        run_job(
             spark,
             JobSpec(sensor_alerts.JOB_MODULE, {}, args.partitions),
             RunConfig(
@@ -87,39 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         spark.stop()
 
-    report = summary.to_dict()
-    records = report["records"]
-    print("\n3. What came out")
-    print(
-        f"   records read {records['read']:,} = processed {records['processed']:,} "
-        f"(of which dropped as late {records['dropped_late']:,}) + quarantined {records['quarantined']:,}"
-    )
-    print(
-        f"   {len(report['batches'])} micro-batches; run summary: {paths['output'] / '_runs' / 'latest.json'}"
-    )
-    print("   rows per topic:")
-    for topic in [*sensor_alerts.OUTPUT_TOPICS, QUARANTINE_TOPIC]:
-        print(f"     {topic:<22} {len(read_topic(paths['output'], topic)):>7,}   {paths['output'] / topic}")
-
-    alerts = read_topic(paths["output"], sensor_alerts.LOW_ACTIVITY_ALERTS)
-    if len(alerts):
-        print("\n   a few low-activity alerts (final count of a 2-minute window below 4):")
-        for row in alerts.head(5).to_dict("records"):
-            print(f"     {row['key']}  window {_time(row['window_start'])} +2min  count {row['value']}")
-    silent = read_topic(paths["output"], sensor_alerts.SILENT_SENSORS)
-    if len(silent):
-        print("\n   silent sensors (no reading for more than 5 minutes of wall clock):")
-        for row in silent.head(5).to_dict("records"):
-            print(
-                f"     {row['key']}  last reading {_time(row['value']['last_event_time'])}, "
-                f"silent for {row['value']['silent_for'] // 60_000} min"
-            )
-    quarantine = read_topic(paths["output"], QUARANTINE_TOPIC)
-    if len(quarantine):
-        print("\n   quarantined records by reason:")
-        for reason, count in quarantine["reason"].value_counts().items():
-            print(f"     {reason:<24} {count}")
-    print(f"\nRead a topic: pandas.read_parquet('{paths['output'] / 'window-finals'}')")
+    show_outputs(paths["output"])
     return 0
 
 
