@@ -17,20 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import CHROMIUM_FLAGS, system_chromium
+
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 READY_TIMEOUT_S = 300
 BANNER = re.compile(r"Airflow UI: (?P<url>http://\S+)\s+user:\s+admin\s+password:\s+(?P<password>\S+)")
 
@@ -43,12 +34,7 @@ def free_port() -> int:
 
 @pytest.fixture
 def chromium() -> Path:
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing. Install Debian's Chromium: "
-            "apt-get update && apt-get install -y chromium (scripts/setup.sh --system does it)"
-        )
-    return CHROMIUM
+    return system_chromium()
 
 
 @pytest.fixture

@@ -10,25 +10,13 @@ import functools
 import http.server
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from spark_jobs.quality.validate import SENSOR_ALERTS_CHECKS
+from tests.browser import CHROMIUM_FLAGS, system_chromium
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -52,15 +40,14 @@ def docs_server(validated_correct_output) -> Iterator[str]:
 
 @pytest.fixture
 def page(tmp_path):
-    if not CHROMIUM.exists():
-        pytest.fail("Chromium is missing: apt-get install -y chromium (make test installs it)")
+    chromium = system_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         # A persistent context is the way to give Chromium a new, empty user data dir.
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"),
-            executable_path=str(CHROMIUM),
+            executable_path=str(chromium),
             args=CHROMIUM_FLAGS,
             headless=True,
             viewport={"width": 1400, "height": 1000},
