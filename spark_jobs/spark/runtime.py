@@ -7,7 +7,8 @@ The query, stage by stage:
    control directory under the checkpoint (see `wall_clock`).
 2. `mapInArrow`: each file is parsed, validated and partitioned (`landing`), and cut into chunks of
    records per partition (`transport`); bad records go to the pseudo-partition -1.
-3. `groupBy(partition).applyInPandasWithState`: one group per partition = one task. The task state is
+3. `groupBy(task group).applyInPandasWithState`: one group per partition = one task (a task group is
+   an integer chosen per partition so that Spark spreads the partitions evenly over its tasks). The task state is
    the engine's `StreamTask.snapshot()` bytes in Spark's state store (RocksDB provider, checkpointed);
    each micro-batch restores it, processes the partition's records in order, applies wall-clock markers,
    and emits its output as Arrow tables (`task_runner`).
@@ -123,13 +124,17 @@ def _without_cyclic_gc():
             gc.enable()
 
 
-def parse_files(batches: Iterator[pa.RecordBatch], num_partitions: int) -> Iterator[pa.RecordBatch]:
+def parse_files(
+    batches: Iterator[pa.RecordBatch], num_partitions: int, task_groups: dict[int, int]
+) -> Iterator[pa.RecordBatch]:
     """Stage 2 (executors): whole files in, input chunks out."""
     with _without_cyclic_gc():
-        yield from _parse_files(batches, num_partitions)
+        yield from _parse_files(batches, num_partitions, task_groups)
 
 
-def _parse_files(batches: Iterator[pa.RecordBatch], num_partitions: int) -> Iterator[pa.RecordBatch]:
+def _parse_files(
+    batches: Iterator[pa.RecordBatch], num_partitions: int, task_groups: dict[int, int]
+) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         sources = batch.column("source").to_pylist()
         paths = batch.column("path").to_pylist()
@@ -144,7 +149,7 @@ def _parse_files(batches: Iterator[pa.RecordBatch], num_partitions: int) -> Iter
             else:
                 chunks += data_chunks(read_landing_file(path, content, num_partitions), mtime_ms)
         if chunks:
-            yield chunks_to_arrow(chunks)
+            yield chunks_to_arrow(chunks, task_groups)
 
 
 def _output_rows(topic: str, partition: int, table: pa.Table) -> list[tuple]:
@@ -167,7 +172,6 @@ def run_partition(spec: JobSpec, key, frames, state):
 
 
 def _run_partition(spec: JobSpec, key, frames, state):
-    partition = int(key[0])
     chunks = [
         InputChunk(*row)
         for frame in frames
@@ -175,6 +179,7 @@ def _run_partition(spec: JobSpec, key, frames, state):
             ["partition", "kind", "file_mtime", "file_path", "first_line", "records", "payload"]
         ].itertuples(index=False, name=None)
     ]
+    partition = chunks[0].partition  # a group is one partition (its key is the partition's task group)
     if partition == QUARANTINE_PARTITION:
         reasons, raws, files, lines = quarantined_rows([c for c in chunks if c.kind == KIND_QUARANTINE])
         by_reason: dict[str, int] = {}
@@ -194,6 +199,28 @@ def _run_partition(spec: JobSpec, key, frames, state):
 
 
 # --------------------------------------------------------------------------------------------- driver
+
+
+def balanced_task_groups(spark, num_partitions: int, shuffle_partitions: int) -> dict[int, int]:
+    """partition -> the key Spark groups its chunks by, so that partitions spread evenly over the shuffle
+    partitions (= Spark tasks of the stateful stage).
+
+    Spark places a group by Murmur3 hash of its key, and small integers hash unevenly (with 2 shuffle
+    partitions, partitions 0, 1 and 3 would share one Spark task and 2 have the other). So partition p
+    gets the smallest unused integer that Spark itself places in shuffle partition p mod S."""
+    from pyspark.sql import functions as F
+
+    candidates_per_slot = num_partitions // shuffle_partitions + 2
+    rows = (
+        spark.range(0, 64 * shuffle_partitions * candidates_per_slot)
+        .select(F.col("id").cast("int").alias("key"))
+        .select("key", F.pmod(F.hash("key"), F.lit(shuffle_partitions)).alias("slot"))
+        .collect()
+    )
+    free: dict[int, list[int]] = {}
+    for row in sorted(rows, key=lambda r: r.key):
+        free.setdefault(row.slot, []).append(row.key)
+    return {p: free[p % shuffle_partitions].pop(0) for p in range(num_partitions)}
 
 
 def _make_package_importable_by_workers(spark) -> None:
@@ -229,20 +256,28 @@ class TopologyRuntime:
         """A checkpoint belongs to one job and one partition count (a task's state is keyed by its
         partition: changing the count under a checkpoint would corrupt it), and an output folder belongs
         to one checkpoint (batch ids restart with a new checkpoint: a new one over an old output would
-        skip batches that look published already)."""
+        skip batches that look published already). The task groups are chosen once, with the checkpoint.
+        """
         identity = {"module": self.spec.module, "partitions": self.spec.num_partitions}
         path = self._checkpoint / JOB_FILE
         if path.exists():
             stored = json.loads(path.read_text())
             checkpoint_id = stored.pop("checkpoint_id")
+            groups = {int(p): g for p, g in stored.pop("task_groups").items()}
             if stored != identity:
                 raise IdentityMismatch(f"checkpoint {self._checkpoint} belongs to {stored}, not {identity}")
         else:
             checkpoint_id = uuid.uuid4().hex
+            shuffle = self.config.shuffle_partitions or int(
+                self.spark.conf.get("spark.sql.shuffle.partitions")
+            )
+            groups = balanced_task_groups(self.spark, self.spec.num_partitions, shuffle)
             self._checkpoint.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({**identity, "checkpoint_id": checkpoint_id}, sort_keys=True) + "\n")
+            record = {**identity, "checkpoint_id": checkpoint_id, "task_groups": groups}
+            tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
             os.replace(tmp, path)
+        self._task_groups = groups
         owner = sink.claim_output(self.config.output_dir, checkpoint_id)
         if owner != checkpoint_id:
             raise IdentityMismatch(
@@ -276,10 +311,11 @@ class TopologyRuntime:
             Path(self.config.input_dir), SOURCE_LANDING, self.config.max_files_per_trigger
         ).unionByName(self._source(self._control, SOURCE_CONTROL, None))
         chunks = files.select("source", "path", "modificationTime", "content").mapInArrow(
-            partial(parse_files, num_partitions=self.spec.num_partitions), INPUT_CHUNK_DDL
+            partial(parse_files, num_partitions=self.spec.num_partitions, task_groups=self._task_groups),
+            INPUT_CHUNK_DDL,
         )
         return (
-            chunks.groupBy("partition")
+            chunks.groupBy("task_group")
             .applyInPandasWithState(
                 partial(run_partition, self.spec), OUTPUT_CHUNK_DDL, TASK_STATE_DDL, "append", "NoTimeout"
             )

@@ -35,9 +35,14 @@ KIND_QUARANTINE = 2
 # The group that carries quarantined records to the sink: it never touches task state.
 QUARANTINE_PARTITION = -1
 
-INPUT_CHUNK_DDL = "partition int, kind int, file_mtime long, file_path string, first_line long, records long, payload binary"
+# task_group: the key Spark groups by (see runtime.balanced_task_groups); partition: the task's partition.
+INPUT_CHUNK_DDL = (
+    "task_group int, partition int, kind int, file_mtime long, file_path string, first_line long, records long, "
+    "payload binary"
+)
 INPUT_CHUNK_ARROW = pa.schema(
     [
+        ("task_group", pa.int32()),
         ("partition", pa.int32()),
         ("kind", pa.int32()),
         ("file_mtime", pa.int64()),
@@ -142,9 +147,11 @@ def wall_clock_chunks(markers: dict[int, list[int]], file_path: str, file_mtime:
     ]
 
 
-def chunks_to_arrow(chunks: list[InputChunk]) -> pa.RecordBatch:
+def chunks_to_arrow(chunks: list[InputChunk], task_groups: dict[int, int]) -> pa.RecordBatch:
+    """Chunks as rows; `task_groups` maps a partition to the key Spark groups it by (default: itself)."""
     return pa.RecordBatch.from_arrays(
         [
+            pa.array([task_groups.get(c.partition, c.partition) for c in chunks], pa.int32()),
             pa.array([c.partition for c in chunks], pa.int32()),
             pa.array([c.kind for c in chunks], pa.int32()),
             pa.array([c.file_mtime for c in chunks], pa.int64()),

@@ -1,11 +1,12 @@
-"""A checkpoint keeps its job and partition count; an output folder keeps its checkpoint."""
+"""A checkpoint keeps its job, partition count and task groups; an output folder keeps its checkpoint;
+partitions spread evenly over Spark's tasks."""
 
 from __future__ import annotations
 
 import pytest
 
 from spark_jobs.spark.job import JobSpec
-from spark_jobs.spark.runtime import IdentityMismatch, RunConfig, TopologyRuntime
+from spark_jobs.spark.runtime import IdentityMismatch, RunConfig, TopologyRuntime, balanced_task_groups
 
 JOB = "spark_jobs.jobs.sensor_alerts"
 
@@ -28,3 +29,27 @@ def test_a_new_checkpoint_cannot_write_into_an_old_output(spark, tmp_path):
     _runtime(spark, tmp_path)._check_identity()
     with pytest.raises(IdentityMismatch, match="another checkpoint"):
         _runtime(spark, tmp_path, checkpoint="ckpt-2")._check_identity()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("partitions", "shuffle"), [(4, 2), (3, 2), (8, 3)])
+def test_task_groups_spread_partitions_evenly_over_spark_tasks(spark, partitions, shuffle):
+    from pyspark.sql import functions as F
+
+    groups = balanced_task_groups(spark, partitions, shuffle)
+    assert sorted(groups) == list(range(partitions)) and len(set(groups.values())) == partitions
+    placed = spark.createDataFrame([(g,) for g in groups.values()], "g int").select(
+        F.pmod(F.hash("g"), F.lit(shuffle)).alias("slot")
+    )
+    per_slot = sorted(r["count"] for r in placed.groupBy("slot").count().collect())
+    assert per_slot[-1] - per_slot[0] <= 1 and sum(per_slot) == partitions
+
+
+@pytest.mark.spark
+def test_task_groups_are_kept_with_the_checkpoint(spark, tmp_path):
+    first = _runtime(spark, tmp_path)
+    first._check_identity()
+    again = _runtime(spark, tmp_path)
+    again.config.shuffle_partitions = 5  # ignored: Spark keeps the checkpoint's, and so do the groups
+    again._check_identity()
+    assert again._task_groups == first._task_groups
