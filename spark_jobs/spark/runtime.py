@@ -330,6 +330,8 @@ class TopologyRuntime:
         conf = {
             # Commit a changelog per batch instead of uploading RocksDB files: seconds less per micro-batch.
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+            # Files are parsed whole, one Spark task per few files: small tasks balance over the cores.
+            "spark.sql.files.maxPartitionBytes": "16m",
         }
         if self.config.shuffle_partitions is not None:
             conf["spark.sql.shuffle.partitions"] = str(self.config.shuffle_partitions)
