@@ -2,7 +2,8 @@
 
     python bench/spark_bench.py [--events N] [--scaling] [--partitions N] [--max-files-per-trigger N]
 
-On the same generated files, in one local[2] session, with the same micro-batches:
+On the same generated files (100k events each), in one local[2] session, with the same micro-batches
+(10 files = 1M events each by default, so that every size runs with the same batch size):
 
 - ours: `spark_jobs.jobs.window_finals` on the Spark runtime (2-minute tumbling windows, 2 minutes grace,
   suppressed until the window closes: one final count per sensor and window), exactly once into Parquet;
@@ -172,7 +173,7 @@ def compare(spark, events: int, args) -> dict:
     each one's best run: the machine may be shared, and the fastest run is the least disturbed one."""
     files = max(args.files, events // 100_000)
     input_dir = dataset(events, args.sensors, files)
-    max_files = args.max_files_per_trigger or max(1, files // 5)
+    max_files = args.max_files_per_trigger
     runs: dict[str, list[dict]] = {"ours": [], "native": []}
     for i in range(args.repeat):
         order = ["ours", "native"] if i % 2 == 0 else ["native", "ours"]
@@ -211,7 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sensors", type=int, default=200)
     parser.add_argument("--files", type=int, default=50, help="at least; one file per 100k events")
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--max-files-per-trigger", type=int, default=None, help="default: files / 5")
+    parser.add_argument(
+        "--max-files-per-trigger",
+        type=int,
+        default=10,
+        help="files per micro-batch, both sides (default 10 = 1M events)",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs of each, alternating; the best counts")
     args = parser.parse_args(argv)
 
