@@ -16,7 +16,7 @@ help:
 	@echo "make demo       set up, generate sensor events, run the pipeline once, print where results are"
 	@echo "make demo-spark the job alone on local Spark, without Airflow, into var/demo"
 	@echo "make test       set up (incl. Chromium and PostgreSQL from Debian) and run every test"
-	@echo "make test-fast  the pure-Python tests only (seconds)"
+	@echo "make test-fast  the tests that need neither Spark nor Airflow (under a minute)"
 	@echo "make bench      engine and Spark benchmarks against their peers"
 	@echo "make airflow    the Airflow UI (airflow standalone) on this repository's DAGs"
 	@echo "make lint       ruff"
