@@ -8,10 +8,10 @@ The query, stage by stage:
 2. `mapInArrow`: each file is parsed, validated and partitioned (`landing`), and cut into chunks of
    records per partition (`transport`); bad records go to the pseudo-partition -1.
 3. `groupBy(task group).applyInPandasWithState`: one group per partition = one task (a task group is
-   an integer chosen per partition so that Spark spreads the partitions evenly over its tasks). The task state is
-   the engine's `StreamTask.snapshot()` bytes in Spark's state store (RocksDB provider, checkpointed);
-   each micro-batch restores it, processes the partition's records in order, applies wall-clock markers,
-   and emits its output as Arrow tables (`task_runner`).
+   an integer chosen per partition so that Spark spreads the partitions evenly over its tasks). The
+   task state is the engine's `StreamTask.snapshot()` bytes in Spark's state store (RocksDB provider,
+   checkpointed); each micro-batch restores it, processes the partition's records in order, applies
+   wall-clock markers, and emits its output as Arrow tables (`task_runner`).
 4. `foreachBatch`: the output is staged and published per topic with an atomic rename (`sink`).
 
 Spark logs a micro-batch's offsets before running it and restores the state of the previous version on

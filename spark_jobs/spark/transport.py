@@ -1,11 +1,12 @@
 """What travels through Spark between the stages of a job: chunks of records, not single records.
 
 Stage 1 (before the shuffle, one whole file per call) turns a landing file into *input chunks*: for each
-partition of the file, its valid records in file order, encoded as one binary cell, plus one chunk of
-quarantined records for the pseudo-partition -1; a wall-clock marker file becomes one chunk per
-partition. The shuffle groups chunks by partition; stage 2 (the stateful task) orders them and runs the
-engine; its output is one *output chunk* per (partition, topic): an Arrow IPC table, plus one metrics
-chunk. Chunks keep Spark's per-row overhead out of the per-record path.
+partition of the file, its valid records in file order, encoded as one binary cell (msgpack with the
+values as one JSON array, or pickle when values are already decoded), plus one chunk of quarantined
+records for the pseudo-partition -1; a wall-clock marker file becomes one chunk per partition. The
+shuffle groups chunks by partition; stage 2 (the stateful task) orders them and runs the engine; its
+output is one *output chunk* per (partition, topic): an Arrow IPC table, plus one metrics chunk. Chunks
+keep Spark's per-row overhead out of the per-record path.
 
 The order of a partition's records in a micro-batch: data before wall-clock markers; chunks by (file
 modification time, file path, first line), i.e. the order in which Spark's file source admits files; then,
