@@ -20,6 +20,7 @@ from typing import Any
 from ..node import Node
 from ..records import Window, Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
+from .stores import TimestampedStoreNode, int_column
 
 
 class Aggregation:
@@ -96,14 +97,6 @@ def _add_aggregates(key: Any, agg1: int, agg2: int) -> int:
 
 
 _NEVER_CLOSES = 1 << 64  # above every int64 timestamp
-
-
-def _int_column(values: list) -> Any:
-    """Pack ints as a signed 64-bit array (compact and fast to pickle); other values stay a list."""
-    try:
-        return array("q", values)
-    except (TypeError, OverflowError):
-        return values
 
 
 class TimeWindowAggregateNode(Node):
@@ -251,7 +244,7 @@ class TimeWindowAggregateNode(Node):
             "observed": self.observed,
             "starts": array("q", [r[0] for r in rows]),
             "keys": [r[1] for r in rows],
-            "aggs": _int_column([r[2][0] for r in rows]),
+            "aggs": int_column([r[2][0] for r in rows]),
             "ts": array("q", [r[2][1] for r in rows]),
             "empty_buckets": array("q", [start for start, bucket in self.buckets.items() if not bucket]),
         }
@@ -271,13 +264,12 @@ class TimeWindowAggregateNode(Node):
         self.starts = sorted(self.buckets)
 
 
-class StreamAggregateNode(Node):
+class StreamAggregateNode(TimestampedStoreNode):
     """Non-windowed count / reduce / aggregate of a grouped stream; skips null keys and null values."""
 
     def __init__(self, name: str, aggregation: Aggregation) -> None:
         super().__init__(name)
         self.aggregation = aggregation
-        self.store: dict[Any, tuple[Any, int]] = {}
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         store = self.store
@@ -313,21 +305,8 @@ class StreamAggregateNode(Node):
         out_h = None if headers is None else [headers[i] for i in src]
         return out_k, out_v, out_o, out_t, out_h, src
 
-    def get(self, key):
-        return self.store.get(key)
 
-    def snapshot_state(self):
-        return {
-            "keys": list(self.store),
-            "aggs": _int_column([v for v, _ in self.store.values()]),
-            "ts": array("q", [t for _, t in self.store.values()]),
-        }
-
-    def restore_state(self, state):
-        self.store = dict(zip(state["keys"], zip(state["aggs"], state["ts"], strict=False), strict=False))
-
-
-class TableAggregateNode(Node):
+class TableAggregateNode(TimestampedStoreNode):
     """Aggregation of a grouped table: subtract the old value from its group, then add the new one."""
 
     def __init__(self, name: str, aggregation: Aggregation) -> None:
@@ -335,7 +314,6 @@ class TableAggregateNode(Node):
         if aggregation.subtractor is None:
             raise ValueError("a KTable aggregation needs a subtractor")
         self.aggregation = aggregation
-        self.store: dict[Any, tuple[Any, int]] = {}
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         store = self.store
@@ -364,19 +342,6 @@ class TableAggregateNode(Node):
             out_o.append(old_agg)
             out_t.append(new_ts)
         return keys, out_v, out_o, out_t, headers, None
-
-    def get(self, key):
-        return self.store.get(key)
-
-    def snapshot_state(self):
-        return {
-            "keys": list(self.store),
-            "aggs": _int_column([v for v, _ in self.store.values()]),
-            "ts": array("q", [t for _, t in self.store.values()]),
-        }
-
-    def restore_state(self, state):
-        self.store = dict(zip(state["keys"], zip(state["aggs"], state["ts"], strict=False), strict=False))
 
 
 class SessionWindowAggregateNode(Node):
@@ -486,7 +451,7 @@ class SessionWindowAggregateNode(Node):
             "keys": [r[0] for r in rows],
             "starts": array("q", [r[1] for r in rows]),
             "ends": array("q", [r[2] for r in rows]),
-            "aggs": _int_column([r[3] for r in rows]),
+            "aggs": int_column([r[3] for r in rows]),
             "expiry": self.expiry,
         }
 
@@ -714,7 +679,7 @@ class SlidingWindowAggregateNode(Node):
             "scalars": (self.observed, self.store_time),
             "keys": [r[0] for r in rows],
             "starts": array("q", [r[1] for r in rows]),
-            "aggs": _int_column([r[2] for r in rows]),
+            "aggs": int_column([r[2] for r in rows]),
             "ts": array("q", [r[3] for r in rows]),
         }
 

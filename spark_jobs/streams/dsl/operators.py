@@ -6,12 +6,12 @@ changes: `values` holds the new value and `olds` the previous one (None when the
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable
 from itertools import compress
 from typing import Any
 
 from ..node import Node
+from .stores import TimestampedStoreNode
 
 
 def _select(mask: list, keys: list, values: list, olds: list | None, timestamps: list, headers: list | None):
@@ -128,12 +128,11 @@ class PassThroughNode(Node):
         return keys, values, None if self.drop_olds else olds, timestamps, headers, None
 
 
-class TableSourceNode(Node):
+class TableSourceNode(TimestampedStoreNode):
     """`builder.table(topic)`: materializes the latest value per key and emits changes (new, old)."""
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
-        self.store: dict[Any, tuple[Any, int]] = {}
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         store = self.store
@@ -161,19 +160,6 @@ class TableSourceNode(Node):
             self.count_dropped(dropped)
         out_h = None if headers is None else [headers[i] for i in src]
         return out_k, out_v, out_o, out_t, out_h, src
-
-    def get(self, key):
-        return self.store.get(key)
-
-    def snapshot_state(self):
-        return {
-            "keys": list(self.store),
-            "values": [v for v, _ in self.store.values()],
-            "ts": array("q", [t for _, t in self.store.values()]),
-        }
-
-    def restore_state(self, state):
-        self.store = dict(zip(state["keys"], zip(state["values"], state["ts"], strict=False), strict=False))
 
 
 class TableFilterNode(Node):
