@@ -9,7 +9,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs.spark.cluster import free_port
 from tests.browser import CHROMIUM_FLAGS, system_chromium
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -24,12 +24,6 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 300
 BANNER = re.compile(r"Airflow UI: (?P<url>http://\S+)\s+user:\s+admin\s+password:\s+(?P<password>\S+)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
