@@ -28,7 +28,8 @@ INT64_MAX = 2**63 - 1
 # msgspec: strict, and several times faster than the json module; one decoder for every line.
 _decode_json = msgspec.json.Decoder().decode
 decode_json = _decode_json
-_JSON_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
+# Invalid UTF-8 raises UnicodeDecodeError (a ValueError), nesting deeper than msgspec goes RecursionError.
+_JSON_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError)
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
@@ -70,23 +71,45 @@ def partition_for_key(key: str, num_partitions: int) -> int:
     return zlib.crc32(key.encode("utf-8")) % num_partitions
 
 
-@dataclass
 class PartitionRecords:
     """Valid records of one file for one partition, in file order (columnar).
 
     Values are either decoded (`values`) or, from the bulk JSON path, still JSON text (`values_json`, one
-    `msgspec.Raw` per record, already validated): the task decodes them, a whole chunk in one call.
+    `msgspec.Raw` per record, known to decode): the task decodes them, a whole chunk in one call. The bulk
+    path also numbers the keys (`key_codes` into the file's `key_table`), so that a chunk carries each
+    distinct key once; `keys` is then built only when asked for.
     """
 
-    keys: list[str] = field(default_factory=list)
-    values: list[Any] = field(default_factory=list)
-    timestamps: list[int] = field(default_factory=list)
-    offsets: list[int | None] = field(default_factory=list)
-    lines: list[int] = field(default_factory=list)
-    values_json: list[msgspec.Raw] | None = None
+    __slots__ = ("_keys", "values", "timestamps", "offsets", "lines", "values_json", "key_table", "key_codes")
+
+    def __init__(
+        self,
+        keys: list[str] | None = None,
+        values: list[Any] | None = None,
+        timestamps: list[int] | None = None,
+        offsets: list[int | None] | None = None,
+        lines: list[int] | None = None,
+        values_json: list[msgspec.Raw] | None = None,
+        key_table: list[str] | None = None,
+        key_codes: list[int] | None = None,
+    ):
+        self._keys = keys if keys is not None or key_codes is not None else []
+        self.values = [] if values is None else values
+        self.timestamps = [] if timestamps is None else timestamps
+        self.offsets = [] if offsets is None else offsets
+        self.lines = [] if lines is None else lines
+        self.values_json = values_json
+        self.key_table = key_table
+        self.key_codes = key_codes
+
+    @property
+    def keys(self) -> list[str]:
+        if self._keys is None:
+            self._keys = list(map(self.key_table.__getitem__, self.key_codes))
+        return self._keys
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.timestamps)
 
     def decoded_values(self) -> list[Any]:
         if self.values_json is None:
@@ -97,6 +120,25 @@ class PartitionRecords:
 def decode_json_values(raws) -> list[Any]:
     """Decode JSON texts that are each exactly one valid value, in one call (as one JSON array)."""
     return _decode_json(b"[" + b",".join(raws) + b"]")
+
+
+# Digits become "0" and exponent letters "e"; every other byte stays as it is (see `_surely_decodable`).
+_NUMBER_SHAPES = bytes.maketrans(b"0123456789E", b"0000000000e")
+_LONG_DIGIT_RUN = b"0" * 300
+
+
+def _surely_decodable(json_texts: bytes) -> bool:
+    """True when JSON text that msgspec has syntax-checked without decoding it (as `Raw`) is sure to
+    decode. Skipping checks escapes and surrogates but not two things: UTF-8 outside the escapes, and
+    numbers beyond float range, which need an exponent (a digit followed by e or E) or hundreds of digits.
+    False means "maybe not": decode to find out. A cheap scan instead of a decode that is thrown away."""
+    if not json_texts.isascii():
+        try:
+            json_texts.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    shapes = json_texts.translate(_NUMBER_SHAPES)
+    return b"0e" not in shapes and _LONG_DIGIT_RUN not in shapes
 
 
 @dataclass
@@ -136,9 +178,17 @@ def is_parquet(path: str) -> bool:
     return name.endswith(PARQUET_SUFFIXES)
 
 
-def read_landing_file(path: str, content: bytes, num_partitions: int) -> LandingFile:
-    """Parse one landing file (JSON lines, or Parquet by suffix; `.gz` is decompressed first)."""
+def read_landing_file(path: str, content: bytes | None, num_partitions: int) -> LandingFile:
+    """Parse one landing file (JSON lines, or Parquet by suffix; `.gz` is decompressed first). Without
+    `content`, the file is read from `path` here; a file that cannot be read is one quarantined record."""
     parsed = LandingFile(path=path)
+    if content is None:
+        try:
+            with open(path, "rb") as f:
+                content = f.read()
+        except OSError as exc:
+            parsed.quarantined.add(0, Reason.UNREADABLE_FILE, f"{type(exc).__name__}: {exc}")
+            return parsed
     if path.lower().endswith(".gz"):
         try:
             content = gzip.decompress(content)
@@ -236,21 +286,24 @@ def _read_clean_json_lines(content: bytes, num_partitions: int, parsed: LandingF
     if not lines:
         return False
     try:
-        # Fails on bad JSON or UTF-8, a non-object, a missing, extra or ill-typed field.
+        # Fails on bad JSON, a non-object, a missing, extra or ill-typed field, and on invalid UTF-8 in
+        # the key (values are only syntax-checked here).
         records = list(map(_decode_clean_line, lines))
-    except (*_JSON_ERRORS, ValueError):
+    except _JSON_ERRORS:
         return False
     keys = [r.key for r in records]
     timestamps = [r.timestamp for r in records]
+    values = [r.value for r in records]
+    del records, lines
     if min(timestamps) < 0 or max(timestamps) > INT64_MAX:
         return False
-    values = [r.value for r in records]
-    try:
-        # Raw values are only syntax-checked: make sure they decode (no 1e400, no lone surrogate) now,
-        # in one call, so that the task never meets a value it cannot decode.
-        decode_json_values(values)
-    except _JSON_ERRORS:
-        return False
+    # The task must never meet a value it cannot decode: make sure now, by a scan (of the whole file: keys
+    # and timestamps are decoded already, so they can only cause a needless decode) or else by decoding.
+    if not _surely_decodable(content):
+        try:
+            decode_json_values(values)
+        except _JSON_ERRORS:
+            return False
     _group_by_partition(parsed, keys, values, timestamps, num_partitions, json_values=True)
     return True
 
@@ -263,23 +316,37 @@ def _group_by_partition(
     num_partitions: int,
     json_values: bool = False,
 ) -> None:
-    """Valid records (no partition or offset fields) of a whole file into their partitions, by columns."""
-    partition_of = {key: partition_for_key(key, num_partitions) for key in set(keys)}
-    partitions = np.fromiter(map(partition_of.__getitem__, keys), dtype=np.int64, count=len(keys))
-    for partition in np.unique(partitions).tolist():
-        idx = np.flatnonzero(partitions == partition)
-        pick = _picker(idx.tolist())
+    """Valid records (no partition or offset fields) of a whole file into their partitions, by columns:
+    one stable sort by partition, then each column is picked in that order once and cut into slices."""
+    key_table = list(dict.fromkeys(keys))
+    code_of = {key: code for code, key in enumerate(key_table)}
+    codes = np.fromiter(map(code_of.__getitem__, keys), dtype=np.int32, count=len(keys))
+    partition_of_code = np.array([partition_for_key(k, num_partitions) for k in key_table], dtype=np.int32)
+    partitions = partition_of_code[codes]
+    order = np.argsort(partitions, kind="stable")
+    counts = np.bincount(partitions, minlength=num_partitions).tolist()
+    pick = _picker(order.tolist())
+    values, timestamps = pick(values), pick(timestamps)
+    codes = codes[order]
+    start = 0
+    for partition, count in enumerate(counts):
+        if not count:
+            continue
+        end = start + count
         parsed.by_partition[partition] = PartitionRecords(
-            keys=pick(keys),
-            values=[] if json_values else pick(values),
-            timestamps=pick(timestamps),
-            offsets=[None] * len(idx),
-            lines=(idx + 1).tolist(),
-            values_json=pick(values) if json_values else None,
+            values=None if json_values else values[start:end],
+            timestamps=timestamps[start:end],
+            offsets=[None] * count,
+            lines=(order[start:end] + 1).tolist(),
+            values_json=values[start:end] if json_values else None,
+            key_table=key_table,
+            key_codes=codes[start:end].tolist(),
         )
+        start = end
 
 
 def _picker(idx: list[int]):
+    """Picks the items at `idx` of a column, as a list (itemgetter: one C call per column)."""
     if len(idx) == 1:
         return lambda column: [column[idx[0]]]
     getter = operator.itemgetter(*idx)

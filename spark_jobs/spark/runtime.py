@@ -106,9 +106,12 @@ class RunConfig:
 # ---------------------------------------------------------------------------------------------- stages
 
 
+def _is_local(uri: str) -> bool:
+    return urlparse(uri).scheme in ("", "file")
+
+
 def _local_path(uri: str) -> str:
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme in ("", "file") else uri
+    return unquote(urlparse(uri).path) if _is_local(uri) else uri
 
 
 @contextlib.contextmanager
@@ -139,12 +142,14 @@ def _parse_files(
         sources = batch.column("source").to_pylist()
         paths = batch.column("path").to_pylist()
         mtimes_us = batch.column("modificationTime").cast(pa.int64()).to_pylist()
-        contents = batch.column("content").to_pylist()
+        contents = batch.column("content").to_pylist()  # None: a local file, read here
         chunks: list[InputChunk] = []
         for source, uri, mtime_us, content in zip(sources, paths, mtimes_us, contents, strict=True):
             path = _local_path(uri)
             mtime_ms = mtime_us // 1000
             if source == SOURCE_CONTROL:
+                if content is None:
+                    content = Path(path).read_bytes()
                 chunks += wall_clock_chunks(wall_clock.parse_marker_file(content), path, mtime_ms)
             else:
                 chunks += data_chunks(read_landing_file(path, content, num_partitions), mtime_ms)
@@ -302,7 +307,13 @@ class TopologyRuntime:
             # Markers are ours and, once their batch is committed, never read again: a continuous run
             # writes one per tick, so delete them rather than list an ever longer directory.
             reader = reader.option("cleanSource", "delete")
-        return reader.load(str(directory)).withColumn("source", F.lit(name))
+        files = reader.load(str(directory)).withColumn("source", F.lit(name))
+        if _is_local(str(directory)):
+            # Python reads local files itself: without `content` in the plan, Spark lists the files but
+            # does not read them, which saves the JVM a copy of every byte and its handing-over to Python.
+            # (On a cluster, a local path must exist on every worker for Spark too.)
+            files = files.withColumn("content", F.lit(None).cast("binary"))
+        return files
 
     def build_query(self):
         Path(self.config.input_dir).mkdir(parents=True, exist_ok=True)

@@ -74,7 +74,8 @@ class InputChunk:
 
 
 # A data chunk's payload starts with its encoding: JSON values still as JSON text (the bulk path) travel
-# in msgpack with the values as one JSON array; decoded values (Parquet, line by line) in pickle.
+# in msgpack (key table, key codes, timestamps, values as one JSON array); decoded values (Parquet, line
+# by line) in pickle.
 _JSON_VALUES = b"J"
 _PYTHON_VALUES = b"P"
 
@@ -85,8 +86,10 @@ def _dump(obj: Any) -> bytes:
 
 def _data_payload(recs: PartitionRecords, start: int, end: int) -> bytes:
     if recs.values_json is not None:
+        # Keys as codes into the file's key table: a key is sent once per chunk, and the task gets one
+        # string object per distinct key (hashed once, however many records carry it).
         values_json = b"[" + b",".join(recs.values_json[start:end]) + b"]"
-        columns = (recs.keys[start:end], recs.timestamps[start:end], values_json)
+        columns = (recs.key_table, recs.key_codes[start:end], recs.timestamps[start:end], values_json)
         return _JSON_VALUES + msgspec.msgpack.encode(columns)
     columns = (
         recs.keys[start:end],
@@ -101,7 +104,8 @@ def _load_data_payload(payload: bytes) -> tuple[list, list, list, list]:
     """(keys, values, timestamps, offsets) of a data chunk."""
     body = memoryview(payload)[1:]
     if payload[:1] == _JSON_VALUES:
-        keys, timestamps, values_json = msgspec.msgpack.decode(body)
+        key_table, key_codes, timestamps, values_json = msgspec.msgpack.decode(body)
+        keys = list(map(key_table.__getitem__, key_codes))
         return keys, decode_json(values_json), timestamps, [None] * len(keys)
     return pickle.loads(body)
 

@@ -7,9 +7,12 @@ import io
 import json
 import zlib
 
+import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_jobs.spark.landing import Reason, partition_for_key, read_landing_file
 
@@ -167,3 +170,99 @@ def test_clean_parquet_takes_the_column_path_with_the_same_result():
 def test_lone_surrogate_is_unparseable():
     parsed = read_landing_file("f.jsonl", b'{"key": "a", "value": "\\ud800", "timestamp": 1}\n', 2)
     assert parsed.quarantined.reasons == [Reason.UNPARSEABLE]
+
+
+GOOD = [
+    b'{"key": "a", "value": {"t": 1.5}, "timestamp": 10}',
+    b'{"key": "b", "value": [1, 2], "timestamp": 11}',
+]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b'"\xff"', Reason.INVALID_UTF8),  # only the key is decoded in bulk: values are checked apart
+        (b'"\xed\xa0\x80"', Reason.INVALID_UTF8),  # a surrogate encoded in UTF-8
+        (b"[" * 5000 + b"]" * 5000, Reason.UNPARSEABLE),  # deeper than the decoder goes
+        (b"-1E400", Reason.UNPARSEABLE),
+        (b"1" + b"0" * 400 + b".5", Reason.UNPARSEABLE),  # beyond float range without an exponent
+    ],
+)
+def test_a_bad_value_in_an_otherwise_clean_file_costs_one_line(value, reason):
+    bad = b'{"key": "c", "value": ' + value + b', "timestamp": 12}'
+    parsed = read_landing_file("f.jsonl", b"\n".join([GOOD[0], bad, GOOD[1]]) + b"\n", 2)
+    assert parsed.quarantined.reasons == [reason]
+    assert parsed.quarantined.lines == [2]
+    assert sorted(k for r in parsed.by_partition.values() for k in r.keys) == ["a", "b"]
+
+
+def test_values_that_are_surely_decodable_stay_json_text_and_decode_later():
+    lines = [
+        b'{"key": "a", "value": {"t": 1.5e3, "u": "\\u00e9t\\u00e9", "w": "caf\xc3\xa9"}, "timestamp": 10}',
+        b'{"key": "a", "value": 123456789012345678901234567890, "timestamp": 11}',
+    ]
+    (records,) = read_landing_file("f.jsonl", b"\n".join(lines), 1).by_partition.values()
+    assert records.values_json is not None
+    assert records.decoded_values() == [
+        {"t": 1500.0, "u": "été", "w": "café"},
+        123456789012345678901234567890,
+    ]
+
+
+def test_without_content_the_file_is_read_from_its_path(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"\n".join(GOOD))
+    parsed = read_landing_file(str(path), None, 2)
+    assert sorted(k for r in parsed.by_partition.values() for k in r.keys) == ["a", "b"]
+    missing = read_landing_file(str(tmp_path / "gone.jsonl"), None, 2)
+    assert missing.quarantined.reasons == [Reason.UNREADABLE_FILE]
+    assert "FileNotFoundError" in missing.quarantined.raws[0]
+
+
+# Value texts as a producer might write them: numbers of every shape and size, escapes and raw UTF-8,
+# nesting, and a few that are not JSON at all.
+_NUMBERS = st.one_of(
+    st.integers(min_value=-(10**400), max_value=10**400).map(lambda i: str(i).encode()),
+    st.tuples(
+        st.integers(min_value=-(10**20), max_value=10**20),
+        st.integers(min_value=0, max_value=999),
+        st.sampled_from([b"e", b"E", b"e+", b"e-", b"E-"]),
+        st.integers(min_value=0, max_value=450),
+    ).map(lambda t: b"%d.%d%s%d" % (t[0], t[1], t[2], t[3])),
+    st.integers(min_value=280, max_value=330).map(lambda n: b"9" * n + b".5"),
+)
+_STRINGS = st.one_of(
+    st.text(max_size=8).map(lambda s: json.dumps(s, ensure_ascii=False).encode("utf-8", "surrogatepass")),
+    st.text(max_size=8).map(lambda s: json.dumps(s).encode()),
+    st.binary(max_size=4).map(lambda b: b'"' + b.replace(b"\\", b"").replace(b'"', b"") + b'"'),
+)
+_VALUES = st.recursive(
+    st.one_of(_NUMBERS, _STRINGS, st.sampled_from([b"null", b"true", b"NaN", b"1e", b"01"])),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda xs: b"[" + b", ".join(xs) + b"]"),
+        st.lists(inner, max_size=3).map(
+            lambda xs: b"{" + b", ".join(b'"f%d": %s' % (i, x) for i, x in enumerate(xs)) + b"}"
+        ),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_VALUES, min_size=1, max_size=6))
+def test_every_line_is_accepted_exactly_when_it_decodes_strictly(values):
+    """The oracle is a strict decode of each whole line: the bulk path (scan, or decode when unsure)
+    must accept the same lines, with the same values, and quarantine the others, never raise."""
+    lines = [b'{"key": "k%d", "value": %s, "timestamp": %d}' % (i, v, i) for i, v in enumerate(values)]
+    expected_good, expected_bad = {}, []
+    for number, line in enumerate(lines, start=1):
+        try:
+            expected_good[f"k{number - 1}"] = msgspec.json.decode(line)["value"]
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):
+            expected_bad.append(number)
+    parsed = read_landing_file("f.jsonl", b"\n".join(lines) + b"\n", 3)
+    assert parsed.quarantined.lines == expected_bad
+    got = {}
+    for records in parsed.by_partition.values():
+        got.update(zip(records.keys, records.decoded_values(), strict=True))
+    assert got == expected_good
