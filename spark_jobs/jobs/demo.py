@@ -41,9 +41,7 @@ def show_outputs(output: Path) -> None:
         f"   records read {records['read']:,} = processed {records['processed']:,} "
         f"(of which dropped as late {records['dropped_late']:,}) + quarantined {records['quarantined']:,}"
     )
-    print(
-        f"   {len(report['batches'])} micro-batches; run summary: {output / '_runs' / 'latest.json'}"
-    )
+    print(f"   {len(report['batches'])} micro-batches; run summary: {output / '_runs' / 'latest.json'}")
     print("   rows per topic:")
     for topic in [*sensor_alerts.OUTPUT_TOPICS, QUARANTINE_TOPIC]:
         print(f"     {topic:<22} {len(read_topic(output, topic)):>7,}   {output / topic}")

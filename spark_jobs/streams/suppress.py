@@ -264,7 +264,14 @@ class SuppressNode(Node):
                 for by_capacity in (False, True):
                     if by_capacity and self.shut_down and (count > max_records or num_bytes > max_bytes):
                         self._save(
-                            observed, count, num_bytes, seq, samples + i + 1, size_sum, count_sum, size_max,
+                            observed,
+                            count,
+                            num_bytes,
+                            seq,
+                            samples + i + 1,
+                            size_sum,
+                            count_sum,
+                            size_max,
                             count_max,
                         )
                         raise BufferFullError(

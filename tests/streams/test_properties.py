@@ -230,7 +230,9 @@ def _metrics_after(topology, data, cut_points=(), per_record=False) -> dict:
             for key, value, ts in chunk:
                 task.process("readings", key, value, ts)
         else:
-            task.process_batch("readings", [r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk])
+            task.process_batch(
+                "readings", [r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk]
+            )
     return task.metrics()
 
 
