@@ -100,13 +100,15 @@ def _data_payload(recs: PartitionRecords, start: int, end: int) -> bytes:
     return _PYTHON_VALUES + _dump(columns)
 
 
-def _load_data_payload(payload: bytes) -> tuple[list, list, list, list]:
-    """(keys, values, timestamps, offsets) of a data chunk."""
+def _load_data_payload(payload: bytes, same_keys: dict) -> tuple[list, list, list, list | None]:
+    """(keys, values, timestamps, offsets) of a data chunk; offsets None: the chunk has none. Equal keys
+    of the bulk path become one string object (`same_keys`: every key seen so far, by itself)."""
     body = memoryview(payload)[1:]
     if payload[:1] == _JSON_VALUES:
         key_table, key_codes, timestamps, values_json = msgspec.msgpack.decode(body)
+        key_table = list(map(same_keys.setdefault, key_table, key_table))
         keys = list(map(key_table.__getitem__, key_codes))
-        return keys, decode_json(values_json), timestamps, [None] * len(keys)
+        return keys, decode_json(values_json), timestamps, None  # the bulk path takes no offsets
     return pickle.loads(body)
 
 
@@ -192,15 +194,20 @@ def ordered_input(chunks: list[InputChunk]) -> OrderedInput:
     keys: list[str] = []
     values: list[Any] = []
     timestamps: list[int] = []
-    offsets: list[int | None] = []
+    offset_runs: list[tuple[int, list]] = []  # (index of the chunk's first record, its offsets)
     wall_clocks: list[int] = []
+    same_keys: dict[str, str] = {}
     for chunk in _arrival_order([c for c in chunks if c.kind == KIND_DATA]):
-        k, v, t, o = _load_data_payload(chunk.payload)
+        k, v, t, o = _load_data_payload(chunk.payload, same_keys)
+        if o is not None and any(x is not None for x in o):
+            offset_runs.append((len(keys), o))
         keys += k
         values += v
         timestamps += t
-        offsets += o
-    if any(o is not None for o in offsets):
+    if offset_runs:
+        offsets: list[int | None] = [None] * len(keys)
+        for start, run in offset_runs:
+            offsets[start : start + len(run)] = run
         order = sorted(range(len(keys)), key=lambda i: -1 if offsets[i] is None else offsets[i])
         keys = [keys[i] for i in order]
         values = [values[i] for i in order]

@@ -23,7 +23,8 @@ _pack_double = struct.Struct(">d").pack
 def key_bytes(key: Any) -> bytes:
     """The serialized key; windowed keys append the window start."""
     if type(key) is Windowed:
-        return key_bytes(key[0]) + _int_bytes(key[1][0])
+        inner = key[0]  # a string mostly: encoded here, which saves two calls per buffered window
+        return (inner.encode() if type(inner) is str else key_bytes(inner)) + _int_bytes(key[1][0])
     return _to_bytes(key)
 
 

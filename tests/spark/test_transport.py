@@ -1,0 +1,59 @@
+"""Chunks between the stages: what a task gets back is the file's records, in the documented order."""
+
+from __future__ import annotations
+
+import json
+
+from spark_jobs.spark.landing import read_landing_file
+from spark_jobs.spark.transport import (
+    CHUNK_RECORDS,
+    KIND_DATA,
+    data_chunks,
+    ordered_input,
+    wall_clock_chunks,
+)
+
+
+def _file(records: list[dict]) -> bytes:
+    return ("\n".join(json.dumps(r) for r in records) + "\n").encode()
+
+
+def _partition(chunks, partition):
+    return [c for c in chunks if c.partition == partition]
+
+
+def test_a_clean_file_comes_back_in_file_order_across_chunks():
+    n = CHUNK_RECORDS * 2 + 7  # three chunks for the one partition
+    records = [{"key": f"k{i % 3}", "value": {"i": i}, "timestamp": 10**6 - i} for i in range(n)]
+    chunks = data_chunks(read_landing_file("/in/a.jsonl", _file(records), 1), file_mtime=1)
+    assert [c.records for c in chunks] == [CHUNK_RECORDS, CHUNK_RECORDS, 7]
+    got = ordered_input(list(reversed(chunks)))  # the shuffle may deliver them in any order
+    assert got.keys == [r["key"] for r in records]
+    assert got.values == [r["value"] for r in records]
+    assert got.timestamps == [r["timestamp"] for r in records]
+    assert len({id(k) for k in got.keys}) == 3  # one string object per distinct key
+
+
+def test_files_go_by_modification_time_then_path_and_wall_clocks_come_last():
+    a = data_chunks(read_landing_file("/in/b.jsonl", _file([{"key": "x", "timestamp": 1}]), 1), 20)
+    b = data_chunks(read_landing_file("/in/a.jsonl", _file([{"key": "y", "timestamp": 2}]), 1), 20)
+    c = data_chunks(read_landing_file("/in/z.jsonl", _file([{"key": "z", "timestamp": 3}]), 1), 10)
+    markers = wall_clock_chunks({0: [99]}, "/ckpt/control/m", 5)
+    got = ordered_input(markers + a + b + c)
+    assert got.keys == ["z", "y", "x"]
+    assert got.wall_clocks == [99]
+
+
+def test_explicit_offsets_order_a_partition_and_records_without_one_go_first():
+    first = [
+        {"key": "a", "timestamp": 1, "partition": 0, "offset": 7},
+        {"key": "b", "timestamp": 2, "partition": 0, "offset": 3},
+    ]
+    second = [{"key": "c", "timestamp": 3}, {"key": "d", "timestamp": 4, "partition": 0, "offset": 5}]
+    chunks = data_chunks(read_landing_file("/in/1.jsonl", _file(first), 1), 1) + data_chunks(
+        read_landing_file("/in/2.jsonl", _file(second), 1), 2
+    )
+    assert {c.kind for c in chunks} == {KIND_DATA}
+    got = ordered_input(_partition(chunks, 0))
+    assert got.keys == ["c", "b", "d", "a"]
+    assert got.timestamps == [3, 2, 4, 1]
