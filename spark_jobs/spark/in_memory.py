@@ -51,7 +51,8 @@ class InMemoryRuntime:
         chunks: list[InputChunk] = []
         for path, mtime in files:
             content = Path(path).read_bytes()
-            chunks += data_chunks(read_landing_file(path, content, self.spec.num_partitions), mtime)
+            parsed = read_landing_file(path, content, self.spec.num_partitions)
+            chunks += data_chunks(parsed, mtime, self.spec.reads_input_values)
         if wall_clock_ms is not None:
             markers = {p: [wall_clock_ms] for p in range(self.spec.num_partitions)}
             chunks += wall_clock_chunks(markers, "<wall-clock>", 0)

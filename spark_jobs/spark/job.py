@@ -77,6 +77,11 @@ class JobSpec:
     def options_key(self) -> str:
         return json.dumps(self.options, sort_keys=True, default=str)
 
+    @property
+    def reads_input_values(self) -> bool:
+        """False when the topology never looks at input values: they are then not shipped to tasks."""
+        return self.topology().reads_values(self.input_topic)
+
     def topology(self):
         """The job's Topology, built once per process (executors call this for every micro-batch)."""
         cache_key = (self.module, self.options_key())

@@ -128,15 +128,15 @@ def _without_cyclic_gc():
 
 
 def parse_files(
-    batches: Iterator[pa.RecordBatch], num_partitions: int, task_groups: dict[int, int]
+    batches: Iterator[pa.RecordBatch], num_partitions: int, task_groups: dict[int, int], with_values: bool
 ) -> Iterator[pa.RecordBatch]:
-    """Stage 2 (executors): whole files in, input chunks out."""
+    """Stage 2 (executors): whole files in, input chunks out (values only if the topology reads them)."""
     with _without_cyclic_gc():
-        yield from _parse_files(batches, num_partitions, task_groups)
+        yield from _parse_files(batches, num_partitions, task_groups, with_values)
 
 
 def _parse_files(
-    batches: Iterator[pa.RecordBatch], num_partitions: int, task_groups: dict[int, int]
+    batches: Iterator[pa.RecordBatch], num_partitions: int, task_groups: dict[int, int], with_values: bool
 ) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         sources = batch.column("source").to_pylist()
@@ -152,7 +152,8 @@ def _parse_files(
                     content = Path(path).read_bytes()
                 chunks += wall_clock_chunks(wall_clock.parse_marker_file(content), path, mtime_ms)
             else:
-                chunks += data_chunks(read_landing_file(path, content, num_partitions), mtime_ms)
+                parsed = read_landing_file(path, content, num_partitions)
+                chunks += data_chunks(parsed, mtime_ms, with_values)
         if chunks:
             yield chunks_to_arrow(chunks, task_groups)
 
@@ -322,7 +323,12 @@ class TopologyRuntime:
             Path(self.config.input_dir), SOURCE_LANDING, self.config.max_files_per_trigger
         ).unionByName(self._source(self._control, SOURCE_CONTROL, None))
         chunks = files.select("source", "path", "modificationTime", "content").mapInArrow(
-            partial(parse_files, num_partitions=self.spec.num_partitions, task_groups=self._task_groups),
+            partial(
+                parse_files,
+                num_partitions=self.spec.num_partitions,
+                task_groups=self._task_groups,
+                with_values=self.spec.reads_input_values,
+            ),
             INPUT_CHUNK_DDL,
         )
         return (

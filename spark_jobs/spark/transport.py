@@ -3,7 +3,9 @@
 Stage 1 (before the shuffle, one whole file per call) turns a landing file into *input chunks*: for each
 partition of the file, its valid records in file order, encoded as one binary cell (msgpack with the
 values as one JSON array, or pickle when values are already decoded), plus one chunk of quarantined
-records for the pseudo-partition -1; a wall-clock marker file becomes one chunk per partition. The
+records for the pseudo-partition -1; a wall-clock marker file becomes one chunk per partition. Values
+travel only when the topology reads them (`Topology.reads_values`): a windowed count gets keys and
+timestamps alone, as Spark prunes a column no expression uses (records are validated all the same). The
 shuffle groups chunks by partition; stage 2 (the stateful task) orders them and runs the engine; its
 output is one *output chunk* per (partition, topic): an Arrow IPC table, plus one metrics chunk. Chunks
 keep Spark's per-row overhead out of the per-record path.
@@ -84,16 +86,16 @@ def _dump(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _data_payload(recs: PartitionRecords, start: int, end: int) -> bytes:
+def _data_payload(recs: PartitionRecords, start: int, end: int, with_values: bool) -> bytes:
     if recs.values_json is not None:
         # Keys as codes into the file's key table: a key is sent once per chunk, and the task gets one
         # string object per distinct key (hashed once, however many records carry it).
-        values_json = b"[" + b",".join(recs.values_json[start:end]) + b"]"
+        values_json = b"[" + b",".join(recs.values_json[start:end]) + b"]" if with_values else None
         columns = (recs.key_table, recs.key_codes[start:end], recs.timestamps[start:end], values_json)
         return _JSON_VALUES + msgspec.msgpack.encode(columns)
     columns = (
         recs.keys[start:end],
-        recs.values[start:end],
+        recs.values[start:end] if with_values else None,
         recs.timestamps[start:end],
         recs.offsets[start:end],
     )
@@ -108,12 +110,15 @@ def _load_data_payload(payload: bytes, same_keys: dict) -> tuple[list, list, lis
         key_table, key_codes, timestamps, values_json = msgspec.msgpack.decode(body)
         key_table = list(map(same_keys.setdefault, key_table, key_table))
         keys = list(map(key_table.__getitem__, key_codes))
-        return keys, decode_json(values_json), timestamps, None  # the bulk path takes no offsets
-    return pickle.loads(body)
+        values = [None] * len(keys) if values_json is None else decode_json(values_json)
+        return keys, values, timestamps, None  # the bulk path takes no offsets
+    keys, values, timestamps, offsets = pickle.loads(body)
+    return keys, [None] * len(keys) if values is None else values, timestamps, offsets
 
 
-def data_chunks(parsed: LandingFile, file_mtime: int) -> list[InputChunk]:
-    """The chunks of one parsed landing file: valid records per partition, then its quarantine."""
+def data_chunks(parsed: LandingFile, file_mtime: int, with_values: bool = True) -> list[InputChunk]:
+    """The chunks of one parsed landing file: valid records per partition, then its quarantine. Without
+    values (`with_values=False`, for a topology that never reads them) the task gets None for each."""
     chunks = []
     for partition, recs in sorted(parsed.by_partition.items()):
         for start in range(0, len(recs), CHUNK_RECORDS):
@@ -126,7 +131,7 @@ def data_chunks(parsed: LandingFile, file_mtime: int) -> list[InputChunk]:
                     parsed.path,
                     recs.lines[start],
                     end - start,
-                    _data_payload(recs, start, end),
+                    _data_payload(recs, start, end, with_values),
                 )
             )
     q = parsed.quarantined

@@ -20,6 +20,8 @@ class NodeSpec:
     topics: tuple[str, ...] = ()
     sink_topic: str | None = None
     children: list[str] = field(default_factory=list)
+    # False for nodes whose output does not depend on the values they receive (a windowed count).
+    reads_values: bool = True
 
 
 class Topology:
@@ -72,11 +74,15 @@ class Topology:
     # -- used by the DSL --------------------------------------------------------------------------------
 
     def _add_node(
-        self, name: str, factory: Callable[[], Node], parent_names: tuple[str, ...] | list[str]
+        self,
+        name: str,
+        factory: Callable[[], Node],
+        parent_names: tuple[str, ...] | list[str],
+        reads_values: bool = True,
     ) -> Topology:
         self._check_new_name(name)
         self._check_parents(name, parent_names)
-        self._add(NodeSpec(name, "processor", tuple(parent_names), factory))
+        self._add(NodeSpec(name, "processor", tuple(parent_names), factory, reads_values=reads_values))
         return self
 
     def _check_new_name(self, name: str) -> None:
@@ -116,6 +122,15 @@ class Topology:
 
     def source_for_topic(self, topic: str) -> str | None:
         return self._source_by_topic.get(topic)
+
+    def reads_values(self, topic: str) -> bool:
+        """Whether any node looks at the values of the records read from `topic`. False when everything
+        the topic's source feeds only counts records (windowed counts): a runtime may then leave those
+        values undecoded and pass None, as Spark prunes a column that no expression uses."""
+        source = self._source_by_topic.get(topic)
+        if source is None:
+            raise ValueError(f"topic {topic!r} is not an input of this topology")
+        return any(self._specs[child].reads_values for child in self._specs[source].children)
 
     def validate(self) -> None:
         """Whole-graph checks that cannot run per call: something to read, every node reachable."""

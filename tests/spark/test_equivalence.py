@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from spark_jobs.jobs import generate_events, sensor_alerts
+from spark_jobs.jobs import generate_events, sensor_alerts, window_finals
 from spark_jobs.spark.in_memory import run_directory
 from spark_jobs.spark.job import JobSpec
 from tests.spark.support import (
@@ -80,6 +80,29 @@ def test_one_file_per_micro_batch_equals_stream_tasks_and_driver(spark, landing,
     expected = driver_rows(SENSOR_ALERTS, {}, PARTITIONS, phases)
     for topic in TOPICS:
         assert committed_by_partition(tmp_path / "out", topic) == expected.get(topic, {}), topic
+
+
+@pytest.mark.spark
+def test_a_topology_that_never_reads_values_is_shipped_none_with_the_same_output(spark, landing, tmp_path):
+    """window_finals (windowed count + suppress) gets keys and timestamps alone on Spark; its output still
+    equals that of tasks fed every record's real value."""
+    directory, wall_clock = landing
+    assert not JobSpec(window_finals.JOB_MODULE, {}, PARTITIONS).reads_input_values
+    run_in_process(
+        spark,
+        directory,
+        tmp_path / "out",
+        tmp_path / "ckpt",
+        module=window_finals.JOB_MODULE,
+        partitions=PARTITIONS,
+        max_files_per_trigger=3,
+        wall_clock_ms=wall_clock,
+    )
+    expected = reference_rows(
+        window_finals.JOB_MODULE, {}, PARTITIONS, [(ordered_files(directory), wall_clock)]
+    )
+    assert len(expected[window_finals.WINDOW_FINALS]) > 100
+    assert all_committed(tmp_path / "out", list(window_finals.OUTPUT_TOPICS)) == expected
 
 
 @pytest.mark.spark

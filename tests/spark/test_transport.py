@@ -57,3 +57,27 @@ def test_explicit_offsets_order_a_partition_and_records_without_one_go_first():
     got = ordered_input(_partition(chunks, 0))
     assert got.keys == ["c", "b", "d", "a"]
     assert got.timestamps == [3, 2, 4, 1]
+
+
+def _parquet(records: list[dict]) -> bytes:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(records), sink)
+    return sink.getvalue()
+
+
+def test_without_values_a_task_gets_none_for_each_and_everything_else_unchanged():
+    records = [{"key": f"k{i % 4}", "value": {"i": i}, "timestamp": 100 + i} for i in range(50)]
+    for name, content in (("/in/a.jsonl", _file(records)), ("/in/a.parquet", _parquet(records))):
+        parsed = read_landing_file(name, content, 1)
+        full = ordered_input(data_chunks(parsed, 1))
+        bare = ordered_input(data_chunks(parsed, 1, with_values=False))
+        assert full.values == [r["value"] for r in records], name
+        assert bare.values == [None] * len(records), name
+        assert (bare.keys, bare.timestamps) == (full.keys, full.timestamps), name
+        bare_bytes = sum(len(c.payload) for c in data_chunks(parsed, 1, with_values=False))
+        assert bare_bytes < sum(len(c.payload) for c in data_chunks(parsed, 1)) / 2, name

@@ -35,9 +35,10 @@ class StreamsBuilder:
         factory: Callable[[str], Node],
         parents: Sequence[str],
         explicit_name: bool = False,
+        reads_values: bool = True,
     ) -> str:
         name = prefix_or_name if explicit_name else self.new_name(prefix_or_name)
-        self.topology._add_node(name, lambda: factory(name), tuple(parents))
+        self.topology._add_node(name, lambda: factory(name), tuple(parents), reads_values)
         return name
 
     def stream(self, topic: str | Sequence[str]) -> KStream:

@@ -104,7 +104,11 @@ class WindowedKStream:
             def factory(name: str) -> Any:
                 return SlidingWindowAggregateNode(name, windows, aggregation)
 
-        name = self.builder.add_node("KSTREAM-AGGREGATE", factory, [self.node_name])
+        # A count of time windows never looks at values (session and sliding windows: not verified).
+        counts_only = isinstance(windows, TimeWindows) and aggregation.kind == "count"
+        name = self.builder.add_node(
+            "KSTREAM-AGGREGATE", factory, [self.node_name], reads_values=not counts_only
+        )
         return KTable(self.builder, name, windows=windows, options=options)
 
 
