@@ -16,8 +16,13 @@ from .topology import Topology
 
 
 class TopologyTestDriver:
-    def __init__(self, topology: Topology, initial_wall_clock_ms: Duration = 0) -> None:
-        self.task = StreamTask(topology, 0, initial_wall_clock_ms)
+    """`partition`: the input partition the driver plays (what `ProcessorContext.partition` reports), so
+    that one driver per partition reproduces a partitioned job exactly; Kafka's driver always plays 0."""
+
+    def __init__(self, topology: Topology, initial_wall_clock_ms: Duration = 0, partition: int = 0) -> None:
+        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+            raise ValueError(f"partition must be a non-negative integer, got {partition!r}")
+        self.task = StreamTask(topology, partition, initial_wall_clock_ms)
         self._outputs: dict[str, deque[Record]] = defaultdict(deque)
 
     def create_input_topic(self, topic: str) -> TestInputTopic:

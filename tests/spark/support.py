@@ -84,16 +84,13 @@ def reference_rows(module: str, options: dict, partitions: int, phases) -> dict[
 
 
 def driver_rows(module: str, options: dict, partitions: int, phases) -> dict[str, list[tuple]]:
-    """Per topic and partition, (key, value, timestamp, window_start, window_end) from a TopologyTestDriver.
-
-    The driver always runs partition 0; the per-task summaries of sensor_alerts name their partition, so
-    those two fields are set to the partition the records belong to (see the report: the driver has no
-    `partition` argument)."""
+    """Per topic and partition, (key, value, timestamp, window_start, window_end) from one TopologyTestDriver
+    per partition, playing that partition (the per-task summaries of sensor_alerts name it)."""
     mod = importlib.import_module(module)
     by_partition = [(partition_records(files, partitions), wc) for files, wc in phases]
     result: dict[str, dict[int, list[tuple]]] = {}
     for p in range(partitions):
-        driver = TopologyTestDriver(mod.build_topology(**options), initial_wall_clock_ms=0)
+        driver = TopologyTestDriver(mod.build_topology(**options), initial_wall_clock_ms=0, partition=p)
         topic_in = driver.create_input_topic(mod.INPUT_TOPIC)
         for recs, wall_clock in by_partition:
             for key, value, ts in recs[p]:
@@ -106,10 +103,7 @@ def driver_rows(module: str, options: dict, partitions: int, phases) -> dict[str
                 key, start, end = r.key, None, None
                 if hasattr(key, "window"):
                     key, start, end = key.key, key.window.start, key.window.end
-                value = r.value
-                if topic == "summaries":
-                    key, value = f"partition-{p}", {**value, "partition": p}
-                rows.append((key, value, r.timestamp, start, end))
+                rows.append((key, r.value, r.timestamp, start, end))
             if rows:
                 result.setdefault(topic, {})[p] = rows
     return result

@@ -205,3 +205,26 @@ def test_stream_stream_join_needs_windows() -> None:
     builder = StreamsBuilder()
     with pytest.raises(ValueError, match="JoinWindows"):
         builder.stream("a").join(builder.stream("b"), lambda left, right: (left, right))
+
+
+@pytest.mark.parametrize("partition", [0, 5])
+def test_the_driver_plays_the_partition_it_is_given(partition) -> None:
+    class Tag(Processor):
+        def init(self, context):
+            self.context = context
+
+        def process(self, record):
+            self.context.forward(record.with_value(self.context.partition()))
+
+    topology = (
+        Topology().add_source("in", "input").add_processor("tag", Tag, "in").add_sink("out", "output", "tag")
+    )
+    driver = TopologyTestDriver(topology, partition=partition)
+    driver.create_input_topic("input").pipe_input("k", "v", 1)
+    assert [r.value for r in driver.create_output_topic("output").read_records_to_list()] == [partition]
+
+
+@pytest.mark.parametrize("partition", [-1, True, 1.0])
+def test_the_driver_rejects_a_partition_that_is_not_a_non_negative_integer(partition) -> None:
+    with pytest.raises(ValueError, match="partition"):
+        TopologyTestDriver(Topology().add_source("in", "input"), partition=partition)
