@@ -268,6 +268,13 @@ class TopologyRuntime:
         path = self._checkpoint / JOB_FILE
         if path.exists():
             stored = json.loads(path.read_text())
+            missing = {"checkpoint_id", "task_groups"} - set(stored)
+            if missing:
+                raise IdentityMismatch(
+                    f"checkpoint {self._checkpoint} was written by an older version of this runtime (its "
+                    f"{JOB_FILE} has no {', '.join(sorted(missing))}) and cannot be resumed: start a new "
+                    "checkpoint, with a new output folder"
+                )
             checkpoint_id = stored.pop("checkpoint_id")
             groups = {int(p): g for p, g in stored.pop("task_groups").items()}
             if stored != identity:

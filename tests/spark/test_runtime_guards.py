@@ -3,6 +3,8 @@ partitions spread evenly over Spark's tasks."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from spark_jobs.spark.job import JobSpec
@@ -22,6 +24,16 @@ def test_partition_count_cannot_change_under_a_checkpoint(spark, tmp_path):
     _runtime(spark, tmp_path)._check_identity()
     with pytest.raises(IdentityMismatch, match="partitions"):
         _runtime(spark, tmp_path, partitions=4)._check_identity()
+
+
+@pytest.mark.spark
+def test_a_checkpoint_of_an_older_runtime_is_refused_with_what_to_do(spark, tmp_path):
+    """Before task groups, the state was grouped by partition: resuming it would mix up task states."""
+    (tmp_path / "ckpt").mkdir()
+    older = {"checkpoint_id": "0f", "module": JOB, "partitions": 3}
+    (tmp_path / "ckpt" / "job.json").write_text(json.dumps(older))
+    with pytest.raises(IdentityMismatch, match="older version.*task_groups.*new checkpoint"):
+        _runtime(spark, tmp_path)._check_identity()
 
 
 @pytest.mark.spark
