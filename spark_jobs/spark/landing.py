@@ -93,7 +93,7 @@ class PartitionRecords:
         key_table: list[str] | None = None,
         key_codes: list[int] | None = None,
     ):
-        self._keys = keys if keys is not None or key_codes is not None else []
+        self._keys = [] if keys is None and key_codes is None else keys  # None: built from the codes
         self.values = [] if values is None else values
         self.timestamps = [] if timestamps is None else timestamps
         self.offsets = [] if offsets is None else offsets

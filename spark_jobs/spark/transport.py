@@ -204,7 +204,7 @@ def ordered_input(chunks: list[InputChunk]) -> OrderedInput:
     same_keys: dict[str, str] = {}
     for chunk in _arrival_order([c for c in chunks if c.kind == KIND_DATA]):
         k, v, t, o = _load_data_payload(chunk.payload, same_keys)
-        if o is not None and any(x is not None for x in o):
+        if o is not None and o.count(None) < len(o):
             offset_runs.append((len(keys), o))
         keys += k
         values += v

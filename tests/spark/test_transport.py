@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from spark_jobs.spark.landing import read_landing_file
 from spark_jobs.spark.transport import (
@@ -60,11 +64,6 @@ def test_explicit_offsets_order_a_partition_and_records_without_one_go_first():
 
 
 def _parquet(records: list[dict]) -> bytes:
-    import io
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     sink = io.BytesIO()
     pq.write_table(pa.Table.from_pylist(records), sink)
     return sink.getvalue()
