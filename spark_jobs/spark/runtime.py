@@ -4,9 +4,10 @@ The query, stage by stage:
 
 1. Two file sources in `binaryFile` format, unioned: the landing directory (whole files, admitted by
    Spark in modification-time order, optionally `maxFilesPerTrigger` at a time) and the wall-clock
-   control directory under the checkpoint (see `wall_clock`).
-2. `mapInArrow`: each file is parsed, validated and partitioned (`landing`), and cut into chunks of
-   records per partition (`transport`); bad records go to the pseudo-partition -1.
+   control directory under the checkpoint (see `wall_clock`). For local directories Spark only lists
+   the files: their content is not in the plan.
+2. `mapInArrow`: each file is read (if local), parsed, validated and partitioned (`landing`), and cut
+   into chunks of records per partition (`transport`); bad records go to the pseudo-partition -1.
 3. `groupBy(task group).applyInPandasWithState`: one group per partition = one task (a task group is
    an integer chosen per partition so that Spark spreads the partitions evenly over its tasks). The
    task state is the engine's `StreamTask.snapshot()` bytes in Spark's state store (RocksDB provider,
