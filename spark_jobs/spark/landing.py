@@ -26,8 +26,7 @@ import numpy as np
 INT64_MAX = 2**63 - 1
 
 # msgspec: strict, and several times faster than the json module; one decoder for every line.
-_decode_json = msgspec.json.Decoder().decode
-decode_json = _decode_json
+decode_json = msgspec.json.Decoder().decode
 # Invalid UTF-8 raises UnicodeDecodeError (a ValueError), nesting deeper than msgspec goes RecursionError.
 _JSON_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError)
 
@@ -119,7 +118,7 @@ class PartitionRecords:
 
 def decode_json_values(raws) -> list[Any]:
     """Decode JSON texts that are each exactly one valid value, in one call (as one JSON array)."""
-    return _decode_json(b"[" + b",".join(raws) + b"]")
+    return decode_json(b"[" + b",".join(raws) + b"]")
 
 
 _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
@@ -373,7 +372,7 @@ def _read_json_lines_one_by_one(content: bytes, num_partitions: int, parsed: Lan
             continue
         text = text.rstrip("\r")
         try:
-            fields = _decode_json(text)
+            fields = decode_json(text)
         except _JSON_ERRORS:
             parsed.quarantined.add(number, Reason.UNPARSEABLE, text)
             continue
