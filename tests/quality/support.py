@@ -274,31 +274,31 @@ def _window_emitted_twice(output: Path) -> dict:
     return again
 
 
+def consecutive_pair(rows: list[dict], group: tuple[str, ...]) -> tuple[dict, dict]:
+    """Two rows of one group (same values of `group`, same task) next to each other in emission order."""
+    previous: dict[tuple, dict] = {}
+    for row in rows:
+        ident = tuple(row[c] for c in group) + (row["partition"],)
+        if ident in previous:
+            return previous[ident], row
+        previous[ident] = row
+    raise AssertionError(f"no two rows share {group}")
+
+
 def _final_timestamp_backwards(output: Path) -> dict:
     finals = read_topic(output, "window-finals")
-    seen: dict[tuple, dict] = {}
-    for row in finals:
-        ident = (row["key"], row["partition"])
-        if ident in seen:
-            earlier = seen[ident]
-            earlier["seq"], row["seq"] = row["seq"], earlier["seq"]  # emitted in the wrong order
-            rewrite_topic(output, "window-finals", finals)
-            return earlier
-        seen[ident] = row
-    raise AssertionError("no key with two finals in one task")
+    earlier, later = consecutive_pair(finals, ("key",))
+    earlier["seq"], later["seq"] = later["seq"], earlier["seq"]  # emitted in the wrong order
+    rewrite_topic(output, "window-finals", finals)
+    return earlier
 
 
 def _count_going_down(output: Path) -> dict:
     counts = read_topic(output, "window-counts")
-    seen: dict[tuple, dict] = {}
-    for row in counts:
-        ident = (row["key"], row["window_start"], row["partition"])
-        if ident in seen:
-            seen[ident]["value"], row["value"] = row["value"], seen[ident]["value"]
-            rewrite_topic(output, "window-counts", counts)
-            return row
-        seen[ident] = row
-    raise AssertionError("no window with two updates")
+    first, second = consecutive_pair(counts, ("key", "window_start"))
+    first["value"], second["value"] = second["value"], first["value"]
+    rewrite_topic(output, "window-counts", counts)
+    return second
 
 
 def _alert_twice(output: Path) -> dict:

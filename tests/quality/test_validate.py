@@ -17,9 +17,11 @@ from spark_jobs.quality import gx_context
 from spark_jobs.quality.data_docs import external_resources
 from spark_jobs.quality.validate import SENSOR_ALERTS_CHECKS, validate_output
 from tests.quality.support import (
+    consecutive_pair,
     copy_output,
     failing_rows,
     files_under,
+    next_seq,
     read_topic,
     rewrite_topic,
     stored_results,
@@ -28,26 +30,10 @@ from tests.quality.support import (
 pytestmark = pytest.mark.spark
 
 
-def _next_seq(output: Path, partition: int) -> int:
-    topics = [c.topic for c in SENSOR_ALERTS_CHECKS if c.topic != "_quarantine"]
-    return 1 + max(r["seq"] for t in topics for r in read_topic(output, t) if r["partition"] == partition)
-
-
 def _validate_one(spark, output: Path, reports: Path, suite: str, **kwargs):
     [verdict] = validate_output(spark, output, reports, only=[suite], run_name=f"broken-{suite}", **kwargs)
     [result] = stored_results(reports, suite)
     return verdict, result
-
-
-def _consecutive_pair(rows: list[dict], group: tuple[str, ...]) -> tuple[dict, dict]:
-    """Two rows of one group (same values of `group`, same task) next to each other in emission order."""
-    previous: dict[tuple, dict] = {}
-    for row in rows:
-        ident = tuple(row[c] for c in group) + (row["partition"],)
-        if ident in previous:
-            return previous[ident], row
-        previous[ident] = row
-    raise AssertionError(f"no two rows share {group}")
 
 
 def test_the_correct_output_passes_every_suite(validated_correct_output):
@@ -74,7 +60,7 @@ def test_a_window_emitted_twice_fails_window_finals(spark, correct_output, tmp_p
     output = copy_output(correct_output, tmp_path / "output")
     finals = read_topic(output, "window-finals")
     twice = finals[len(finals) // 2]
-    finals.append(dict(twice, seq=_next_seq(output, twice["partition"])))
+    finals.append(dict(twice, seq=next_seq(output, twice["partition"])))
     rewrite_topic(output, "window-finals", finals)
 
     verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-finals")
@@ -91,7 +77,7 @@ def test_a_window_emitted_twice_fails_window_finals(spark, correct_output, tmp_p
 def test_a_timestamp_going_backwards_fails_window_finals(spark, correct_output, tmp_path):
     output = copy_output(correct_output, tmp_path / "output")
     finals = read_topic(output, "window-finals")
-    earlier, later = _consecutive_pair(finals, ("key",))
+    earlier, later = consecutive_pair(finals, ("key",))
     assert earlier["timestamp"] < later["timestamp"]
     earlier["seq"], later["seq"] = later["seq"], earlier["seq"]  # emitted in the wrong order
     rewrite_topic(output, "window-finals", finals)
@@ -110,7 +96,7 @@ def test_a_timestamp_going_backwards_fails_window_finals(spark, correct_output, 
 def test_a_count_going_down_in_its_window_fails_window_counts(spark, correct_output, tmp_path):
     output = copy_output(correct_output, tmp_path / "output")
     counts = read_topic(output, "window-counts")
-    first, second = _consecutive_pair(counts, ("key", "window_start"))
+    first, second = consecutive_pair(counts, ("key", "window_start"))
     first["value"], second["value"] = second["value"], first["value"]
     rewrite_topic(output, "window-counts", counts)
 
@@ -136,7 +122,7 @@ def test_an_update_after_its_window_closed_fails_window_counts(spark, correct_ou
     late = dict(
         window[-1],
         value=window[-1]["value"] + 1,
-        seq=_next_seq(output, first["partition"]),
+        seq=next_seq(output, first["partition"]),
     )
     counts.append(late)
     rewrite_topic(output, "window-counts", counts)
@@ -184,8 +170,8 @@ def test_an_alert_that_is_not_low_or_twice_fails_low_activity_alerts(spark, corr
     output = copy_output(correct_output, tmp_path / "output")
     alerts, finals = read_topic(output, "low-activity-alerts"), read_topic(output, "window-finals")
     busy = next(f for f in finals if f["value"] >= 4)
-    alerts.append(dict(busy, seq=_next_seq(output, busy["partition"])))
-    alerts.append(dict(alerts[0], seq=_next_seq(output, alerts[0]["partition"]) + 1))
+    alerts.append(dict(busy, seq=next_seq(output, busy["partition"])))
+    alerts.append(dict(alerts[0], seq=next_seq(output, alerts[0]["partition"]) + 1))
     rewrite_topic(output, "low-activity-alerts", alerts)
 
     verdict, result = _validate_one(spark, output, tmp_path / "reports", "low-activity-alerts")
@@ -230,7 +216,7 @@ def test_a_summary_off_its_grid_fails_summaries(spark, correct_output, tmp_path)
 def test_summaries_must_be_strictly_increasing_per_task(spark, correct_output, tmp_path):
     output = copy_output(correct_output, tmp_path / "output")
     summaries = read_topic(output, "summaries")
-    again = dict(summaries[0], seq=_next_seq(output, summaries[0]["partition"]))
+    again = dict(summaries[0], seq=next_seq(output, summaries[0]["partition"]))
     summaries.append(again)  # the same boundary twice: not strictly increasing
     rewrite_topic(output, "summaries", summaries)
 
@@ -245,7 +231,7 @@ def test_a_second_alert_in_one_silence_episode_fails_silent_sensors(spark, corre
     output = copy_output(correct_output, tmp_path / "output")
     alerts = read_topic(output, "silent-sensors")
     repeat = dict(
-        alerts[0], seq=_next_seq(output, alerts[0]["partition"]), timestamp=alerts[0]["timestamp"] + 60_000
+        alerts[0], seq=next_seq(output, alerts[0]["partition"]), timestamp=alerts[0]["timestamp"] + 60_000
     )
     alerts.append(repeat)
     rewrite_topic(output, "silent-sensors", alerts)
