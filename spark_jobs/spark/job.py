@@ -37,10 +37,106 @@ class JobOption:
     help: str
     kind: str = "duration"
 
-    def parse(self, text: str) -> Any:
+    def __post_init__(self):
+        if self.kind not in _KINDS:
+            raise ValueError(f"option {self.name!r}: kind must be one of {sorted(_KINDS)}, got {self.kind!r}")
+        if not _OPTION_NAME.match(self.name):
+            raise ValueError(f"option name must be a Python identifier in snake_case, got {self.name!r}")
+
+    def parse(self, text: str | int | float) -> Any:
+        """A command-line text (or an already typed value, e.g. from an Airflow param) -> the value."""
         if self.kind == "duration":
             return parse_duration_ms(text)
-        return {"int": int, "float": float, "str": str}[self.kind](text)
+        if self.kind == "int" and isinstance(text, float) and not text.is_integer():
+            raise argparse.ArgumentTypeError(f"{self.name}: not an integer: {text!r}")
+        try:
+            return _KINDS[self.kind](text)
+        except (TypeError, ValueError) as error:
+            raise argparse.ArgumentTypeError(f"{self.name}: not a {self.kind}: {text!r}") from error
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON schema of the option's value (Airflow params check a form against it)."""
+        kind = {"duration": "integer", "int": "integer", "float": "number", "str": "string"}[self.kind]
+        schema: dict[str, Any] = {"type": kind, "description": self.help}
+        if self.kind == "duration":
+            schema["minimum"] = 0
+        return schema
+
+
+_KINDS = {"duration": int, "int": int, "float": float, "str": str}
+_OPTION_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+class ContractError(ValueError):
+    """A job module does not declare what API.md "Spark jobs" asks of it, or options do not fit it."""
+
+
+@dataclass(frozen=True)
+class JobContract:
+    """What a job module declares once (API.md "Spark jobs"); its command line, DAG, params, Assets and
+    quality suites all derive from it.
+
+    A job module provides `build_topology(**options)`, `INPUT_TOPICS` (ordered: the order breaks
+    timestamp ties between topics; a one-input job may say `INPUT_TOPIC`), `OUTPUT_TOPICS` (topic ->
+    TopicSchema) and `OPTIONS` (JobOption list, defaults equal to build_topology's).
+    """
+
+    module: str
+    name: str
+    description: str
+    input_topics: tuple[str, ...]
+    output_topics: dict[str, TopicSchema]
+    options: tuple[JobOption, ...]
+
+    @classmethod
+    def of(cls, module: str) -> JobContract:
+        mod = importlib.import_module(module)
+        if not callable(getattr(mod, "build_topology", None)):
+            raise ContractError(f"job module {module} has no build_topology(**options)")
+        if hasattr(mod, "INPUT_TOPICS"):
+            inputs = mod.INPUT_TOPICS
+            if isinstance(inputs, str) or not isinstance(inputs, tuple | list):
+                raise ContractError(f"{module}.INPUT_TOPICS must be a tuple of topic names, got {inputs!r}")
+            inputs = tuple(inputs)
+        elif hasattr(mod, "INPUT_TOPIC"):
+            inputs = (mod.INPUT_TOPIC,)
+        else:
+            raise ContractError(f"job module {module} declares neither INPUT_TOPICS nor INPUT_TOPIC")
+        if not inputs or len(set(inputs)) != len(inputs) or not all(isinstance(t, str) and t for t in inputs):
+            raise ContractError(f"{module}: input topics must be distinct non-empty names, got {inputs!r}")
+        options = tuple(getattr(mod, "OPTIONS", ()))
+        names = [option.name for option in options]
+        if len(set(names)) != len(names):
+            raise ContractError(f"{module}.OPTIONS names an option twice: {names}")
+        doc = (mod.__doc__ or "").strip()
+        return cls(
+            module=module,
+            name=module.rsplit(".", 1)[-1],
+            description=doc.splitlines()[0] if doc else module,
+            input_topics=inputs,
+            output_topics=dict(getattr(mod, "OUTPUT_TOPICS", {})),
+            options=options,
+        )
+
+    def defaults(self) -> dict[str, Any]:
+        return {option.name: option.default for option in self.options}
+
+    def resolve_options(self, given: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Every option's effective value: the defaults, overridden by `given` (texts or typed values,
+        each parsed by its option). An unknown name is an error, never silently ignored."""
+        given = dict(given or {})
+        by_name = {option.name: option for option in self.options}
+        unknown = sorted(set(given) - set(by_name))
+        if unknown:
+            raise ContractError(f"{self.name} has no options {unknown}; its options: {sorted(by_name)}")
+        resolved = self.defaults()
+        for name, value in given.items():
+            resolved[name] = by_name[name].parse(value)
+        return resolved
 
 
 _TOPOLOGIES: dict[tuple[str, str], Any] = {}
@@ -50,8 +146,7 @@ _TOPOLOGIES: dict[tuple[str, str], Any] = {}
 class JobSpec:
     """A job module (importable by name on every executor) and the options of its topology.
 
-    The module provides `build_topology(**options)`, `INPUT_TOPIC` and optionally `OUTPUT_TOPICS`
-    (topic -> TopicSchema). The name, not the function, is shipped: under `spark-submit path/to/job.py`
+    The module declares a `JobContract`. The name, not the function, is shipped: under `spark-submit path/to/job.py`
     the job runs as `__main__` on the driver, but executors import it by its package name.
     """
 
@@ -67,12 +162,24 @@ class JobSpec:
         return importlib.import_module(self.module)
 
     @property
+    def contract(self) -> JobContract:
+        return JobContract.of(self.module)
+
+    @property
+    def input_topics(self) -> tuple[str, ...]:
+        return self.contract.input_topics
+
+    @property
     def input_topic(self) -> str:
-        return self._module().INPUT_TOPIC
+        """The input topic of a one-input job."""
+        topics = self.input_topics
+        if len(topics) != 1:
+            raise ContractError(f"{self.module} has {len(topics)} input topics {topics}, not one")
+        return topics[0]
 
     @property
     def topic_schemas(self) -> dict[str, TopicSchema]:
-        return dict(getattr(self._module(), "OUTPUT_TOPICS", {}))
+        return self.contract.output_topics
 
     def options_key(self) -> str:
         return json.dumps(self.options, sort_keys=True, default=str)
