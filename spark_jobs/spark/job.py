@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from spark_jobs.spark.topics import TopicSchema
@@ -181,6 +183,10 @@ class JobSpec:
     def topic_schemas(self) -> dict[str, TopicSchema]:
         return self.contract.output_topics
 
+    def effective_options(self) -> dict[str, Any]:
+        """Every option's value for this run: the contract's defaults, overridden by `options`."""
+        return self.contract.resolve_options(self.options)
+
     def options_key(self) -> str:
         return json.dumps(self.options, sort_keys=True, default=str)
 
@@ -196,3 +202,40 @@ class JobSpec:
         if topology is None:
             topology = _TOPOLOGIES[cache_key] = self._module().build_topology(**self.options)
         return topology
+
+
+# What made an output folder: read by validation (any job's, with nothing job-specific on its command line).
+OUTPUT_JOB_FILE = "_job.json"
+
+
+def write_job_record(output_dir: str | os.PathLike, spec: JobSpec, checkpoint_id: str) -> Path:
+    """`<output>/_job.json`: the job module, its effective options and topics, for whoever reads the
+    output (written atomically at each run start; a run with other options is refused before this)."""
+    contract = spec.contract
+    record = {
+        "module": spec.module,
+        "name": contract.name,
+        "options": spec.effective_options(),
+        "partitions": spec.num_partitions,
+        "input_topics": list(contract.input_topics),
+        "output_topics": sorted(contract.output_topics),
+        "checkpoint_id": checkpoint_id,
+    }
+    output = Path(output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    tmp = output / f".{OUTPUT_JOB_FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, output / OUTPUT_JOB_FILE)
+    return output / OUTPUT_JOB_FILE
+
+
+def recorded_job(output_dir: str | os.PathLike) -> JobSpec:
+    """The job that made `output_dir`, with the options it ran with (see `write_job_record`)."""
+    path = Path(output_dir) / OUTPUT_JOB_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} not found: {output_dir} is not the output folder of a job run by this project's runtime "
+            "(or no run has started on it yet)"
+        )
+    record = json.loads(path.read_text())
+    return JobSpec(record["module"], dict(record["options"]), int(record["partitions"]))

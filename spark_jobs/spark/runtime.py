@@ -40,7 +40,7 @@ import pandas as pd
 import pyarrow as pa
 
 from spark_jobs.spark import sink, wall_clock
-from spark_jobs.spark.job import JobSpec
+from spark_jobs.spark.job import JobSpec, write_job_record
 from spark_jobs.spark.landing import read_landing_file
 from spark_jobs.spark.summary import RunSummary
 from spark_jobs.spark.task_runner import TaskState, run_task_batch
@@ -78,7 +78,28 @@ SPARK_CHECKPOINT = "spark"
 
 
 class IdentityMismatch(RuntimeError):
-    """The checkpoint or the output folder belongs to another job, partition count or checkpoint."""
+    """The checkpoint or the output folder belongs to another job, options, partition count or checkpoint."""
+
+
+class MissingInput(FileNotFoundError):
+    """An input folder of the run does not exist."""
+
+
+def _check_same_options(checkpoint: Path, stored: dict, wanted: dict) -> None:
+    """Task state is only meaningful under the options that built it (a new window size over old windows
+    corrupts results), so a run must use its checkpoint's options."""
+    if stored == wanted:
+        return
+    names = sorted(set(stored) | set(wanted))
+    differ = [n for n in names if stored.get(n, "(absent)") != wanted.get(n, "(absent)")]
+    detail = ", ".join(
+        f"{n}={wanted.get(n, '(absent)')} (checkpoint: {stored.get(n, '(absent)')})" for n in differ
+    )
+    raise IdentityMismatch(
+        f"checkpoint {checkpoint} was made with other options: {detail}. Its task state is only valid under "
+        "its own options: run with the checkpoint's options, or start a new checkpoint with a new output "
+        "folder for the new ones"
+    )
 
 
 @dataclass
@@ -265,11 +286,12 @@ class TopologyRuntime:
         to one checkpoint (batch ids restart with a new checkpoint: a new one over an old output would
         skip batches that look published already). The task groups are chosen once, with the checkpoint.
         """
+        options = self.spec.effective_options()
         identity = {"module": self.spec.module, "partitions": self.spec.num_partitions}
         path = self._checkpoint / JOB_FILE
         if path.exists():
             stored = json.loads(path.read_text())
-            missing = {"checkpoint_id", "task_groups"} - set(stored)
+            missing = {"checkpoint_id", "task_groups", "options"} - set(stored)
             if missing:
                 raise IdentityMismatch(
                     f"checkpoint {self._checkpoint} was written by an older version of this runtime (its "
@@ -278,6 +300,8 @@ class TopologyRuntime:
                 )
             checkpoint_id = stored.pop("checkpoint_id")
             groups = {int(p): g for p, g in stored.pop("task_groups").items()}
+            _check_same_options(self._checkpoint, stored.pop("options"), options)
+            stored = {k: v for k, v in stored.items() if k in identity}
             if stored != identity:
                 raise IdentityMismatch(f"checkpoint {self._checkpoint} belongs to {stored}, not {identity}")
         else:
@@ -288,7 +312,7 @@ class TopologyRuntime:
             groups = balanced_task_groups(self.spark, self.spec.num_partitions, shuffle)
             self._checkpoint.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
-            record = {**identity, "checkpoint_id": checkpoint_id, "task_groups": groups}
+            record = {**identity, "options": options, "checkpoint_id": checkpoint_id, "task_groups": groups}
             tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
             os.replace(tmp, path)
         self._task_groups = groups
@@ -298,6 +322,17 @@ class TopologyRuntime:
                 f"output {self.config.output_dir} was written with another checkpoint ({owner}); "
                 f"use that checkpoint, or a new output folder with this one ({self._checkpoint})"
             )
+        write_job_record(self.config.output_dir, self.spec, checkpoint_id)
+
+    def _check_inputs(self) -> None:
+        """A mistyped input path must fail loudly, not create an empty folder and succeed with 0 rows."""
+        dirs = self.config.input_dir
+        for directory in dirs.values() if isinstance(dirs, dict) else [dirs]:
+            if _is_local(str(directory)) and not Path(_local_path(str(directory))).is_dir():
+                raise MissingInput(
+                    f"input folder {directory} does not exist (or is not a folder): check the path; "
+                    "an input that has no files yet must still be created by whoever lands them"
+                )
 
     # -- the query
 
@@ -325,7 +360,6 @@ class TopologyRuntime:
         return files
 
     def build_query(self):
-        Path(self.config.input_dir).mkdir(parents=True, exist_ok=True)
         self._control.mkdir(parents=True, exist_ok=True)
         files = self._source(
             Path(self.config.input_dir), SOURCE_LANDING, self.config.max_files_per_trigger
@@ -394,6 +428,7 @@ class TopologyRuntime:
     # -- triggers
 
     def run(self) -> RunSummary:
+        self._check_inputs()
         self._check_identity()
         if self.config.trigger == AVAILABLE_NOW:
             self._run_available_now()

@@ -1,5 +1,6 @@
-"""A checkpoint keeps its job, partition count and task groups; an output folder keeps its checkpoint;
-partitions spread evenly over Spark's tasks."""
+"""A checkpoint keeps its job, options, partition count and task groups; an output folder keeps its
+checkpoint and records the job that made it; a missing input is an error; partitions spread evenly over
+Spark's tasks."""
 
 from __future__ import annotations
 
@@ -7,15 +8,49 @@ import json
 
 import pytest
 
-from spark_jobs.spark.job import JobSpec
-from spark_jobs.spark.runtime import IdentityMismatch, RunConfig, TopologyRuntime, balanced_task_groups
+from spark_jobs.spark.job import JobSpec, recorded_job
+from spark_jobs.spark.runtime import (
+    IdentityMismatch,
+    MissingInput,
+    RunConfig,
+    TopologyRuntime,
+    balanced_task_groups,
+)
 
 JOB = "spark_jobs.jobs.sensor_alerts"
 
 
-def _runtime(spark, tmp_path, partitions=3, checkpoint="ckpt"):
-    config = RunConfig(str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / checkpoint))
-    return TopologyRuntime(spark, JobSpec(JOB, {}, partitions), config)
+def _runtime(spark, tmp_path, partitions=3, checkpoint="ckpt", options=None, input_dir="in"):
+    config = RunConfig(str(tmp_path / input_dir), str(tmp_path / "out"), str(tmp_path / checkpoint))
+    return TopologyRuntime(spark, JobSpec(JOB, options or {}, partitions), config)
+
+
+@pytest.mark.spark
+def test_options_cannot_change_under_a_checkpoint_and_the_output_records_them(spark, tmp_path):
+    _runtime(spark, tmp_path, options={"window_size": 300_000})._check_identity()
+    recorded = recorded_job(tmp_path / "out")
+    assert recorded.module == JOB and recorded.num_partitions == 3
+    assert recorded.options["window_size"] == 300_000 and recorded.options["grace"] == 120_000
+    assert recorded.options == recorded.effective_options()  # every option, not only those given
+    # The same options spelled as the command line gives them are the same options.
+    _runtime(spark, tmp_path, options={"window_size": "5min", "grace": 120_000})._check_identity()
+    with pytest.raises(IdentityMismatch, match=r"window_size=120000 \(checkpoint: 300000\).*new checkpoint"):
+        _runtime(spark, tmp_path)._check_identity()
+    assert recorded_job(tmp_path / "out").options["window_size"] == 300_000  # the refused run wrote nothing
+
+
+def test_an_output_folder_without_a_job_record_is_an_error_naming_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"_job\.json"):
+        recorded_job(tmp_path)
+
+
+@pytest.mark.spark
+def test_a_missing_input_folder_is_an_error_naming_it(spark, tmp_path):
+    runtime = _runtime(spark, tmp_path, input_dir="typo")
+    with pytest.raises(MissingInput, match="typo"):
+        runtime.run()
+    assert not (tmp_path / "typo").exists()  # nothing created in its place
+    assert not (tmp_path / "ckpt").exists()
 
 
 @pytest.mark.spark
@@ -30,7 +65,7 @@ def test_partition_count_cannot_change_under_a_checkpoint(spark, tmp_path):
 def test_a_checkpoint_of_an_older_runtime_is_refused_with_what_to_do(spark, tmp_path):
     """Before task groups, the state was grouped by partition: resuming it would mix up task states."""
     (tmp_path / "ckpt").mkdir()
-    older = {"checkpoint_id": "0f", "module": JOB, "partitions": 3}
+    older = {"checkpoint_id": "0f", "module": JOB, "partitions": 3, "options": {}}
     (tmp_path / "ckpt" / "job.json").write_text(json.dumps(older))
     with pytest.raises(IdentityMismatch, match="older version.*task_groups.*new checkpoint"):
         _runtime(spark, tmp_path)._check_identity()
