@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DIR = REPO_ROOT.parent / "shared"
 
 # Python workers must run the interpreter of this venv, and Spark must not look for a network address.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -41,13 +40,6 @@ if str(REPO_ROOT / "plugins") not in sys.path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED_DIR.is_dir():
-        pytest.fail(f"shared/ not found at {SHARED_DIR}: clone the repository beside the shared/ folder")
-    return SHARED_DIR
 
 
 @pytest.fixture(scope="session")

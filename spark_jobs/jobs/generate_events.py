@@ -283,8 +283,26 @@ def main(argv: list[str] | None = None) -> int:
     tmp = args.output / "._generated.json.tmp"
     tmp.write_text(json.dumps(facts, indent=1) + "\n")
     os.replace(tmp, manifest)
-    print(json.dumps({k: v for k, v in facts.items() if k not in ("files", "last_event_by_sensor")}))
+    print(json.dumps(summary(facts, manifest)))
     return 0
+
+
+# Examples of silent sensors printed; the manifest lists them all.
+SILENT_EXAMPLES = 5
+
+
+def summary(facts: dict, manifest: Path) -> dict:
+    """What the command prints: counts and a few examples, whatever the number of sensors (the whole
+    list of silent sensors is 2 MB at a million sensors; it stays in the manifest)."""
+    silent = facts["silent_sensors"]
+    short = {k: v for k, v in facts.items() if k not in ("files", "last_event_by_sensor", "silent_sensors")}
+    return {
+        **short,
+        "files_written": len(facts["files"]),
+        "silent_sensors": len(silent),
+        "silent_sensor_examples": silent[:SILENT_EXAMPLES],
+        "manifest": str(manifest),
+    }
 
 
 if __name__ == "__main__":

@@ -353,7 +353,7 @@ class ExpectNoUpdatesAfterWindowCloses(RowsRuleExpectation):
     """No window update is emitted after its window closed (window_end + grace <= the task's time then).
 
     A task's time when it emits a row is at least the largest timestamp it emitted before (each output's
-    timestamp is the maximum of records already seen, SEMANTICS 4.3), so an update emitted after an
+    timestamp is the maximum of records already seen, docs/semantics.md 4.3), so an update emitted after an
     earlier row of its task reached window_end + grace came from a record that should have been dropped
     as late (rule 4.2). A failing row is shown with that earlier time.
     """
@@ -382,7 +382,7 @@ class ExpectEmittedAfterWindowCloses(RowsRuleExpectation):
     """A suppressed final is emitted only once its window has closed.
 
     `topic` holds the updates that feed the suppression, written by the same task before the
-    suppression sees them; the suppression's time is the largest of their timestamps (SEMANTICS 5), so
+    suppression sees them; the suppression's time is the largest of their timestamps (docs/semantics.md 5), so
     before a final of window W some earlier update of its task must reach W's end + grace. A failing
     row is shown with the largest earlier update timestamp of its task.
     """

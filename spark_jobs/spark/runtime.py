@@ -440,7 +440,7 @@ class TopologyRuntime:
     def _run_available_now(self) -> None:
         self._await(self._start(self.build_query().trigger(availableNow=True)))
         if self.config.wall_clock_ms is not None:
-            # The run's wall clock, after its input, for every task (SEMANTICS.md section 8).
+            # The run's wall clock, after its input, for every task (docs/semantics.md section 8).
             wall_clock.write_marker(self._control, self.config.wall_clock_ms, self.spec.num_partitions)
             self._await(self._start(self.build_query().trigger(availableNow=True)))
 

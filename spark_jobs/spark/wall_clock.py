@@ -1,4 +1,4 @@
-"""The wall clock as data: marker files that advance every task's wall clock (SEMANTICS.md section 8).
+"""The wall clock as data: marker files that advance every task's wall clock (docs/semantics.md section 8).
 
 A marker file holds one line `{"partition": p, "wall_clock": ms}` for every partition 0..N-1, so every
 task sees it, including tasks that have never had input. Marker files live in a control directory under

@@ -1,6 +1,6 @@
 """Kafka Streams' Processor API, DSL, punctuation and Suppress in pure Python.
 
-Semantics: shared/SEMANTICS.md. Runtime: `task.StreamTask` (docs/TASK_INTERFACE.md), which the
+Semantics: docs/semantics.md. Runtime: `task.StreamTask` (docs/TASK_INTERFACE.md), which the
 TopologyTestDriver, the Spark runtime and the benchmark all use.
 """
 

@@ -1,4 +1,4 @@
-"""Punctuation schedules (SEMANTICS.md section 2): legacy and aligned, on stream time and wall clock."""
+"""Punctuation schedules (docs/semantics.md section 2): legacy and aligned, on stream time and wall clock."""
 
 from __future__ import annotations
 

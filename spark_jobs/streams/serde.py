@@ -1,7 +1,7 @@
 """Serialized forms the semantics depend on: suppress buffer order and buffer byte sizes.
 
 Kafka orders a suppress buffer by the serialized key and sizes it by serialized values. The engine keeps
-Python objects, so these functions define the serialization that SEMANTICS.md section 5 refers to:
+Python objects, so these functions define the serialization that docs/semantics.md section 5 refers to:
 
 - keys: str as UTF-8, int as 8-byte big-endian two's complement, bytes as is, None as empty,
   float as 8-byte IEEE big-endian, bool as one byte, windowed keys as key bytes then the window start

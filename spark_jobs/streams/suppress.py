@@ -1,4 +1,4 @@
-"""Suppress (SEMANTICS.md section 5): configuration objects and the buffering node."""
+"""Suppress (docs/semantics.md section 5): configuration objects and the buffering node."""
 
 from __future__ import annotations
 

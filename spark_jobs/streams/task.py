@@ -222,7 +222,7 @@ class StreamTask:
         """Records of several input topics at hand, each `(keys, values, timestamps)` in offset order.
 
         The next record is the head with the lowest timestamp; ties go to the topic declared first
-        (SEMANTICS.md section 1). Consecutive records of one topic are processed as one batch.
+        (docs/semantics.md section 1). Consecutive records of one topic are processed as one batch.
         """
         declared = {topic: i for i, topic in enumerate(self.topology.source_topics())}
         unknown = [topic for topic in batches if topic not in declared]

@@ -1,4 +1,4 @@
-"""Window definitions (SEMANTICS.md section 4). Invalid sizes and graces raise ValueError when built."""
+"""Window definitions (docs/semantics.md section 4). Invalid sizes and graces raise ValueError when built."""
 
 from __future__ import annotations
 

@@ -91,3 +91,17 @@ def test_parquet_output_includes_bad_files(tmp_path):
         Reason.UNREADABLE_FILE,
     } <= reasons
     assert sum(len(r) for f in parsed for r in f.by_partition.values()) == 1000
+
+
+def test_prints_a_short_summary_whatever_the_number_of_sensors(tmp_path, capsys):
+    generate_events.main(
+        ["--output", str(tmp_path), "--events", "20000", "--sensors", "5000", "--files", "2"]
+    )
+    printed = json.loads(capsys.readouterr().out)
+    facts = json.loads((tmp_path / "_generated.json").read_text())
+    assert len(facts["silent_sensors"]) > generate_events.SILENT_EXAMPLES  # the manifest keeps every one
+    assert printed["silent_sensors"] == len(facts["silent_sensors"])
+    assert printed["silent_sensor_examples"] == facts["silent_sensors"][: generate_events.SILENT_EXAMPLES]
+    assert printed["files_written"] == 2 and printed["events"] == 20000
+    assert printed["manifest"] == str(tmp_path / "_generated.json")
+    assert len(json.dumps(printed)) < 1000

@@ -1,6 +1,6 @@
 """Small sensor-alerts outputs for the quality tests, written as the job writes them (API.md).
 
-`simulate_sensor_alerts` follows SEMANTICS.md for the job's topology (a tumbling count with grace, its
+`simulate_sensor_alerts` follows docs/semantics.md for the job's topology (a tumbling count with grace, its
 suppressed finals, low-activity alerts from the finals, aligned STREAM_TIME summaries), one task per
 partition, with one `seq` sequence per task across topics. It is a stand-in for the real job's output,
 so the suites can be shown to pass on a correct output and fail on a corrupted copy of it.

@@ -1,5 +1,5 @@
 """The Spark job's output per partition equals the engine's own tasks' for the same records in the same order,
-whatever the micro-batches and across a stop and restart from the checkpoint (SEMANTICS.md section 7)."""
+whatever the micro-batches and across a stop and restart from the checkpoint (docs/semantics.md section 7)."""
 
 from __future__ import annotations
 

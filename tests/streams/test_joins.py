@@ -1,4 +1,4 @@
-"""Joins and their timestamps (SEMANTICS.md section 6)."""
+"""Joins and their timestamps (docs/semantics.md section 6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Processor API: records, forwarding rules (SEMANTICS.md section 3) and build-time validation."""
+"""Processor API: records, forwarding rules (docs/semantics.md section 3) and build-time validation."""
 
 from __future__ import annotations
 

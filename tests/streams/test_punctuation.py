@@ -1,4 +1,4 @@
-"""Punctuation (SEMANTICS.md section 2): legacy and aligned schedules on stream time and wall clock."""
+"""Punctuation (docs/semantics.md section 2): legacy and aligned schedules on stream time and wall clock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Suppress (SEMANTICS.md section 5)."""
+"""Suppress (docs/semantics.md section 5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Every worked example of shared/vectors/kafka_streams_reference.json, loaded at test time."""
+"""Every worked example of tests/streams/vectors/kafka_streams_reference.json (transcribed from Kafka
+Streams' own tests), loaded at test time."""
 
 from __future__ import annotations
 

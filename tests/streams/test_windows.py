@@ -1,4 +1,4 @@
-"""Windows and aggregations (SEMANTICS.md section 4)."""
+"""Windows and aggregations (docs/semantics.md section 4)."""
 
 from __future__ import annotations
 

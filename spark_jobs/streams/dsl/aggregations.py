@@ -1,4 +1,4 @@
-"""Runtime nodes of aggregations (SEMANTICS.md section 4).
+"""Runtime nodes of aggregations (docs/semantics.md section 4).
 
 Every result carries the maximum timestamp of the records that contributed to it (rule 4.3). Windowed
 operators keep their own observed time, advanced before the record is handled, and drop (record, window)
@@ -528,7 +528,7 @@ class SlidingWindowAggregateNode(Node):
         for i in range(len(keys)):
             key, value, ts = keys[i], values[i], timestamps[i]
             self._row = i
-            if key is None:  # a null value reaches the aggregator (SEMANTICS 4.4)
+            if key is None:  # a null value reaches the aggregator (docs/semantics.md 4.4)
                 self.count_dropped()
                 continue
             if ts > self.observed:

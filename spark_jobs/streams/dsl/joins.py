@@ -1,4 +1,4 @@
-"""Runtime nodes of joins (SEMANTICS.md section 6). Joins read state other nodes own, so they always run
+"""Runtime nodes of joins (docs/semantics.md section 6). Joins read state other nodes own, so they always run
 record by record (`columnar = False`)."""
 
 from __future__ import annotations

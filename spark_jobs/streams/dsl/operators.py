@@ -1,6 +1,6 @@
 """Runtime nodes of the stateless stream operators and of the non-aggregating table operators.
 
-Stateless operators pass the input timestamp through (SEMANTICS.md section 3). Table nodes carry KTable
+Stateless operators pass the input timestamp through (docs/semantics.md section 3). Table nodes carry KTable
 changes: `values` holds the new value and `olds` the previous one (None when the key was absent).
 """
 
