@@ -63,6 +63,10 @@ OPTIONS = [
 ]
 DEFAULTS = {option.name: option.default for option in OPTIONS}
 
+# Rules across topics that the topology cannot state (alerts are finals below the threshold, one alert
+# per silence episode, summaries strictly ordered per task); validation adds them to the derived ones.
+QUALITY_RULES = "sensor_alerts_rules.json"
+
 _COUNT = TopicSchema(key=pa.string(), value=pa.int64())
 OUTPUT_TOPICS = {
     WINDOW_COUNTS: _COUNT,
@@ -109,6 +113,9 @@ class TaskSummary(Processor):
     def init(self, context) -> None:
         self.context = context
         context.schedule(self.interval, PunctuationType.STREAM_TIME, self.emit_summary, time_shift=self.shift)
+
+    def promised_timestamp_grid(self) -> tuple[int, int]:
+        return self.interval, self.shift
 
     def process(self, record: Record) -> None:
         self.records += 1

@@ -1,4 +1,10 @@
-"""The project's Great Expectations context (`expectations/` at the repository root), opened safely.
+"""The Great Expectations context of a validation run, opened safely.
+
+`expectations/` at the repository root is the template: its `great_expectations.yml` says where results
+and Data Docs go (`${GX_REPORTS_DIR}`). A validation run gets its own context under
+`<reports>/gx_context/`, made anew from the template each time, into which it writes the suites of the
+job it validates (derived from the job's topology, see derived.py), their validation definitions and
+checkpoints. The repository is never written to, and a job the project has never seen needs nothing in it.
 
 GX loads a suite that names an expectation it does not know by logging the error and leaving the
 expectation out, so the suite then passes without it. Everything here therefore imports the custom
@@ -9,11 +15,13 @@ expectation is an error, never a silent pass.
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import great_expectations as gx
-from great_expectations.checkpoint import Checkpoint
-from great_expectations.core import ExpectationSuite
+from great_expectations.checkpoint import Checkpoint, UpdateDataDocsAction
+from great_expectations.core import ExpectationSuite, ValidationDefinition
 from great_expectations.data_context import FileDataContext
 from great_expectations.exceptions import ExpectationNotFoundError
 from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
@@ -25,6 +33,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONTEXT_ROOT = REPO_ROOT / "expectations"
 # great_expectations.yml puts results and Data Docs under this variable.
 REPORTS_DIR_VARIABLE = "GX_REPORTS_DIR"
+# The run's own context, under the reports folder.
+RUN_CONTEXT_DIR = "gx_context"
+TEMPLATE_FILES = ("great_expectations.yml", "config_variables.yml")
+DATASOURCE = "job_outputs"
+BATCH_DEFINITION = "whole_topic"
+EMISSION_ORDER = ["partition", "seq"]
 
 
 class SuiteIntegrityError(RuntimeError):
@@ -35,20 +49,66 @@ def context_root() -> Path:
     return Path(os.environ.get("GX_CONTEXT_ROOT") or DEFAULT_CONTEXT_ROOT)
 
 
-def open_context(reports_dir: Path | str | None = None, root: Path | str | None = None) -> FileDataContext:
-    """The file context at `root` (default `expectations/`), with results and Data Docs in `reports_dir`.
-
-    Without `reports_dir`, results go where `$GX_REPORTS_DIR` or config_variables.yml says.
-    """
-    root_dir = Path(root) if root else context_root()
-    if not (root_dir / "great_expectations.yml").is_file():
-        raise FileNotFoundError(f"no great_expectations.yml in {root_dir}")
-    runtime_environment = {}
-    if reports_dir is not None:
-        runtime_environment[REPORTS_DIR_VARIABLE] = str(Path(reports_dir).resolve())
+def open_context(reports_dir: Path | str, root: Path | str | None = None) -> FileDataContext:
+    """A fresh context at `<reports_dir>/gx_context`, configured as the template at `root` (default
+    `expectations/`), with results and Data Docs in `reports_dir`."""
+    template = Path(root) if root else context_root()
+    if not (template / "great_expectations.yml").is_file():
+        raise FileNotFoundError(f"no great_expectations.yml in {template}")
+    reports = Path(reports_dir).resolve()
+    run_root = reports / RUN_CONTEXT_DIR
+    shutil.rmtree(run_root, ignore_errors=True)  # suites of an earlier run must not linger
+    run_root.mkdir(parents=True)
+    for name in TEMPLATE_FILES:
+        if (template / name).is_file():
+            shutil.copy2(template / name, run_root / name)
     return gx.get_context(
-        mode="file", context_root_dir=str(root_dir), runtime_environment=runtime_environment
+        mode="file",
+        context_root_dir=str(run_root),
+        runtime_environment={REPORTS_DIR_VARIABLE: str(reports)},
     )
+
+
+def _expectation(suite: str, config: dict):
+    """An expectation object from a stored-form configuration; an unknown or invalid rule is an error."""
+    try:
+        return ExpectationConfiguration(**config).to_domain_obj()
+    except ExpectationNotFoundError as error:
+        raise SuiteIntegrityError(
+            f"suite {suite!r}: {config.get('type')!r} is not a registered expectation"
+        ) from error
+    except Exception as error:
+        first_line = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        raise SuiteIntegrityError(
+            f"suite {suite!r}: {config.get('type')!r} is invalid: {first_line}"
+        ) from error
+
+
+def add_suites(context: FileDataContext, suites: Sequence) -> dict[str, Checkpoint]:
+    """Store each suite (`.suite` name, `.topic`, `.expectations` in stored form) with its validation
+    definition on a dataframe asset of its topic, and a checkpoint of the same name that updates Data
+    Docs. Returns the checkpoints by suite name, loaded back and checked like any stored one."""
+    source = context.data_sources.add_spark(name=DATASOURCE)
+    for entry in suites:
+        asset = source.add_dataframe_asset(name=entry.suite)
+        batch = asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION)
+        expectations = [_expectation(entry.suite, config) for config in entry.expectations]
+        suite = context.suites.add(ExpectationSuite(name=entry.suite, expectations=expectations))
+        definition = context.validation_definitions.add(
+            ValidationDefinition(name=entry.suite, data=batch, suite=suite)
+        )
+        result_format: dict = {"result_format": "COMPLETE"}
+        if entry.has_emission_order:
+            result_format["unexpected_index_column_names"] = EMISSION_ORDER
+        context.checkpoints.add(
+            Checkpoint(
+                name=entry.suite,
+                validation_definitions=[definition],
+                actions=[UpdateDataDocsAction(name="update_data_docs")],
+                result_format=result_format,
+            )
+        )
+    return {entry.suite: load_checkpoint(context, entry.suite) for entry in suites}
 
 
 def stored_suite_dict(context: FileDataContext, name: str) -> dict:

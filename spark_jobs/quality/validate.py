@@ -1,11 +1,13 @@
 """Validate every topic of a job's output folder with Great Expectations, on Spark.
 
-    python -m spark_jobs.quality.validate --output DIR --reports DIR [figures...]
+    python -m spark_jobs.quality.validate --output DIR --reports DIR
     spark-submit <repo>/spark_jobs/quality/validate.py --output DIR --reports DIR   (PYTHONPATH=<repo>)
 
-Each topic is read with `spark.read.parquet` (so only committed data, and it scales with the cluster), run
-through the checkpoint of its suite in `expectations/`, and the results are stored and rendered as Data
-Docs under `<reports>/validations` and `<reports>/data_docs/index.html`. One verdict line per suite goes
+Nothing job-specific is needed: the output folder records the job and the options it ran with
+(`_job.json`), and each topic's suite is derived from that job's topology built with those options, plus
+the rules the job's author wrote (derived.py). Each topic is read with `spark.read.parquet` (so only
+committed data, and it scales with the cluster), run through its checkpoint, and the results are stored
+and rendered as Data Docs under `<reports>/validations` and `<reports>/data_docs/index.html`. One verdict line per suite goes
 to stdout, and `<reports>/verdicts.json` keeps them for the Airflow UI. The exit code is 1 when any suite
 fails or cannot run (a missing topic, a suite naming an unknown expectation), so the DAG run fails.
 """
@@ -16,72 +18,55 @@ import argparse
 import datetime as dt
 import json
 import logging
-import re
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from spark_jobs.quality.data_docs import make_self_contained
+from spark_jobs.quality.derived import TopicSuite, topic_suites
 from spark_jobs.quality.expectations import topic_view_name
 from spark_jobs.spark.session import local_spark_session
+from spark_jobs.spark.topics import QUARANTINE_TOPIC
 
 logger = logging.getLogger(__name__)
 
 
-# The sink creates a topic's folder with its first row (API.md), so an absent topic has no rows yet; it
-# is validated as an empty dataset of this schema (rules comparing topics need it to exist).
-OUTPUT_DDL = (
-    "key STRING, value STRING, timestamp BIGINT, window_start BIGINT, window_end BIGINT, "
-    "partition INT, seq BIGINT"
-)
-COUNT_DDL = OUTPUT_DDL.replace("value STRING", "value BIGINT")
-SUMMARY_DDL = OUTPUT_DDL.replace(
-    "value STRING",
-    "value STRUCT<partition: BIGINT, period_start: BIGINT, period_end: BIGINT, records: BIGINT, "
-    "sensors: BIGINT, max_event_time: BIGINT>",
-)
-SILENCE_DDL = OUTPUT_DDL.replace(
-    "value STRING", "value STRUCT<last_event_time: BIGINT, silent_for: BIGINT, wall_clock: BIGINT>"
-)
-QUARANTINE_DDL = "reason STRING, raw STRING, source_file STRING, line BIGINT"
-QUARANTINE_TOPIC = "_quarantine"
-
-
 @dataclass(frozen=True)
 class TopicCheck:
-    """One output topic and the suite that checks it (the suite, its validation definition and its
-    checkpoint share the name)."""
+    """A topic's suite, and the topic's Spark schema for when it has no rows (no folder) yet."""
 
-    suite: str
-    topic: str
-    empty_schema: str = OUTPUT_DDL
+    definition: TopicSuite
+    empty_schema: Any
 
+    @property
+    def suite(self) -> str:
+        return self.definition.suite
 
-SENSOR_ALERTS_CHECKS: tuple[TopicCheck, ...] = (
-    TopicCheck("window-counts", "window-counts", COUNT_DDL),
-    TopicCheck("window-finals", "window-finals", COUNT_DDL),
-    TopicCheck("low-activity-alerts", "low-activity-alerts", COUNT_DDL),
-    TopicCheck("summaries", "summaries", SUMMARY_DDL),
-    TopicCheck("silent-sensors", "silent-sensors", SILENCE_DDL),
-    TopicCheck("quarantine", QUARANTINE_TOPIC, QUARANTINE_DDL),
-)
+    @property
+    def topic(self) -> str:
+        return self.definition.topic
 
 
-@dataclass(frozen=True)
-class Figures:
-    """The job's figures the suites check against; defaults are the sensor-alerts job's."""
+def topic_checks(spec) -> list[TopicCheck]:
+    """The checks of a job's output: one per topic it declares, then the quarantine's."""
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    window_size_ms: int = 120_000
-    grace_ms: int = 120_000
-    low_activity_threshold: int = 4
-    summary_interval_ms: int = 600_000
-    summary_shift_ms: int = 0
+    from spark_jobs.spark.topics import DEFAULT_TOPIC_SCHEMA, QUARANTINE_SCHEMA
 
-    def expectation_parameters(self) -> dict[str, int]:
-        return asdict(self)
+    schemas = spec.topic_schemas
+    checks = []
+    for suite in topic_suites(spec):
+        arrow = (
+            QUARANTINE_SCHEMA
+            if suite.topic == QUARANTINE_TOPIC
+            else schemas.get(suite.topic, DEFAULT_TOPIC_SCHEMA).arrow_schema()
+        )
+        checks.append(TopicCheck(suite, from_arrow_schema(arrow)))
+    return checks
 
 
 @dataclass
@@ -110,18 +95,6 @@ class SuiteVerdict:
         )
 
 
-_DURATION = re.compile(r"^\s*(-?\d+)\s*(ms|s|m|min|h)?\s*$")
-_UNIT_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
-
-
-def parse_duration_ms(text: str) -> int:
-    """`120000`, `120000ms`, `120s`, `2m`/`2min`, `1h` -> milliseconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 120000, 120s, 2m, 1h)")
-    return int(match.group(1)) * _UNIT_MS[match.group(2)]
-
-
 def _failure_text(result: Any) -> str:
     name = result.expectation_config.type
     column = (result.expectation_config.kwargs or {}).get("column")
@@ -143,7 +116,7 @@ def _failure_text(result: Any) -> str:
     return f"{name} ({count} unexpected row{'' if count == 1 else 's'})" if count is not None else name
 
 
-def _read_topic(spark, path: Path, empty_schema: str):
+def _read_topic(spark, path: Path, empty_schema):
     """(dataframe, absent, error): a missing folder is an empty topic; an unreadable one is an error."""
     if not path.exists():
         return spark.createDataFrame([], empty_schema), True, None
@@ -195,14 +168,13 @@ def validate_output(
     spark,
     output: Path | str,
     reports: Path | str,
-    figures: Figures = Figures(),
-    checks: Sequence[TopicCheck] = SENSOR_ALERTS_CHECKS,
     context_root: Path | str | None = None,
     run_name: str | None = None,
     only: Sequence[str] | None = None,
     keep_results: int = 100,
 ) -> list[SuiteVerdict]:
-    """Validate each topic of `output` with its checkpoint; results and Data Docs go under `reports`.
+    """Validate each topic of `output` with the suite its job's contract gives it; results and Data Docs
+    go under `reports`.
 
     `only` names the suites to run (default all); every topic is still read, since rules compare topics.
     Each suite keeps its newest `keep_results` results, this run's included (0: keep all).
@@ -210,7 +182,8 @@ def validate_output(
     # GX is imported here, not at module level, so `--help` and argument errors stay fast.
     from great_expectations.core.run_identifier import RunIdentifier
 
-    from spark_jobs.quality.gx_context import SuiteIntegrityError, load_checkpoint, open_context
+    from spark_jobs.quality.gx_context import SuiteIntegrityError, add_suites, open_context
+    from spark_jobs.spark.job import recorded_job
 
     output, reports = Path(output), Path(reports)
     reports.mkdir(parents=True, exist_ok=True)
@@ -219,14 +192,27 @@ def validate_output(
     context = open_context(reports_dir=reports, root=context_root)
     run_id = RunIdentifier(run_name=run_name or output.resolve().name, run_time=dt.datetime.now(dt.UTC))
 
+    if not output.is_dir():
+        # A wrong path, or a job that never ran: not the same as topics without rows.
+        verdicts = [SuiteVerdict("output", str(output), False, error=f"no output folder at {output}")]
+        _finish(context, reports, run_id, output, verdicts)
+        return verdicts
+    try:
+        spec = recorded_job(output)
+    except FileNotFoundError as error:
+        verdicts = [SuiteVerdict("output", str(output), False, error=str(error))]
+        _finish(context, reports, run_id, output, verdicts)
+        return verdicts
+    checks = topic_checks(spec)
     selected = [check for check in checks if only is None or check.suite in only]
     unknown = set(only or ()) - {check.suite for check in checks}
     if unknown:
-        raise ValueError(f"no such suites: {sorted(unknown)}")
-    if not output.is_dir():
-        # A wrong path, or a job that never ran: not the same as topics without rows.
-        error = f"no output folder at {output}"
-        verdicts = [SuiteVerdict(c.suite, c.topic, False, error=error) for c in selected]
+        raise ValueError(f"no such suites: {sorted(unknown)}; {spec.module} has {[c.suite for c in checks]}")
+    parameters = spec.effective_options()
+    try:
+        checkpoints = add_suites(context, [check.definition for check in selected])
+    except SuiteIntegrityError as error:
+        verdicts = [SuiteVerdict(c.suite, c.topic, False, error=str(error)) for c in selected]
         _finish(context, reports, run_id, output, verdicts)
         return verdicts
     present = topic_folders(output)
@@ -253,17 +239,12 @@ def validate_output(
                 verdicts.append(SuiteVerdict(check.suite, check.topic, False, error=read_errors[check.topic]))
                 continue
             frame = frames[check.topic]
+            started = time.monotonic()
             try:
-                checkpoint = load_checkpoint(context, check.suite)
-                result = checkpoint.run(
-                    batch_parameters={"dataframe": frame},
-                    expectation_parameters=figures.expectation_parameters(),
-                    run_id=run_id,
+                result = checkpoints[check.suite].run(
+                    batch_parameters={"dataframe": frame}, expectation_parameters=parameters, run_id=run_id
                 )
                 rows = frame.count()
-            except SuiteIntegrityError as error:
-                verdicts.append(SuiteVerdict(check.suite, check.topic, False, error=str(error)))
-                continue
             except Exception as error:  # one broken topic must not hide the verdicts of the others
                 logger.exception("suite %s could not run", check.suite)
                 message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -283,13 +264,20 @@ def validate_output(
                     absent=check.topic in absent,
                 )
             )
+            logger.info(
+                "suite %s: %s in %.1f s",
+                check.suite,
+                "passed" if result.success else "FAILED",
+                time.monotonic() - started,
+            )
         if only is None:
             # Every topic must be checked by some suite: a new topic without one fails the run.
             checked = {check.topic for check in checks}
             for topic in present:
                 if topic not in checked:
                     error = (
-                        f"no suite checks topic {topic!r}: add one to expectations/ and to the job's checks"
+                        f"topic {topic!r} is not an output topic of {spec.module}: declare it in its "
+                        "OUTPUT_TOPICS (its suite derives from the contract)"
                     )
                     verdicts.append(SuiteVerdict(topic, topic, False, error=error))
     finally:
@@ -324,7 +312,6 @@ def _write_verdicts(reports: Path, run_id: Any, output: Path, verdicts: list[Sui
 
 
 def build_parser() -> argparse.ArgumentParser:
-    defaults = Figures()
     parser = argparse.ArgumentParser(
         prog="python -m spark_jobs.quality.validate",
         description="Validate every topic of an output folder with Great Expectations; "
@@ -335,42 +322,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--reports", required=True, type=Path, help="where results and Data Docs (data_docs/) go"
     )
     parser.add_argument(
-        "--context-root", type=Path, default=None, help="GX context root (default: <repo>/expectations)"
+        "--context-root",
+        type=Path,
+        default=None,
+        help="template of the GX context (default: <repo>/expectations)",
     )
     parser.add_argument("--run-name", default=None, help="name of this run in Data Docs (e.g. a DAG run id)")
-    parser.add_argument(
-        "--window-size",
-        type=parse_duration_ms,
-        default=defaults.window_size_ms,
-        help="tumbling window size (default 2m)",
-    )
-    parser.add_argument(
-        "--grace", type=parse_duration_ms, default=defaults.grace_ms, help="window grace (default 2m)"
-    )
-    parser.add_argument(
-        "--low-activity-threshold",
-        type=int,
-        default=defaults.low_activity_threshold,
-        help="a final with a count below this is a low-activity alert (default 4)",
-    )
-    parser.add_argument(
-        "--summary-interval",
-        type=parse_duration_ms,
-        default=defaults.summary_interval_ms,
-        help="summary punctuation interval (default 10m)",
-    )
-    parser.add_argument(
-        "--summary-shift",
-        type=parse_duration_ms,
-        default=defaults.summary_shift_ms,
-        help="summary punctuation grid shift (default 0)",
-    )
     parser.add_argument(
         "--suite",
         action="append",
         dest="suites",
-        choices=[check.suite for check in SENSOR_ALERTS_CHECKS],
-        help="run only this suite (repeatable; default: every suite, and unchecked topics fail)",
+        metavar="SUITE",
+        help="run only this suite (a topic name, or quarantine; repeatable; default: every suite, and "
+        "topics the job does not declare fail)",
     )
     parser.add_argument(
         "--keep-results",
@@ -384,19 +348,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    figures = Figures(
-        window_size_ms=args.window_size,
-        grace_ms=args.grace,
-        low_activity_threshold=args.low_activity_threshold,
-        summary_interval_ms=args.summary_interval,
-        summary_shift_ms=args.summary_shift,
-    )
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logger.setLevel(logging.INFO)  # one line per suite, with its time; GX's own INFO lines are noise
     spark = local_spark_session("validate-outputs", master=args.master)
     verdicts = validate_output(
         spark,
         output=args.output,
         reports=args.reports,
-        figures=figures,
         context_root=args.context_root,
         run_name=args.run_name,
         keep_results=args.keep_results,

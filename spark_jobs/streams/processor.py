@@ -54,6 +54,12 @@ class Processor:
     def close(self) -> None:
         pass
 
+    def promised_timestamp_grid(self) -> tuple[int, int] | None:
+        """`(interval, shift)` when every record this processor forwards is stamped on the grid
+        `k * interval + shift` (e.g. by aligned punctuation); None (the default): no such promise.
+        Data-quality checks derive a rule from it (spark_jobs.streams.guarantees)."""
+        return None
+
 
 class ProcessorContext:
     """What a processor sees of its task: forwarding, schedules and the clocks."""

@@ -18,6 +18,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spark_jobs.quality.derived import topic_suites
+from spark_jobs.spark.job import JobSpec, write_job_record
+
 MINUTE = 60_000
 OUTPUT_COLUMNS = ["key", "value", "timestamp", "window_start", "window_end", "partition", "seq"]
 TOPICS = ("window-counts", "window-finals", "low-activity-alerts", "summaries", "silent-sensors")
@@ -189,7 +192,10 @@ def quarantine_rows() -> list[dict]:
 
 
 def write_sensor_alerts_output(output: Path, events=None) -> dict[str, list[dict]]:
-    """A complete, correct output folder; returns the rows per topic."""
+    """A complete, correct output folder (with its job record, as the runtime writes it, for the default
+    options and two partitions); returns the rows per topic."""
+    output.mkdir(parents=True, exist_ok=True)
+    write_job_record(output, JobSpec("spark_jobs.jobs.sensor_alerts", {}, 2), "test-checkpoint")
     rows = simulate_sensor_alerts(events or default_events())
     rows["silent-sensors"] = silent_sensor_rows(rows, wall_clock=60 * MINUTE)
     for topic in TOPICS:
@@ -224,11 +230,15 @@ def stored_results(reports: Path, suite: str) -> list[dict]:
     return [json.loads(p.read_text()) for p in files]
 
 
-def failing_rows(result: dict, expectation_type: str) -> list[dict]:
-    """The unexpected rows a stored result carries for a failed expectation of that type."""
+def failing_rows(result: dict, expectation_type: str, **kwargs) -> list[dict]:
+    """The unexpected rows a stored result carries for a failed expectation of that type (and, if given,
+    with those arguments, e.g. `topic=`)."""
     rows = []
     for entry in result["results"]:
-        if entry["expectation_config"]["type"] == expectation_type and not entry["success"]:
+        config = entry["expectation_config"]
+        if config["type"] != expectation_type or any(config["kwargs"].get(k) != v for k, v in kwargs.items()):
+            continue
+        if not entry["success"]:
             details = entry["result"].get("details") or {}
             rows.extend(details.get("unexpected_rows") or entry["result"].get("unexpected_index_list") or [])
     return rows
@@ -366,3 +376,7 @@ CORRUPTIONS = {
         ("source_file", "line"),
     ),
 }
+
+
+# The suites validation gives a sensor-alerts output, in order (derived from the job's contract).
+SENSOR_ALERTS_SUITES = topic_suites(JobSpec("spark_jobs.jobs.sensor_alerts", {}, 2))

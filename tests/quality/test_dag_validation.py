@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.quality.validate import SENSOR_ALERTS_CHECKS
-from tests.quality.support import read_topic, write_topic
+from tests.quality.support import SENSOR_ALERTS_SUITES, read_topic, write_topic
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 
@@ -64,8 +63,8 @@ def test_the_dag_run_succeeds_with_the_report_built_then_fails_when_validation_f
     assert (reports / "data_docs" / "index.html").is_file()
     verdicts = json.loads((reports / "verdicts.json").read_text())
     assert verdicts["success"] is True
-    assert [s["suite"] for s in verdicts["suites"]] == [c.suite for c in SENSOR_ALERTS_CHECKS]
-    for check in SENSOR_ALERTS_CHECKS:
+    assert [s["suite"] for s in verdicts["suites"]] == [c.suite for c in SENSOR_ALERTS_SUITES]
+    for check in SENSOR_ALERTS_SUITES:
         assert f"PASSED {check.suite}: " in logs
 
     # Then the output breaks a promise: one window's final emitted twice, in a batch the job itself

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from spark_jobs.quality.validate import SENSOR_ALERTS_CHECKS
 from tests.browser import CHROMIUM_FLAGS, system_chromium
+from tests.quality.support import SENSOR_ALERTS_SUITES
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -68,7 +68,7 @@ def test_the_index_shows_every_suite_with_its_latest_result(docs_server, page, v
     rows = table.locator("tbody tr")
     rows.first.wait_for(timeout=15_000)
 
-    suites = {check.suite for check in SENSOR_ALERTS_CHECKS}
+    suites = {check.suite for check in SENSOR_ALERTS_SUITES}
     seen = {}
     for i in range(rows.count()):
         text = rows.nth(i).inner_text()

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 from great_expectations.compatibility.pydantic import ValidationError
 
 from spark_jobs.quality import expectations as rules
 from spark_jobs.quality.data_docs import ASSETS_DIR, LOCAL_COPIES, external_resources, make_self_contained
-from spark_jobs.quality.validate import SuiteVerdict, build_parser, parse_duration_ms
+from spark_jobs.quality.validate import SuiteVerdict, build_parser
 
 GX_PAGE = """<html><head>
 <link rel="stylesheet" href="https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css"/>
@@ -74,31 +72,12 @@ def test_abstract_base_is_not_a_registered_expectation():
         get_expectation_impl("rows_rule_expectation")
 
 
-@pytest.mark.parametrize(
-    ("text", "ms"),
-    [
-        ("120000", 120_000),
-        ("120000ms", 120_000),
-        ("120s", 120_000),
-        ("2m", 120_000),
-        ("10min", 600_000),
-        ("1h", 3_600_000),
-        ("-5", -5),
-    ],
-)
-def test_durations(text, ms):
-    assert parse_duration_ms(text) == ms
-
-
-def test_a_bad_duration_is_a_usage_error():
-    with pytest.raises(argparse.ArgumentTypeError):
-        parse_duration_ms("two minutes")
-
-
-def test_the_figures_default_to_the_sensor_alerts_job():
+def test_the_command_line_takes_no_job_figures():
+    """Figures come from the output folder's job record, never from the validation's command line."""
     args = build_parser().parse_args(["--output", "o", "--reports", "r"])
-    assert (args.window_size, args.grace, args.low_activity_threshold) == (120_000, 120_000, 4)
-    assert (args.summary_interval, args.summary_shift) == (600_000, 0)
+    assert not {"window_size", "grace", "low_activity_threshold"} & set(vars(args))
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--output", "o", "--reports", "r", "--window-size", "5min"])
 
 
 def test_verdict_lines_say_what_failed_where():

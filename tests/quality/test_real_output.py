@@ -14,8 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.quality.validate import SENSOR_ALERTS_CHECKS, validate_output
-from tests.quality.support import CORRUPTIONS, copy_output, failing_rows, read_topic, stored_results
+from spark_jobs.quality.validate import validate_output
+from tests.quality.support import (
+    CORRUPTIONS,
+    SENSOR_ALERTS_SUITES,
+    copy_output,
+    failing_rows,
+    read_topic,
+    stored_results,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -50,7 +57,7 @@ def real_output(tmp_path_factory) -> Path:
     )  # fmt: skip
     assert job.returncode == 0, job.stderr[-5000:]
     output = work / "output"
-    for check in SENSOR_ALERTS_CHECKS:  # every promise is checked on real rows, not on an empty topic
+    for check in SENSOR_ALERTS_SUITES:  # every promise is checked on real rows, not on an empty topic
         assert read_topic(output, check.topic), f"the job wrote no {check.topic}"
     return output
 
@@ -64,7 +71,7 @@ def test_spark_submit_validates_the_real_output_and_every_suite_passes(real_outp
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr[-5000:]
     lines = [line for line in run.stdout.splitlines() if line.startswith(("PASSED", "FAILED"))]
-    assert [line.split(":")[0] for line in lines] == [f"PASSED {c.suite}" for c in SENSOR_ALERTS_CHECKS]
+    assert [line.split(":")[0] for line in lines] == [f"PASSED {c.suite}" for c in SENSOR_ALERTS_SUITES]
     assert (reports / "data_docs" / "index.html").is_file()
 
 

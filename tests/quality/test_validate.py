@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
 from pathlib import Path
 
 import pytest
 
+from spark_jobs.jobs import sensor_alerts
 from spark_jobs.quality import gx_context
 from spark_jobs.quality.data_docs import external_resources
-from spark_jobs.quality.validate import SENSOR_ALERTS_CHECKS, validate_output
+from spark_jobs.quality.validate import validate_output
+from spark_jobs.spark.job import JobSpec, write_job_record
 from tests.quality.support import (
+    SENSOR_ALERTS_SUITES,
     consecutive_pair,
     copy_output,
     failing_rows,
@@ -38,7 +40,7 @@ def _validate_one(spark, output: Path, reports: Path, suite: str, **kwargs):
 
 def test_the_correct_output_passes_every_suite(validated_correct_output):
     verdicts = validated_correct_output.verdicts
-    assert [v.suite for v in verdicts] == [c.suite for c in SENSOR_ALERTS_CHECKS]
+    assert [v.suite for v in verdicts] == [c.suite for c in SENSOR_ALERTS_SUITES]
     assert all(v.success for v in verdicts), [v.line() for v in verdicts]
     assert all(v.rows > 0 and v.evaluated > 0 for v in verdicts)
     assert all(v.line().startswith(f"PASSED {v.suite}: ") for v in verdicts)
@@ -46,13 +48,13 @@ def test_the_correct_output_passes_every_suite(validated_correct_output):
 
 def test_results_verdicts_and_self_contained_docs_are_stored(validated_correct_output):
     reports = validated_correct_output.reports
-    for check in SENSOR_ALERTS_CHECKS:
+    for check in SENSOR_ALERTS_SUITES:
         [result] = stored_results(reports, check.suite)
         assert result["success"] is True and result["meta"]["run_id"]["run_name"] == "correct-output"
     summary = json.loads((reports / "verdicts.json").read_text())
-    assert summary["success"] is True and len(summary["suites"]) == len(SENSOR_ALERTS_CHECKS)
+    assert summary["success"] is True and len(summary["suites"]) == len(SENSOR_ALERTS_SUITES)
     pages = list((reports / "data_docs").rglob("*.html"))
-    assert (reports / "data_docs" / "index.html") in pages and len(pages) > len(SENSOR_ALERTS_CHECKS)
+    assert (reports / "data_docs" / "index.html") in pages and len(pages) > len(SENSOR_ALERTS_SUITES)
     assert {str(p): external_resources(p.read_text()) for p in pages} == {str(p): [] for p in pages}
 
 
@@ -137,7 +139,7 @@ def test_an_update_after_its_window_closed_fails_window_counts(spark, correct_ou
 
 def _spread_seqs(output: Path, factor: int = 10) -> None:
     """Multiply every seq: room for a row between two emissions, order unchanged."""
-    for check in SENSOR_ALERTS_CHECKS:
+    for check in SENSOR_ALERTS_SUITES:
         if check.topic != "_quarantine":
             rows = read_topic(output, check.topic)
             rewrite_topic(output, check.topic, [dict(r, seq=r["seq"] * factor) for r in rows])
@@ -196,8 +198,10 @@ def test_an_alert_that_is_no_final_fails_low_activity_alerts(spark, correct_outp
     verdict, result = _validate_one(spark, output, tmp_path / "reports", "low-activity-alerts")
 
     assert not verdict.success
-    [row] = failing_rows(result, "expect_rows_to_appear_in_topic")
-    assert (row["key"], row["seq"]) == (alerts[0]["key"], alerts[0]["seq"])
+    # Both the hand-written rule (an alert is a final) and the derived one (a final is an update) see it.
+    for topic in ("window-finals", "window-counts"):
+        [row] = failing_rows(result, "expect_rows_to_appear_in_topic", topic=topic)
+        assert (row["key"], row["seq"]) == (alerts[0]["key"], alerts[0]["seq"])
 
 
 def test_a_summary_off_its_grid_fails_summaries(spark, correct_output, tmp_path):
@@ -259,17 +263,23 @@ def test_a_quarantine_row_without_reason_fails_quarantine(spark, correct_output,
     )
 
 
-def test_a_suite_naming_an_unloaded_expectation_fails_the_run(spark, correct_output, tmp_path):
-    root = tmp_path / "expectations"
-    shutil.copytree(gx_context.DEFAULT_CONTEXT_ROOT, root, ignore=shutil.ignore_patterns("uncommitted"))
-    suite_file = root / "expectations" / "window-finals.json"
-    suite = json.loads(suite_file.read_text())
-    suite["expectations"].append({"type": "expect_unheard_of_rule", "kwargs": {}, "id": str(uuid.uuid4())})
-    suite_file.write_text(json.dumps(suite))
-
-    [verdict] = validate_output(
-        spark, correct_output, tmp_path / "reports", context_root=root, only=["window-finals"]
+def test_a_handwritten_rule_naming_an_unloaded_expectation_fails_the_run(
+    spark, correct_output, tmp_path, monkeypatch
+):
+    """A job's own rules naming an expectation no module defines must fail, not pass without it."""
+    rules = json.loads(Path(sensor_alerts.__file__).with_name(sensor_alerts.QUALITY_RULES).read_text())
+    rules["window-finals"].append({"type": "expect_unheard_of_rule", "kwargs": {}})
+    (tmp_path / "broken_rules.json").write_text(json.dumps(rules))
+    (tmp_path / "job_with_broken_rules.py").write_text(
+        "from spark_jobs.jobs.sensor_alerts import *  # noqa: F403\n"
+        "from spark_jobs.jobs.sensor_alerts import OPTIONS, OUTPUT_TOPICS, build_topology  # noqa: F401\n"
+        "QUALITY_RULES = 'broken_rules.json'\n"
     )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    output = copy_output(correct_output, tmp_path / "output")
+    write_job_record(output, JobSpec("job_with_broken_rules", {}, 2), "test-checkpoint")
+
+    [verdict] = validate_output(spark, output, tmp_path / "reports", only=["window-finals"])
 
     assert not verdict.success
     assert "expect_unheard_of_rule" in verdict.error and "not a registered expectation" in verdict.error
@@ -286,16 +296,22 @@ def test_an_absent_topic_is_validated_as_empty_and_an_unchecked_one_fails(spark,
     assert "no rows yet" in verdicts["silent-sensors"].line()
     assert (
         not verdicts["new-topic"].success
-        and "no suite checks topic 'new-topic'" in verdicts["new-topic"].error
+        and "'new-topic' is not an output topic of spark_jobs.jobs.sensor_alerts"
+        in verdicts["new-topic"].error
     )
     assert all(v.success for name, v in verdicts.items() if name != "new-topic")
 
 
-def test_a_missing_output_folder_fails_every_suite(spark, tmp_path):
-    verdicts = validate_output(spark, tmp_path / "nowhere", tmp_path / "reports")
-    assert len(verdicts) == len(SENSOR_ALERTS_CHECKS)
-    assert all(not v.success and "no output folder" in v.error for v in verdicts)
+def test_a_missing_output_folder_fails(spark, tmp_path):
+    [verdict] = validate_output(spark, tmp_path / "nowhere", tmp_path / "reports")
+    assert not verdict.success and "no output folder" in verdict.error
     assert (tmp_path / "reports" / "data_docs" / "index.html").is_file()
+
+
+def test_a_folder_no_job_wrote_fails_naming_the_missing_record(spark, tmp_path):
+    (tmp_path / "output" / "window-finals").mkdir(parents=True)
+    [verdict] = validate_output(spark, tmp_path / "output", tmp_path / "reports")
+    assert not verdict.success and "_job.json" in verdict.error
 
 
 def test_validation_writes_nothing_into_the_gx_project(spark, correct_output, tmp_path):
