@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -28,3 +29,38 @@ def summarize_outputs(output_dir: Path, reports_dir: Path) -> dict[str, Any]:
         log.info("topic %s: %d rows", topic, rows)
     log.info("Data Docs: %s", summary["data_docs"] or f"not built (expected at {data_docs})")
     return summary
+
+
+def asset_extras(output_dir: Path, reports_dir: Path) -> dict[str, Any]:
+    """What a topic's asset event carries: the latest run summary's figures (batch ids, records late and
+    quarantined, rows emitted per topic) and the validation verdict that let it through."""
+    summary_file = Path(output_dir) / "_runs" / "latest.json"
+    verdicts_file = Path(reports_dir) / "verdicts.json"
+    summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+    verdicts = json.loads(verdicts_file.read_text()) if verdicts_file.is_file() else {}
+    records = summary.get("records", {})
+    run = {
+        "run_id": summary.get("run_id"),
+        "batch_ids": summary.get("batches", []),
+        "processed": records.get("processed", 0),
+        "late": records.get("dropped_late", 0),
+        "quarantined": records.get("quarantined", 0),
+        "verdict": "passed" if verdicts.get("success") else "failed",
+        "validation_run": verdicts.get("run_name"),
+    }
+    return {"run": run, "rows": dict(summary.get("emitted", {}))}
+
+
+def read_published_batches(topic_dir: Path, events: list) -> dict[str, Any]:
+    """The rows of the batches that the given asset events announce (their `batch_ids` extra), logged."""
+    import pandas as pd
+
+    batch_ids = sorted({b for event in events for b in (event.extra or {}).get("batch_ids", [])})
+    frames = [
+        pd.read_parquet(path) for b in batch_ids if (path := Path(topic_dir) / f"batch_id={b}").is_dir()
+    ]
+    rows = pd.concat(frames) if frames else pd.DataFrame()
+    log.info("%d rows in batches %s of %s", len(rows), batch_ids, topic_dir)
+    if len(rows):
+        log.info("first rows:\n%s", rows.head(10).to_string(index=False))
+    return {"batch_ids": batch_ids, "rows": len(rows)}

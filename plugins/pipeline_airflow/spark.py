@@ -51,7 +51,8 @@ def spark_job_env() -> dict[str, str]:
 class SparkJobSubmitOperator(SparkSubmitOperator):
     """`spark-submit <spark_jobs>/<script> ARGS` on the pipeline's connection and environment.
 
-    :param script: path of the job inside the `spark_jobs` package, e.g. `jobs/sensor_alerts.py`.
+    :param script: path of the job inside the `spark_jobs` package, e.g. `jobs/sensor_alerts.py`, or an
+        absolute path (a job module of one's own).
     Every other argument is SparkSubmitOperator's (`application_args` is templated).
 
     No `--py-files`: the jobs put this checkout on their Python workers' path themselves

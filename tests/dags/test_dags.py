@@ -15,6 +15,7 @@ from airflow.exceptions import SerializationError
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
+from airflow.sdk.definitions.param import ParamValidationError
 from airflow.serialization.encoders import encode_timetable
 from airflow.serialization.serialized_objects import DagSerialization
 from pipeline_airflow.sensors import WallClockPunctuationSensor
@@ -22,7 +23,7 @@ from pipeline_airflow.spark import spark_connection_id, spark_job_env
 from pipeline_airflow.timetables import AlignedIntervalTimetable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DAG_IDS = {"sensor_alerts_pipeline", "wall_clock_ticks"}
+DAG_IDS = {"sensor_alerts_pipeline", "wall_clock_ticks", "window_finals_consumer"}
 MIN = dt.timedelta(minutes=1)
 
 
@@ -69,15 +70,57 @@ def test_an_unregistered_timetable_fails_that_serialization():
 
 
 class TestSensorAlertsPipeline:
-    def test_runs_the_job_then_validates_then_reports_whatever_the_verdict(self, dags):
+    def test_runs_the_job_then_validates_then_publishes_then_reports_whatever_the_verdict(self, dags):
         dag = dags["sensor_alerts_pipeline"]
-        job, validate, report = (
-            dag.get_task(t) for t in ("run_sensor_alerts", "validate_outputs", "report_outputs")
+        job, validate, publish, report = (
+            dag.get_task(t)
+            for t in ("run_sensor_alerts", "validate_outputs", "publish_outputs", "report_outputs")
         )
         assert job.downstream_task_ids == {"validate_outputs"}
-        assert validate.downstream_task_ids == {"report_outputs"}
+        assert validate.downstream_task_ids == {"publish_outputs"}
+        assert publish.downstream_task_ids == {"report_outputs"}
         # A teardown runs after a failed validation and leaves the run's state to validate_outputs.
         assert report.is_teardown and not report.on_failure_fail_dagrun
+
+    def test_a_param_per_job_option_with_its_default_and_schema(self, dags):
+        from spark_jobs.spark.job import JobContract
+
+        dag = dags["sensor_alerts_pipeline"]
+        contract = JobContract.of("spark_jobs.jobs.sensor_alerts")
+        assert list(dag.params) == [o.name for o in contract.options]
+        for option in contract.options:
+            param = dag.params.get_param(option.name)
+            assert param.value == option.default and param.schema["type"] == "integer"
+        with pytest.raises(ParamValidationError):
+            dag.params.get_param("window_size").resolve("two minutes")
+        back = serialize_round_trip(dag)
+        assert {name: back.params[name] for name in dag.params} == {
+            o.name: o.default for o in contract.options
+        }
+
+    def test_the_job_gets_each_option_from_its_param(self, dags):
+        dag = dags["sensor_alerts_pipeline"]
+        args = dag.get_task("run_sensor_alerts").application_args
+        flag = args.index("--window-size")
+        rendered = dag.get_template_env().from_string(args[flag + 1]).render(params={"window_size": 300000})
+        assert rendered == "300000"
+        assert args[args.index("--grace") + 1] == "{{ params.grace }}"
+
+    def test_each_output_topic_is_an_asset_published_after_validation(self, dags):
+        from spark_jobs.jobs.sensor_alerts import OUTPUT_TOPICS
+
+        dag = dags["sensor_alerts_pipeline"]
+        outlets = dag.get_task("publish_outputs").outlets
+        assert [a.name for a in outlets] == [f"sensor_alerts/{t}" for t in OUTPUT_TOPICS]
+        assert all(a.uri.endswith(f"/output/{a.name.split('/')[1]}") for a in outlets)
+        assert (
+            dag.get_task("run_sensor_alerts").outlets == [] and dag.get_task("validate_outputs").outlets == []
+        )
+
+    def test_the_example_consumer_runs_on_new_window_finals(self, dags):
+        consumer = dags["window_finals_consumer"]
+        [asset] = consumer.timetable.asset_condition.objects
+        assert asset.name == "sensor_alerts/window-finals"
 
     def test_is_scheduled_every_10_minutes_at_plus_2_one_run_at_a_time(self, dags):
         dag = dags["sensor_alerts_pipeline"]
