@@ -44,13 +44,14 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    """The test session's local SparkSession: 2 cores, small shuffles, no UI."""
+    """The test session's local SparkSession: 2 cores, small shuffles, no UI (jobs have theirs)."""
     from spark_jobs.spark.session import local_spark_session
 
     session = local_spark_session(
         app_name="spark-jobs-tests",
         master="local[2]",
         warehouse_dir=str(tmp_path_factory.mktemp("spark-warehouse")),
+        extra_conf={"spark.ui.enabled": "false"},
     )
     yield session
     session.stop()

@@ -49,7 +49,13 @@ def build_parser(prog: str, description: str, options: list[JobOption]) -> argpa
     )
     run.add_argument("--partitions", type=int, default=4, help="input partitions = tasks (default 4)")
     run.add_argument("--master", default=None, help="Spark master (default $SPARK_MASTER or local[2])")
-    run.add_argument("--shuffle-partitions", type=int, default=2, help="Spark shuffle partitions (default 2)")
+    run.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=None,
+        help="parallelism of the stateful stage (default: spark.sql.shuffle.partitions, 2 unless set); "
+        "fixed by the checkpoint on its first run",
+    )
     run.add_argument(
         "--processing-interval",
         default="10 seconds",
@@ -83,8 +89,13 @@ def build_parser(prog: str, description: str, options: list[JobOption]) -> argpa
 
 def run_cli(module: str, description: str, options: list[JobOption], argv: list[str] | None = None) -> int:
     """Parse the command line, run the job once, print the run summary as JSON."""
+    import logging
+
     from spark_jobs.spark.session import local_spark_session
 
+    # Progress lines (one per micro-batch) go to stderr: the task log when Airflow runs the job.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("spark_jobs").setLevel(logging.INFO)
     job_name = module.rsplit(".", 1)[-1]
     args = build_parser(f"python -m {module}", description, options).parse_args(argv)
     spec = JobSpec(module, {o.name: getattr(args, o.name) for o in options}, args.partitions)

@@ -74,6 +74,8 @@ SOURCE_CONTROL = "control"
 OUTPUT_CHUNK_ROWS = 100_000
 
 JOB_FILE = "job.json"
+# How long a finished query waits for the progress line of its last micro-batch.
+PROGRESS_WAIT_S = 10.0
 SPARK_CHECKPOINT = "spark"
 
 
@@ -276,6 +278,7 @@ class TopologyRuntime:
         self._declared = spec.topic_schemas
         _make_package_importable_by_workers(spark)
         self._checkpoint = Path(config.checkpoint_dir)
+        self.query_name = f"{self.summary.job}-{self.summary.run_id}".replace(".", "_")
         self._control = wall_clock.control_dir(config.checkpoint_dir)
 
     # -- checkpoint identity
@@ -378,7 +381,7 @@ class TopologyRuntime:
             .applyInPandasWithState(
                 partial(run_partition, self.spec), OUTPUT_CHUNK_DDL, TASK_STATE_DDL, "append", "NoTimeout"
             )
-            .writeStream.queryName(f"{self.summary.job}-{self.summary.run_id}".replace(".", "_"))
+            .writeStream.queryName(self.query_name)
             .foreachBatch(self._publish)
             .option("checkpointLocation", str(self._checkpoint / SPARK_CHECKPOINT))
         )
@@ -430,10 +433,17 @@ class TopologyRuntime:
     def run(self) -> RunSummary:
         self._check_inputs()
         self._check_identity()
-        if self.config.trigger == AVAILABLE_NOW:
-            self._run_available_now()
-        else:
-            self._run_continuous()
+        from spark_jobs.spark.progress import BatchProgressLogger
+
+        listener = BatchProgressLogger(self.query_name, self.summary)
+        self.spark.streams.addListener(listener)
+        try:
+            if self.config.trigger == AVAILABLE_NOW:
+                self._run_available_now()
+            else:
+                self._run_continuous()
+        finally:
+            self.spark.streams.removeListener(listener)
         self.summary.write(self.config.output_dir)
         return self.summary
 
@@ -478,6 +488,11 @@ class TopologyRuntime:
             raise RuntimeError(f"streaming query failed: {query.exception()}")
 
     def _record_durations(self, query) -> None:
+        # Listeners hear of a batch asynchronously: let the progress line of the last one arrive.
+        last = max((progress["batchId"] for progress in query.recentProgress), default=None)
+        deadline = time.monotonic() + PROGRESS_WAIT_S
+        while last is not None and not self.summary.has_progress(last) and time.monotonic() < deadline:
+            time.sleep(0.05)
         for progress in query.recentProgress:
             self.summary.batch_durations_ms[progress["batchId"]] = progress["durationMs"].get(
                 "triggerExecution"

@@ -17,19 +17,36 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+# What every job and test relies on, applied only where the user (spark-submit --conf, spark-defaults.conf,
+# PYSPARK_SUBMIT_ARGS) has set nothing: what the user sets wins.
+SESSION_DEFAULTS = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    # The task state of every job lives in RocksDB.
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
 def local_spark_session(
     app_name: str,
     master: str | None = None,
     warehouse_dir: str | None = None,
-    shuffle_partitions: int = 4,
+    shuffle_partitions: int | None = None,
     extra_conf: dict[str, str] | None = None,
 ):
-    """A SparkSession for jobs and tests.
+    """A SparkSession for jobs and tests, with `SESSION_DEFAULTS` where the user set nothing.
 
     `master` defaults to `$SPARK_MASTER` or `local[2]`, except under `spark-submit`, whose `--master`
-    is kept. The RocksDB state store provider is set here because the task state of every job lives in it.
+    is kept. Spark's UI stays on (its default): tests turn it off through `extra_conf`. Arguments given
+    here (`shuffle_partitions`, `extra_conf`) are explicit, so they win.
     """
     prepare_environment()
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     master = master or os.environ.get("SPARK_MASTER")
@@ -37,23 +54,22 @@ def local_spark_session(
         master = "local[2]"
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
-        builder = builder.master(master)
-    builder = (
-        builder.config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config(
-            "spark.sql.streaming.stateStore.providerClass",
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        )
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.host", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
-    )
+        builder = builder.config("spark.master", master)
+    # spark-submit's --conf and spark-defaults.conf reach the JVM as system properties; a SparkConf loads
+    # them only once the gateway is up (before, it is a Python-only dict).
+    SparkContext._ensure_initialized()
+    user = SparkConf()
+    for key, value in SESSION_DEFAULTS.items():
+        if not user.contains(key):
+            builder = builder.config(key, value)
+    if not user.contains("spark.driver.host"):
+        builder = builder.config("spark.driver.host", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
+    explicit = dict(extra_conf or {})
+    if shuffle_partitions is not None:
+        explicit["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     if warehouse_dir:
-        builder = builder.config("spark.sql.warehouse.dir", warehouse_dir)
-    for key, value in (extra_conf or {}).items():
+        explicit["spark.sql.warehouse.dir"] = warehouse_dir
+    for key, value in explicit.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")

@@ -35,6 +35,8 @@ class RunSummary:
     wall_clock: dict[int, int] = field(default_factory=dict)
     task_metrics: dict[int, dict] = field(default_factory=dict)
     batch_durations_ms: dict[int, int] = field(default_factory=dict)
+    processed_by_batch: dict[int, int] = field(default_factory=dict)
+    progress: list[dict] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -45,6 +47,9 @@ class RunSummary:
         """Fold the per-task metrics of one committed micro-batch into the run's totals."""
         with self._lock:
             self.batches.append(batch_id)
+            self.processed_by_batch[batch_id] = sum(
+                m["processed"] for m in metrics if m["partition"] != QUARANTINE_PARTITION
+            )
             for m in metrics:
                 if m["partition"] == QUARANTINE_PARTITION:
                     self.quarantined += m["quarantined"]
@@ -57,6 +62,19 @@ class RunSummary:
                     self.emitted[topic] = self.emitted.get(topic, 0) + n
                 self.wall_clock[m["partition"]] = m["wall_clock"]
                 self.task_metrics[m["partition"]] = m["task_metrics"]
+
+    def processed_in_batch(self, batch_id: int) -> int:
+        with self._lock:
+            return self.processed_by_batch.get(batch_id, 0)
+
+    def has_progress(self, batch_id: int) -> bool:
+        with self._lock:
+            return any(line["batch"] == batch_id for line in self.progress)
+
+    def add_progress(self, line: dict) -> None:
+        """One micro-batch's progress line (spark_jobs.spark.progress), in the order they come."""
+        with self._lock:
+            self.progress.append(line)
 
     def to_dict(self) -> dict:
         with self._lock:
@@ -77,6 +95,7 @@ class RunSummary:
                 "batch_durations_ms": {str(b): ms for b, ms in sorted(self.batch_durations_ms.items())},
                 "wall_clock_by_partition": {str(p): w for p, w in sorted(self.wall_clock.items())},
                 "task_metrics_by_partition": {str(p): m for p, m in sorted(self.task_metrics.items())},
+                "progress": list(self.progress),
             }
 
     def write(self, output_dir: str | os.PathLike) -> Path:

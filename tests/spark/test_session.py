@@ -1,0 +1,53 @@
+"""What the user sets wins: session defaults apply only where spark-submit (or spark-defaults) set
+nothing, and Spark's UI is on unless turned off."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.spark.support import job_env
+
+pytestmark = pytest.mark.spark
+
+PROBE = """
+import json
+from spark_jobs.spark.session import local_spark_session
+spark = local_spark_session("probe")
+conf = spark.sparkContext.getConf()
+print(json.dumps({k: conf.get(k, None) for k in (
+    "spark.sql.shuffle.partitions", "spark.ui.enabled", "spark.sql.session.timeZone", "spark.default.parallelism")}))
+spark.stop()
+"""
+
+
+def _submit(tmp_path: Path, *confs: str) -> dict:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    args = [
+        str(spark_submit),
+        "--master",
+        "local[1]",
+        *[a for c in confs for a in ("--conf", c)],
+        str(script),
+    ]
+    run = subprocess.run(args, env=job_env(), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_spark_submit_confs_win_over_the_session_defaults(tmp_path):
+    conf = _submit(tmp_path, "spark.sql.shuffle.partitions=3", "spark.ui.enabled=false")
+    assert conf["spark.sql.shuffle.partitions"] == "3" and conf["spark.ui.enabled"] == "false"
+    assert conf["spark.sql.session.timeZone"] == "UTC"  # unset by the user: the default applies
+
+
+def test_without_confs_the_defaults_apply_and_the_ui_is_on(tmp_path):
+    conf = _submit(tmp_path)
+    assert conf["spark.sql.shuffle.partitions"] == "2" and conf["spark.default.parallelism"] == "2"
+    assert conf["spark.ui.enabled"] in (None, "true")  # Spark's own default: on
