@@ -2,6 +2,7 @@
 # Runs the pipeline DAG once, without a scheduler, as `make demo` does:
 #
 #   scripts/airflow_demo.sh [LOGICAL_DATE]
+#   PIPELINE_CONF='{"window_size": 300000}' scripts/airflow_demo.sh   (DAG params, as the trigger form sets them)
 #
 # 1. migrates the metadata database in var/airflow (scripts/airflow_env.sh);
 # 2. generates sensor events into the DAG's input folder if it holds none yet;
@@ -48,8 +49,8 @@ PY
   [ $# -gt 0 ] || set -- "$logical_date"
 fi
 
-say "running sensor_alerts_pipeline once (airflow dags test $*)"
-airflow dags test sensor_alerts_pipeline "$@"
+say "running sensor_alerts_pipeline once (airflow dags test $*${PIPELINE_CONF:+ with params $PIPELINE_CONF})"
+airflow dags test ${PIPELINE_CONF:+--conf "$PIPELINE_CONF"} sensor_alerts_pipeline "$@"
 
 python -m spark_jobs.jobs.demo --show "$output_dir"
 say "outputs:   $output_dir"

@@ -1,7 +1,8 @@
 """The suites against the real sensor-alerts job: its output passes, corrupted copies of it fail.
 
-Generates events (with late and bad records), runs the job once with `--trigger available-now` and a
-wall clock past the last event (so silent sensors are found), then validates: through `spark-submit`
+Generates events (with late and bad records), runs the job once with `--trigger available-now`, figures
+other than its defaults, and a wall clock past the last event (so silent sensors are found), then
+validates with no figures on its command line: through `spark-submit`
 as the DAG does, through `python -m` on a corrupted copy, and in-process for each broken promise.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.quality.validate import validate_output
+from spark_jobs.spark.job import recorded_job
 from tests.quality.support import (
     CORRUPTIONS,
     SENSOR_ALERTS_SUITES,
@@ -27,6 +29,8 @@ from tests.quality.support import (
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The job runs with other figures than its defaults; validation, given none, must use the recorded ones.
+NON_DEFAULT_FIGURES = ["--window-size", "3min", "--grace", "1min", "--low-activity-threshold", "6"]
 
 
 def _env() -> dict[str, str]:
@@ -53,7 +57,8 @@ def real_output(tmp_path_factory) -> Path:
     job = _run(
         [sys.executable, "-m", "spark_jobs.jobs.sensor_alerts", "--input", str(work / "input"),
          "--output", str(work / "output"), "--checkpoint", str(work / "checkpoint"),
-         "--trigger", "available-now", "--wall-clock", "2025-01-01T02:00:00Z", "--master", "local[2]"],
+         "--trigger", "available-now", "--wall-clock", "2025-01-01T02:00:00Z", "--master", "local[2]",
+         *NON_DEFAULT_FIGURES],
     )  # fmt: skip
     assert job.returncode == 0, job.stderr[-5000:]
     output = work / "output"
@@ -73,6 +78,12 @@ def test_spark_submit_validates_the_real_output_and_every_suite_passes(real_outp
     lines = [line for line in run.stdout.splitlines() if line.startswith(("PASSED", "FAILED"))]
     assert [line.split(":")[0] for line in lines] == [f"PASSED {c.suite}" for c in SENSOR_ALERTS_SUITES]
     assert (reports / "data_docs" / "index.html").is_file()
+    recorded = recorded_job(real_output).options
+    assert (recorded["window_size"], recorded["grace"], recorded["low_activity_threshold"]) == (
+        180_000,
+        60_000,
+        6,
+    )
 
 
 def test_the_command_line_exits_non_zero_on_a_corrupted_copy(real_output, tmp_path):
