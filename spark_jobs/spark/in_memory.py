@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from spark_jobs.spark import task_state
 from spark_jobs.spark.job import JobSpec
 from spark_jobs.spark.landing import read_landing_file
 from spark_jobs.spark.summary import RunSummary
-from spark_jobs.spark.task_runner import TaskState, run_task_batch
+from spark_jobs.spark.task_runner import INITIAL_WALL_CLOCK_MS, run_task_batch
 from spark_jobs.spark.topics import QUARANTINE_TOPIC, quarantine_table
 from spark_jobs.spark.transport import (
     KIND_QUARANTINE,
@@ -41,7 +42,9 @@ def landing_files(directory: str | os.PathLike) -> list[tuple[str, int]]:
 class InMemoryRuntime:
     def __init__(self, spec: JobSpec):
         self.spec = spec
-        self.states: dict[int, TaskState] = {}
+        # One store per partition, as Spark keeps one per task group; no live-task cache, so every batch
+        # restores from the store (the path a Spark replay takes).
+        self.stores: dict[int, task_state.DictPartStore] = {}
         self.tables: dict[str, list[pa.Table]] = {}
         self.summary = RunSummary(job=spec.module, trigger="in-memory", partitions=spec.num_partitions)
         self._batch_id = 0
@@ -71,10 +74,12 @@ class InMemoryRuntime:
                     by_reason[reason] = by_reason.get(reason, 0) + 1
                 metrics.append({"partition": partition, "quarantined": len(reasons), "reasons": by_reason})
                 continue
-            result = run_task_batch(
-                self.spec, partition, self.states.get(partition), ordered_input(part_chunks)
-            )
-            self.states[partition] = result.state
+            store = self.stores.setdefault(partition, task_state.DictPartStore())
+            state, restored = task_state.load(store, self.spec.topology(), partition, INITIAL_WALL_CLOCK_MS)
+            result = run_task_batch(self.spec, partition, state, ordered_input(part_chunks))
+            written = task_state.save(store, result.state)
+            written.restored = restored
+            result.metrics["task_metrics"].update(written.metrics())
             for topic, table in result.tables.items():
                 self._add(topic, table)
             metrics.append(result.metrics)

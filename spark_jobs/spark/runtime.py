@@ -8,10 +8,11 @@ The query, stage by stage:
    the files: their content is not in the plan.
 2. `mapInArrow`: each file is read (if local), parsed, validated and partitioned (`landing`), and cut
    into chunks of records per partition (`transport`); bad records go to the pseudo-partition -1.
-3. `groupBy(task group).applyInPandasWithState`: one group per partition = one task (a task group is
-   an integer chosen per partition so that Spark spreads the partitions evenly over its tasks). The
-   task state is the engine's `StreamTask.snapshot()` bytes in Spark's state store (RocksDB provider,
-   checkpointed); each micro-batch restores it, processes the partition's records in order, applies
+3. `groupBy(task group).transformWithStateInPandas`: one group per partition = one task (a task group
+   is an integer chosen per partition so that Spark spreads the partitions evenly over its tasks). The
+   task state is kept in small entries of Spark's state store (RocksDB provider, checkpointed), and a
+   micro-batch writes only the parts that changed (`task_state`); the live task stays in the Python
+   worker between micro-batches. Each micro-batch processes the partition's records in order, applies
    wall-clock markers, and emits its output as Arrow tables (`task_runner`).
 4. `foreachBatch`: the output is staged and published per topic with an atomic rename (`sink`).
 
@@ -38,12 +39,13 @@ from urllib.parse import unquote, urlparse
 
 import pandas as pd
 import pyarrow as pa
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-from spark_jobs.spark import sink, wall_clock
+from spark_jobs.spark import sink, task_state, wall_clock
 from spark_jobs.spark.job import JobSpec, write_job_record
 from spark_jobs.spark.landing import read_landing_file
 from spark_jobs.spark.summary import RunSummary
-from spark_jobs.spark.task_runner import TaskState, run_task_batch
+from spark_jobs.spark.task_runner import INITIAL_WALL_CLOCK_MS, run_task_batch
 from spark_jobs.spark.topics import QUARANTINE_TOPIC, quarantine_table
 from spark_jobs.spark.transport import (
     INPUT_CHUNK_DDL,
@@ -51,7 +53,6 @@ from spark_jobs.spark.transport import (
     METRICS_TOPIC,
     OUTPUT_CHUNK_DDL,
     QUARANTINE_PARTITION,
-    TASK_STATE_DDL,
     InputChunk,
     chunks_to_arrow,
     data_chunks,
@@ -195,13 +196,61 @@ def _frame(rows: list[tuple]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["topic", "partition", "rows", "payload"])
 
 
-def run_partition(spec: JobSpec, key, frames, state):
-    """Stage 3 (executors): the stateful function of `applyInPandasWithState`, one call per task."""
-    with _without_cyclic_gc():
-        yield from _run_partition(spec, key, frames, state)
+class SparkPartStore:
+    """`task_state.PartStore` over the state variables of `transformWithStateInPandas` (RocksDB): a MapState
+    (part, chunk) -> bytes, where only the entries written in a micro-batch go to its changelog, and a
+    ValueState with the version and the manifest."""
+
+    def __init__(self, chunks, meta):
+        self._chunks = chunks
+        self._meta = meta
+
+    def read_meta(self):
+        if not self._meta.exists():
+            return None
+        version, manifest = self._meta.get()
+        return version, bytes(manifest)
+
+    def write_meta(self, version, manifest):
+        self._meta.update((version, manifest))
+
+    def read_chunks(self):
+        for (part, index), (data,) in self._chunks.iterator():
+            yield part, index, data
+
+    def write_chunk(self, part, index, data):
+        self._chunks.updateValue((part, index), (data,))
+
+    def remove_chunk(self, part, index):
+        self._chunks.removeKey((part, index))
 
 
-def _run_partition(spec: JobSpec, key, frames, state):
+class TaskProcessor(StatefulProcessor):
+    """Stage 3 (executors): one call per task (group) and micro-batch, its state in small entries."""
+
+    def __init__(self, spec: JobSpec, checkpoint_id: str, chunk_bytes: int):
+        self.spec = spec
+        self.checkpoint_id = checkpoint_id
+        # Read on the driver and shipped with the processor, so that a test's setting reaches the workers.
+        self.chunk_bytes = chunk_bytes
+
+    def init(self, handle) -> None:
+        self._store = SparkPartStore(
+            handle.getMapState("chunks", task_state.CHUNK_KEY_DDL, task_state.CHUNK_VALUE_DDL),
+            handle.getValueState("meta", task_state.META_DDL),
+        )
+
+    def handleInputRows(self, key, rows, timerValues):
+        with _without_cyclic_gc():
+            yield from run_partition(self.spec, rows, self._store, self.checkpoint_id, self.chunk_bytes)
+
+    def close(self) -> None:
+        pass
+
+
+def run_partition(
+    spec: JobSpec, frames, store: task_state.PartStore, checkpoint_id: str, chunk_bytes: int | None = None
+):
     chunks = [
         InputChunk(*row)
         for frame in frames
@@ -219,9 +268,12 @@ def _run_partition(spec: JobSpec, key, frames, state):
         rows = _output_rows(QUARANTINE_TOPIC, partition, quarantine_table(reasons, raws, files, lines))
         yield _frame(rows + [(METRICS_TOPIC, partition, 0, metrics_payload(metrics))])
         return
-    previous = TaskState(*state.get) if state.exists else None
-    result = run_task_batch(spec, partition, previous, ordered_input(chunks))
-    state.update((result.state.snapshot, result.state.wall_clock))
+    cache_key = (checkpoint_id, partition)
+    state, restored = task_state.load(store, spec.topology(), partition, INITIAL_WALL_CLOCK_MS, cache_key)
+    result = run_task_batch(spec, partition, state, ordered_input(chunks))
+    written = task_state.save(store, result.state, cache_key, chunk_bytes)
+    written.restored = restored
+    result.metrics["task_metrics"].update(written.metrics())
     rows = [
         row for topic, table in sorted(result.tables.items()) for row in _output_rows(topic, partition, table)
     ]
@@ -301,6 +353,13 @@ class TopologyRuntime:
                     f"{JOB_FILE} has no {', '.join(sorted(missing))}) and cannot be resumed: start a new "
                     "checkpoint, with a new output folder"
                 )
+            layout = stored.pop("state_layout", None)
+            if layout != task_state.STATE_LAYOUT:
+                raise IdentityMismatch(
+                    f"checkpoint {self._checkpoint} keeps task state in layout {layout or 'single-snapshot'}, "
+                    f"this runtime reads {task_state.STATE_LAYOUT} only: start a new checkpoint, with a new "
+                    "output folder"
+                )
             checkpoint_id = stored.pop("checkpoint_id")
             groups = {int(p): g for p, g in stored.pop("task_groups").items()}
             _check_same_options(self._checkpoint, stored.pop("options"), options)
@@ -316,9 +375,11 @@ class TopologyRuntime:
             self._checkpoint.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
             record = {**identity, "options": options, "checkpoint_id": checkpoint_id, "task_groups": groups}
+            record["state_layout"] = task_state.STATE_LAYOUT
             tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
             os.replace(tmp, path)
         self._task_groups = groups
+        self._checkpoint_id = checkpoint_id
         owner = sink.claim_output(self.config.output_dir, checkpoint_id)
         if owner != checkpoint_id:
             raise IdentityMismatch(
@@ -378,8 +439,12 @@ class TopologyRuntime:
         )
         return (
             chunks.groupBy("task_group")
-            .applyInPandasWithState(
-                partial(run_partition, self.spec), OUTPUT_CHUNK_DDL, TASK_STATE_DDL, "append", "NoTimeout"
+            .transformWithStateInPandas(
+                TaskProcessor(self.spec, self._checkpoint_id, task_state.STATE_CHUNK_BYTES),
+                OUTPUT_CHUNK_DDL,
+                "Append",
+                # Processing-time mode never terminates under availableNow (Spark 4.3); no timers are used.
+                "None",
             )
             .writeStream.queryName(self.query_name)
             .foreachBatch(self._publish)

@@ -1,7 +1,7 @@
-"""One task (= one input partition) through one micro-batch: restore, process in order, tick, snapshot.
+"""One task (= one input partition) through one micro-batch: process in order, tick.
 
-Pure Python: the Spark runtime calls it from its stateful function with the state it keeps in the state
-store; the in-memory runtime calls it with state it keeps in a dict. Both therefore run the same code
+Pure Python: the Spark runtime calls it from its stateful function with the task state it loads from the
+state store; the in-memory runtime with state it loads from a dict (both through `task_state`). Both therefore run the same code
 between "input chunks of a partition" and "output tables + new state".
 """
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from spark_jobs.spark.job import JobSpec
+from spark_jobs.spark.task_state import TaskState, new_task_state
 from spark_jobs.spark.topics import topic_tables
 from spark_jobs.spark.transport import OrderedInput
 
@@ -20,12 +21,6 @@ LATE_METRIC = "dropped-records-total"
 
 # A task starts at wall clock 0 (deterministic); only markers move it.
 INITIAL_WALL_CLOCK_MS = 0
-
-
-@dataclass
-class TaskState:
-    snapshot: bytes
-    wall_clock: int
 
 
 @dataclass
@@ -38,15 +33,12 @@ class TaskBatchResult:
 def run_task_batch(
     spec: JobSpec, partition: int, state: TaskState | None, inp: OrderedInput
 ) -> TaskBatchResult:
-    topology = spec.topology()
-    from spark_jobs.streams.task import StreamTask
-
+    """Runs the batch on `state`'s live task (a new task if None) and returns that state, updated: the
+    caller persists it (`task_state.save`)."""
     if state is None:
-        task = StreamTask(topology, partition=partition, initial_wall_clock_ms=INITIAL_WALL_CLOCK_MS)
-        wall_clock = INITIAL_WALL_CLOCK_MS
-    else:
-        task = StreamTask.restore(topology, state.snapshot)
-        wall_clock = state.wall_clock
+        state = new_task_state(spec.topology(), partition, INITIAL_WALL_CLOCK_MS)
+    task = state.task
+    wall_clock = state.runtime["wall_clock"]
     late_before = task.metrics().get(LATE_METRIC, 0)
     if inp.records:
         task.process_batch(spec.input_topic, inp.keys, inp.values, inp.timestamps)
@@ -66,4 +58,5 @@ def run_task_batch(
         "wall_clock": wall_clock,
         "task_metrics": {k: v for k, v in task_metrics.items() if isinstance(v, int | float)},
     }
-    return TaskBatchResult(tables, TaskState(task.snapshot(), wall_clock), metrics)
+    state.runtime["wall_clock"] = wall_clock
+    return TaskBatchResult(tables, state, metrics)

@@ -60,9 +60,6 @@ INPUT_CHUNK_ARROW = pa.schema(
 OUTPUT_CHUNK_DDL = "topic string, partition int, rows long, payload binary"
 METRICS_TOPIC = "_metrics"
 
-# The task state kept in Spark's state store, one row per partition.
-TASK_STATE_DDL = "snapshot binary, wall_clock long"
-
 
 @dataclass
 class InputChunk:
