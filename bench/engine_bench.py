@@ -1,9 +1,16 @@
-"""Throughput of the engine on the sensor-alerts shape, against a peer on the same records.
+"""Throughput of the engine at 200 and at 250k keys per task, its state export share, and a peer.
 
-    python bench/engine_bench.py [--records N] [--batch B] [--profile]
+    python bench/engine_bench.py [--records N] [--batch B] [--keys 200,250000] [--profile KEYS]
 
-Records: 1000 sensor keys, event time moving forward ~1 ms per record with up to 5 s of out-of-order
-jitter, and ~1% late records (4 to 10 minutes behind; the grace is 2 minutes). Generation is not timed.
+Records: K sensor keys drawn at random, each key getting ~4 readings per 2-minute window at every K (the
+event-time step per record is window / (4 K)), up to 5 s of out-of-order jitter and ~1% late records (4 to
+10 minutes behind; the grace is 2 minutes). Generation is not timed. The same run measures every K, so the
+ratio of the rates is what the number of keys costs.
+
+Shapes: window_finals (spark_jobs.jobs.window_finals: count + suppress to one topic) and sensor-alerts (below).
+After the last batch at each K the task's state is exported and imported (`export_state` / `import_state`,
+all parts, then again after one more small batch: only the changed parts) and taken with `snapshot` /
+`restore`; their cost is printed as a share of the time the task took to process the records.
 
 Ours: per-key 2-minute tumbling windows with 2 minutes grace, count(), raw counts to one topic, and
 suppress(until_window_closes(unbounded())) -> filter(count < 4) -> another topic; fed to one StreamTask in
@@ -28,25 +35,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from datetime import UTC
 
-from spark_jobs.streams import BufferConfig, StreamsBuilder, Suppressed, TimeWindows  # noqa: E402
-from spark_jobs.streams.task import StreamTask  # noqa: E402
+from spark_jobs.jobs import window_finals  # noqa: E402
+from spark_jobs.streams import BufferConfig, StreamsBuilder, StreamTask, Suppressed, TimeWindows  # noqa: E402
 
 WINDOW_MS = 120_000
 GRACE_MS = 120_000
 THRESHOLD = 4
-SENSORS = 1000
+PEER_SENSORS = 1000  # the peer comparison's key count (as before this benchmark had a cardinality axis)
+READINGS_PER_KEY_WINDOW = 4
 TOPIC = "sensor-readings"
 
 
-def generate(n: int, seed: int = 7) -> tuple[list[str], list[float], list[int]]:
+def generate(n: int, sensors: int = PEER_SENSORS, seed: int = 7) -> tuple[list[str], list[float], list[int]]:
     rng = random.Random(seed)
-    names = [f"sensor-{i:04d}" for i in range(SENSORS)]
-    keys = [names[rng.randrange(SENSORS)] for _ in range(n)]
+    names = [f"sensor-{i:07d}" for i in range(sensors)]
+    keys = [names[rng.randrange(sensors)] for _ in range(n)]
     values = [round(rng.uniform(10.0, 30.0), 2) for _ in range(n)]
     base = 1_700_000_000_000
+    step = WINDOW_MS / (READINGS_PER_KEY_WINDOW * sensors)  # ms of event time per record
     timestamps = []
     for i in range(n):
-        ts = base + i - rng.randrange(5000)  # out-of-order jitter up to 5 s
+        ts = base + int(i * step) - rng.randrange(5000)  # out-of-order jitter up to 5 s
         if rng.random() < 0.01:
             ts -= rng.randrange(240_000, 600_000)  # late: beyond the 2-minute grace
         timestamps.append(ts)
@@ -83,15 +92,46 @@ class Timer:
         self.cpu = time.process_time() - self.cpu
 
 
-def run_ours(keys, values, timestamps, batch: int) -> tuple[Timer, int, int]:
-    task = StreamTask(sensor_alerts_topology())
+SHAPES = {"window_finals": window_finals.build_topology, "sensor-alerts": lambda: sensor_alerts_topology()}
+
+
+def run_ours(keys, values, timestamps, batch: int, topology=None) -> tuple[Timer, int, int, StreamTask]:
+    topology = topology or sensor_alerts_topology()
+    task = StreamTask(topology)
     emitted = 0
     with Timer() as timer:
         for lo in range(0, len(keys), batch):
             hi = lo + batch
             task.process_batch(TOPIC, keys[lo:hi], values[lo:hi], timestamps[lo:hi])
             emitted += len(task.drain_output())
-    return timer, emitted, int(task.metrics()["dropped-records-total"])
+    return timer, emitted, int(task.metrics()["dropped-records-total"]), task
+
+
+def state_costs(task: StreamTask, topology, keys, values, timestamps) -> dict[str, float]:
+    """CPU seconds of snapshot+restore, a full export+import, and an incremental export after a small batch."""
+    costs: dict[str, float] = {}
+    with Timer() as t:
+        blob = task.snapshot()
+        StreamTask.restore(topology, blob)
+    costs["snapshot+restore"] = t.cpu
+    costs["snapshot bytes"] = len(blob)
+    if hasattr(task, "export_state"):
+        with Timer() as t:
+            export = task.export_state()
+            parts = dict(export.parts)
+            restored = StreamTask.import_state(topology, parts)
+        costs["export+import (all parts)"] = t.cpu
+        costs["parts"] = len(parts)
+        # one more micro-batch touching few keys: only the parts it changed are exported
+        n = 1000
+        last = max(timestamps)
+        restored.process_batch(TOPIC, keys[:n], values[:n], [last + 1 + i % 10 for i in range(n)])
+        restored.drain_output()
+        with Timer() as t:
+            export = restored.export_state()
+        costs["export after a 1000-record batch"] = t.cpu
+        costs["parts changed"] = len(export.parts)
+    return costs
 
 
 def run_bytewax(keys, values, timestamps) -> tuple[Timer, int]:
@@ -149,30 +189,64 @@ def _dict_loop(keys, timestamps) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=100_000, help="records per process_batch call")
+    parser.add_argument("--keys", default="200,250000", help="key counts per task, comma-separated")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {list(SHAPES)}")
+    parser.add_argument("--no-peer", action="store_true", help="skip the peer comparison")
     parser.add_argument(
-        "--profile", action="store_true", help="cProfile our engine instead of the comparison"
+        "--profile", type=int, metavar="KEYS", help="cProfile the window_finals shape at KEYS"
     )
     args = parser.parse_args(argv)
-
-    t0 = time.perf_counter()
-    keys, values, timestamps = generate(args.records)
-    print(f"generated {args.records:,} records in {time.perf_counter() - t0:.1f} s (not timed)")
+    n = args.records
 
     if args.profile:
+        keys, values, timestamps = generate(n, args.profile)
         profiler = cProfile.Profile()
         profiler.enable()
-        run_ours(keys, values, timestamps, args.batch)
+        run_ours(keys, values, timestamps, args.batch, window_finals.build_topology())
         profiler.disable()
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
         return 0
 
-    n = args.records
-    ours, emitted, dropped = run_ours(keys, values, timestamps, args.batch)
+    key_counts = [int(k) for k in args.keys.split(",")]
+    data = {}
+    for k in key_counts:
+        t0 = time.perf_counter()
+        data[k] = generate(n, k)
+        print(f"generated {n:,} records over {k:,} keys in {time.perf_counter() - t0:.1f} s (not timed)")
+    for shape in args.shapes.split(","):
+        rates = {}
+        for k in key_counts:
+            topology = SHAPES[shape]()
+            ours, emitted, dropped, task = run_ours(*data[k], args.batch, topology)
+            rates[k] = n / ours.cpu
+            print(
+                f"{shape:14s} {k:>9,} keys: {rates[k]:>11,.0f} records/s of CPU time, {n / ours.wall:,.0f} of wall "
+                f"({ours.cpu:.2f} s CPU; {emitted:,} output records, {dropped:,} dropped late)"
+            )
+            costs = state_costs(task, topology, *data[k])
+            shares = ", ".join(
+                f"{name} {value / ours.cpu:.1%} ({value:.3f} s)"
+                for name, value in costs.items()
+                if "bytes" not in name and "parts" not in name
+            )
+            counts = ", ".join(
+                f"{name} {value:,}" for name, value in costs.items() if "bytes" in name or "parts" in name
+            )
+            print(f"{'':14s} {'':>9s}       state, share of processing: {shares}; {counts}")
+        if len(key_counts) > 1:
+            lo, hi = min(key_counts), max(key_counts)
+            print(f"{shape:14s} rate at {hi:,} keys / rate at {lo:,} keys: {rates[hi] / rates[lo]:.2f}x")
+
+    if args.no_peer:
+        return 0
+    keys, values, timestamps = generate(n)
+    ours, emitted, dropped, _ = run_ours(keys, values, timestamps, args.batch)
     print(
         f"ours:  {n / ours.cpu:,.0f} records/s of CPU time, {n / ours.wall:,.0f} records/s of wall time "
-        f"({ours.cpu:.2f} s CPU, {ours.wall:.2f} s wall; {emitted:,} output records, {dropped:,} dropped late)"
+        f"({ours.cpu:.2f} s CPU, {ours.wall:.2f} s wall; {emitted:,} output records, {dropped:,} dropped late; "
+        f"sensor-alerts shape, {PEER_SENSORS} keys)"
     )
 
     try:

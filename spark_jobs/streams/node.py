@@ -15,7 +15,8 @@ differ (see task.py). Output is a `Batch` tuple `(keys, values, olds, timestamps
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .processor import Cancellable, Processor, ProcessorContext
@@ -57,6 +58,18 @@ class Node:
 
     def restore_state(self, state: Any) -> None:
         pass
+
+    # State export in parts (StreamTask.export_state). A node whose state is big splits it into parts that
+    # change independently; others keep the default: one part, `snapshot_state()`.
+    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]] | None:
+        """`(states of the parts that may have changed since the last export, or all of them when not
+        changed_only; the names of every current part)`. The name "" is the node's own part. None: the
+        node has one part, its `snapshot_state()`."""
+        return None
+
+    def import_parts(self, parts: dict[str, Any]) -> None:
+        """Restore from every current part (names and states as `export_parts` gave them)."""
+        self.restore_state(parts[""])
 
     def metrics(self) -> dict[str, float]:
         return {}
@@ -178,6 +191,40 @@ class UserProcessorNode(Node):
         if method is None or not inspect.ismethod(method):
             raise ValueError(f"processor {self.name!r} has no method {method_name!r} to re-create a schedule")
         return method
+
+
+STATE_BUCKETS = 256  # key-hash buckets a big store's state is exported in
+
+
+class KeyBuckets:
+    """Splits a store's keys into STATE_BUCKETS buckets by crc32 of the serialized key (stable across
+    processes, unlike hash()), computed once per key and cached, so a state export re-serializes only the
+    buckets holding a changed key."""
+
+    def __init__(self) -> None:
+        self.bucket_of: dict[Any, int] = {}
+
+    def bucket(self, key: Any) -> int:
+        bucket = self.bucket_of.get(key)
+        if bucket is None:
+            from .serde import key_bytes
+
+            bucket = self.bucket_of[key] = zlib.crc32(key_bytes(key)) % STATE_BUCKETS
+        return bucket
+
+    def group(self, keys: Iterable[Any], only: set[int] | None = None) -> dict[int, list]:
+        """Keys by bucket (only the buckets in `only`, when given), in iteration order."""
+        groups: dict[int, list] = {}
+        bucket = self.bucket
+        for key in keys:
+            b = bucket(key)
+            if only is None or b in only:
+                groups.setdefault(b, []).append(key)
+        return groups
+
+    def forget(self, keep: Iterable[Any]) -> None:
+        """Drop cached keys no longer in the store (called at exports, so the cache stays bounded)."""
+        self.bucket_of = {key: self.bucket_of[key] for key in keep if key in self.bucket_of}
 
 
 def _is_runtime_handle(value: Any) -> bool:

@@ -7,7 +7,8 @@ from heapq import heapify, heappop, heappush
 from itertools import repeat
 from typing import Any
 
-from .node import Node
+from .node import KeyBuckets, Node
+from .records import Window, Windowed
 from .serde import headers_size, key_bytes, value_size
 from .timeutil import INT64_MAX, Duration, to_millis
 
@@ -151,6 +152,10 @@ class SuppressNode(Node):
         self.observed = -1
         self.buckets: dict[Any, dict[Any, list]] = {}
         self.heap: list[tuple] = []
+        self.touched: set = set()  # windows (None: the one bucket of until_time_limit) changed since export
+        self.touched_keys: set = set()  # keys (inner keys of windowed ones) changed since then
+        self.key_buckets = KeyBuckets()
+        self.part_names: dict[Any, set[int]] = {}  # window -> its exported key buckets
         self.count = 0
         self.num_bytes = 0
         self.next_seq = 0
@@ -160,7 +165,7 @@ class SuppressNode(Node):
         self.size_max = self.count_max = 0
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        buckets, heap = self.buckets, self.heap
+        buckets, heap, touched, touched_keys = self.buckets, self.heap, self.touched, self.touched_keys
         bucket_window: Any = _NO_WINDOW
         bucket: dict = {}
         observed, duration = self.observed, self.duration
@@ -211,6 +216,8 @@ class SuppressNode(Node):
                 if bucket is None:
                     bucket = buckets[window] = {}
                 bucket_window = window
+                touched.add(window)
+            touched_keys.add(inner)
             try:
                 entry = bucket[inner]
             except KeyError:
@@ -314,6 +321,8 @@ class SuppressNode(Node):
         window, inner = (key[1], key[0]) if self.window_close else (None, key)
         bucket = self.buckets[window]
         entry = bucket.pop(inner)
+        self.touched.add(window)
+        self.touched_keys.add(inner)
         if not bucket:
             del self.buckets[window]
         return entry
@@ -348,48 +357,144 @@ class SuppressNode(Node):
             "suppression-buffer-count-max": self.count_max,
         }
 
-    def snapshot_state(self) -> Any:
-        entries = sorted(
-            ((e[_KEY], e) for bucket in self.buckets.values() for e in bucket.values()),
-            key=lambda item: item[1][_SEQ],
+    def _scalars(self) -> tuple:
+        return (
+            self.observed,
+            self.count,
+            self.num_bytes,
+            self.next_seq,
+            self.samples,
+            self.size_sum,
+            self.count_sum,
+            self.size_max,
+            self.count_max,
         )
-        columns: list[list] = [[] for _ in range(9)]
-        for _, entry in entries:
-            for field in range(9):
-                columns[field].append(entry[field])
+
+    def _entry_columns(self, entries: list) -> dict[str, Any]:
+        """Entries (lists, see _BT.._BASE) as columns: packed ints where the field is always an int;
+        windowed keys as inner key, window start and end (no Windowed object pickled one by one)."""
+        if self.window_close:
+            keys = [e[_KEY] for e in entries]
+            key_columns = {
+                "keys": [k[0] for k in keys],
+                "starts": array("q", [k[1][0] for k in keys]),
+                "ends": array("q", [k[1][1] for k in keys]),
+            }
+        else:
+            key_columns = {"keys": [e[_KEY] for e in entries]}
         return {
-            "keys": [key for key, _ in entries],
-            "bt": array("q", columns[_BT]),
-            "kb": columns[_KB],
-            "new": columns[_NEW],
-            "old": columns[_OLD],
-            "prior": columns[_PRIOR],
-            "ts": array("q", columns[_TS]),
-            "hdr": columns[_HDR],
-            "size": array("q", columns[_SIZE]),
-            "seq": array("q", columns[_SEQ]),
-            "scalars": (
-                self.observed,
-                self.count,
-                self.num_bytes,
-                self.next_seq,
-                self.samples,
-                self.size_sum,
-                self.count_sum,
-                self.size_max,
-                self.count_max,
-            ),
+            **key_columns,
+            "bt": array("q", [e[_BT] for e in entries]),
+            "kb": [e[_KB] for e in entries],
+            "new": [e[_NEW] for e in entries],
+            "old": [e[_OLD] for e in entries],
+            "prior": [e[_PRIOR] for e in entries],
+            "ts": array("q", [e[_TS] for e in entries]),
+            "hdr": [e[_HDR] for e in entries],
+            "size": array("q", [e[_SIZE] for e in entries]),
+            "seq": array("q", [e[_SEQ] for e in entries]),
         }
 
+    def _load_entries(self, columns: dict[str, Any]) -> None:
+        """Add entries saved by `_entry_columns` to the buckets and the (not yet heapified) heap."""
+        window_close, buckets, heap = self.window_close, self.buckets, self.heap
+        keys = columns["keys"]
+        if window_close:
+            new, windows = tuple.__new__, {}
+            keys = [
+                new(
+                    Windowed,
+                    (
+                        key,
+                        windows.get((start, end))
+                        or windows.setdefault((start, end), new(Window, (start, end))),
+                    ),
+                )
+                for key, start, end in zip(keys, columns["starts"], columns["ends"], strict=True)
+            ]
+        rows = zip(
+            keys,
+            columns["bt"],
+            columns["kb"],
+            columns["new"],
+            columns["old"],
+            columns["prior"],
+            columns["ts"],
+            columns["hdr"],
+            columns["size"],
+            columns["seq"],
+            strict=True,
+        )
+        bucket_window: Any = _NO_WINDOW
+        bucket: dict = {}
+        for key, bt, kb, new, old, prior, ts, hdr, size, seq in rows:
+            window, inner = (key[1], key[0]) if window_close else (None, key)
+            if window != bucket_window:
+                bucket = buckets.get(window)
+                if bucket is None:
+                    bucket = buckets[window] = {}
+                bucket_window = window
+            base = 8 + len(kb) + (8 if type(prior) is int else value_size(prior))
+            bucket[inner] = [bt, kb, new, old, prior, ts, hdr, size, seq, key, base]
+            heap.append((bt, kb, seq, key))
+
+    def snapshot_state(self) -> Any:
+        entries = sorted(
+            (e for bucket in self.buckets.values() for e in bucket.values()), key=lambda e: e[_SEQ]
+        )
+        state = self._entry_columns(entries)
+        state["scalars"] = self._scalars()
+        return state
+
     def restore_state(self, state: Any) -> None:
-        fields = [state[name] for name in ("bt", "kb", "new", "old", "prior", "ts", "hdr", "size", "seq")]
-        self.buckets = {}
-        self.heap = []
-        for key, entry in zip(state["keys"], zip(*fields, strict=False), strict=False):
-            window, inner = (key[1], key[0]) if self.window_close else (None, key)
-            prior = entry[_PRIOR]
-            base = 8 + len(entry[_KB]) + value_size(prior)
-            self.buckets.setdefault(window, {})[inner] = list(entry) + [key, base]
-            self.heap.append((entry[_BT], entry[_KB], entry[_SEQ], key))
+        self.buckets, self.heap, self.touched = {}, [], set()
+        self._load_entries(state)
         heapify(self.heap)
         self._save(*state["scalars"])
+
+    # State parts: "" holds the scalars, "<start>:<end>.<key bucket>" the entries of one window whose keys
+    # fall in one bucket (KeyBuckets) for until_window_closes, "all.<key bucket>" for until_time_limit.
+    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        parts: dict[str, Any] = {"": self._scalars()}
+        buckets, names, key_buckets = self.buckets, self.part_names, self.key_buckets
+        for window in list(names):
+            if window not in buckets:
+                del names[window]
+        if not changed_only:
+            names.clear()
+        dirty = {key_buckets.bucket(key) for key in self.touched_keys} if changed_only else None
+        for window in self.touched if changed_only else buckets:
+            bucket = buckets.get(window)
+            if bucket is None:
+                continue
+            groups = key_buckets.group(bucket, dirty)
+            exported = names.setdefault(window, set())
+            gone = exported - set(groups) if dirty is None else (exported & dirty) - set(groups)
+            exported -= gone
+            for b, inners in groups.items():
+                parts[f"{_part_name(window)}.{b}"] = self._entry_columns([bucket[k] for k in inners])
+                exported.add(b)
+        self.touched, self.touched_keys = set(), set()
+        if len(key_buckets.bucket_of) > 2 * self.count + 1024:
+            key_buckets.forget(key for bucket in buckets.values() for key in bucket)
+        return parts, [""] + [f"{_part_name(w)}.{b}" for w, bs in names.items() for b in bs]
+
+    def import_parts(self, parts: dict[str, Any]) -> None:
+        self.buckets, self.heap, self.touched, self.touched_keys = {}, [], set(), set()
+        self.part_names = {}
+        for name, columns in parts.items():
+            if name:
+                self._load_entries(columns)
+                if columns["keys"]:
+                    window = None if not self.window_close else columns_window(columns)
+                    self.part_names.setdefault(window, set()).add(int(name.rsplit(".", 1)[1]))
+        heapify(self.heap)
+        self._save(*parts[""])
+
+
+def columns_window(columns: dict[str, Any]) -> Window:
+    return tuple.__new__(Window, (columns["starts"][0], columns["ends"][0]))
+
+
+def _part_name(window: Any) -> str:
+    return "all" if window is None else f"{window[0]}:{window[1]}"

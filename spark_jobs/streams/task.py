@@ -18,12 +18,13 @@ columns where that cannot change anything:
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import batching
 from .batching import EMPTY, Columns
@@ -117,6 +118,20 @@ class OutputBatch:
         return f"OutputBatch({len(self)} records)"
 
 
+class StateExport(NamedTuple):
+    """What `StreamTask.export_state()` returns (see docs/TASK_INTERFACE.md)."""
+
+    parts: dict[str, bytes]  # parts new or changed since the previous export_state()/import_state()
+    removed: list[str]  # parts that existed at the previous export and no longer do
+
+
+TASK_PART = "task"  # clocks, output sequence, punctuation, pending output
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
 class StreamTask:
     """Runs one partition of a topology. See docs/TASK_INTERFACE.md for the contract."""
 
@@ -142,6 +157,7 @@ class StreamTask:
         self._collector = self._rows  # where sinks running row by row put their rows
         self._next_seq = 0
         self._closed = False
+        self._part_digests: dict[str, bytes] | None = None  # parts of the last export/import, by name
 
         self.nodes: dict[str, Node] = {name: spec.factory() for name, spec in topology.specs.items()}
         for name, spec in topology.specs.items():
@@ -358,19 +374,11 @@ class StreamTask:
 
     def snapshot(self) -> bytes:
         """The complete task state as bytes (pickle protocol 5; zlib when it pays)."""
-        state = {
-            "fingerprint": topology_fingerprint(self.topology),
-            "partition": self.partition,
-            "clocks": (self.stream_time, self.wall_clock),
-            "next_seq": self._next_seq,
-            "dropped": self.dropped_records,
-            "punctuation": self.punctuation.snapshot(),
-            "nodes": {
-                name: state
-                for name, node in self.nodes.items()
-                if (state := node.snapshot_state()) is not None
-            },
-            "pending_output": self._pending_output(),
+        state = self._task_state()
+        state["nodes"] = {
+            name: node_state
+            for name, node in self.nodes.items()
+            if (node_state := node.snapshot_state()) is not None
         }
         raw = pickle.dumps(state, protocol=5)
         if len(raw) > _COMPRESS_ABOVE:
@@ -386,14 +394,90 @@ class StreamTask:
             raise ValueError("not a StreamTask snapshot")
         raw = zlib.decompress(blob[5:]) if blob[4:5] == b"\x01" else blob[5:]
         state = pickle.loads(raw)
+        task = cls._from_task_state(topology, state)
+        for name, node_state in state["nodes"].items():
+            task.nodes[name].restore_state(node_state)
+        return task
+
+    def export_state(self) -> StateExport:
+        """The parts of the task state that are new or changed since the previous `export_state()` or
+        `import_state()` of this task (a fresh task: every part), and the names of parts that went away.
+
+        Parts: "task" (clocks, output sequence, punctuation, pending output), then per stateful node
+        "<node name>" and, for nodes that split their state, "<node name>/<part>". Parts a node reports as
+        possibly changed are serialized and kept only if their bytes differ from the previous export.
+        """
+        previous = self._part_digests
+        changed_only = previous is not None
+        candidates: dict[str, Any] = {TASK_PART: self._task_state()}
+        current: list[str] = [TASK_PART]
+        for name, node in self.nodes.items():
+            exported = node.export_parts(changed_only)
+            if exported is None:
+                state = node.snapshot_state()
+                if state is not None:
+                    candidates[name] = state
+                    current.append(name)
+                continue
+            node_parts, node_names = exported
+            for sub, state in node_parts.items():
+                candidates[f"{name}/{sub}" if sub else name] = state
+            current += [f"{name}/{sub}" if sub else name for sub in node_names]
+        digests = {} if previous is None else previous
+        parts: dict[str, bytes] = {}
+        for part_name, state in candidates.items():
+            data = pickle.dumps(state, protocol=5)
+            digest = _digest(data)
+            if digests.get(part_name) != digest:
+                parts[part_name] = data
+                digests[part_name] = digest
+        current_names = set(current)
+        removed = [part_name for part_name in digests if part_name not in current_names]
+        for part_name in removed:
+            del digests[part_name]
+        self._part_digests = digests
+        return StateExport(parts, removed)
+
+    @classmethod
+    def import_state(cls, topology: Topology, parts: Mapping[str, bytes]) -> StreamTask:
+        """A task from every current part of an export history (the union of the exported parts minus
+        the removed ones); `topology` is the same object or a fresh build of it."""
+        if TASK_PART not in parts:
+            raise ValueError(f"the task state has no {TASK_PART!r} part; parts: {sorted(parts)[:10]}")
+        state = pickle.loads(parts[TASK_PART])
+        task = cls._from_task_state(topology, state)
+        by_node: dict[str, dict[str, Any]] = {}
+        for part_name, data in parts.items():
+            if part_name == TASK_PART:
+                continue
+            node_name, sub = (part_name, "") if part_name in task.nodes else part_name.rsplit("/", 1)
+            if node_name not in task.nodes:
+                raise ValueError(f"state part {part_name!r} names no node of this topology")
+            by_node.setdefault(node_name, {})[sub] = pickle.loads(data)
+        for node_name, node_parts in by_node.items():
+            task.nodes[node_name].import_parts(node_parts)
+        task._part_digests = {part_name: _digest(data) for part_name, data in parts.items()}
+        return task
+
+    def _task_state(self) -> dict[str, Any]:
+        return {
+            "fingerprint": topology_fingerprint(self.topology),
+            "partition": self.partition,
+            "clocks": (self.stream_time, self.wall_clock),
+            "next_seq": self._next_seq,
+            "dropped": self.dropped_records,
+            "punctuation": self.punctuation.snapshot(),
+            "pending_output": self._pending_output(),
+        }
+
+    @classmethod
+    def _from_task_state(cls, topology: Topology, state: dict[str, Any]) -> StreamTask:
         if state["fingerprint"] != topology_fingerprint(topology):
             raise ValueError(
                 "the snapshot was taken with a different topology (node names, kinds or parents differ)"
             )
         task = cls(topology, state["partition"], 0, _clocks=state["clocks"])
         task.punctuation.restore(state["punctuation"], task._rebind_punctuator)
-        for name, node_state in state["nodes"].items():
-            task.nodes[name].restore_state(node_state)
         task._next_seq = state["next_seq"]
         task.dropped_records = state["dropped"]
         if state["pending_output"] is not None:

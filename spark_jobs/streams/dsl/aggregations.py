@@ -17,7 +17,7 @@ from heapq import heappop, heappush
 from itertools import repeat
 from typing import Any
 
-from ..node import Node
+from ..node import KeyBuckets, Node
 from ..records import Window, Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
 from .stores import TimestampedStoreNode, int_column
@@ -118,12 +118,17 @@ class TimeWindowAggregateNode(Node):
         self.buckets: dict[int, dict[Any, list]] = {}
         self.window_objects: dict[int, Window] = {}
         self.starts: list[int] = []  # heap of the buckets' starts
+        self.touched: set[int] = set()  # starts of the windows changed since the last state export
+        self.touched_keys: set = set()  # keys changed since then, in some touched window
+        self.key_buckets = KeyBuckets()
+        self.part_names: dict[int, set[int]] = {}  # window start -> its exported key buckets
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         windows = self.windows
         size, advance = windows.size, windows.advance
         close_after = size + windows.grace  # a window closes when end + grace <= observed time
         buckets, window_objects, starts = self.buckets, self.window_objects, self.starts
+        touched, touched_keys = self.touched, self.touched_keys
         count = self.aggregation.kind == "count"
         initializer, aggregator = self.aggregation.initializer, self.aggregation.aggregator
         observed = self.observed
@@ -186,6 +191,7 @@ class TimeWindowAggregateNode(Node):
                         continue
                     if closes < slot_closes:
                         slot_closes = closes
+                    touched.add(start)  # every window a slot holds is written to
                     bucket = buckets.get(start)
                     if bucket is None:  # created for this row, which goes into every open window
                         bucket = buckets[start] = {}
@@ -194,6 +200,7 @@ class TimeWindowAggregateNode(Node):
                     slot.append((bucket, window_objects[start]))
             if slot_dropped:
                 dropped += slot_dropped
+            touched_keys.add(key)
             for bucket, window in slot:
                 try:
                     entry = bucket[key]
@@ -250,17 +257,80 @@ class TimeWindowAggregateNode(Node):
         }
 
     def restore_state(self, state):
-        size = self.windows.size
         self.observed = state["observed"]
-        self.buckets, self.window_objects = {}, {}
-        for start in list(state["starts"]) + list(state["empty_buckets"]):
-            if start not in self.buckets:
-                self.buckets[start] = {}
-                self.window_objects[start] = Window(start, start + size)
-        for start, key, agg, ts in zip(
-            state["starts"], state["keys"], state["aggs"], state["ts"], strict=False
-        ):
-            self.buckets[start][key] = [agg, ts, Windowed(key, self.window_objects[start])]
+        self.buckets, self.window_objects, self.touched = {}, {}, set()
+        for start in state["empty_buckets"]:
+            self._new_bucket(start)
+        rows = zip(state["starts"], state["keys"], state["aggs"], state["ts"], strict=True)
+        buckets, new = self.buckets, tuple.__new__
+        for start, key, agg, ts in rows:
+            bucket = buckets.get(start)
+            if bucket is None:
+                bucket = self._new_bucket(start)
+            bucket[key] = [agg, ts, new(Windowed, (key, self.window_objects[start]))]
+        self.starts = sorted(self.buckets)
+
+    def _new_bucket(self, start: int) -> dict:
+        bucket = self.buckets[start] = {}
+        self.window_objects[start] = tuple.__new__(Window, (start, start + self.windows.size))
+        return bucket
+
+    # State parts: "" holds the observed time, "<window start>.<key bucket>" the entries of one window
+    # whose keys fall in one bucket (KeyBuckets), in columns.
+    def export_parts(self, changed_only):
+        parts: dict[str, Any] = {"": self.observed}
+        buckets, names = self.buckets, self.part_names
+        for start in list(names):
+            if start not in buckets:
+                del names[start]
+        key_buckets = self.key_buckets
+        if not changed_only:
+            names.clear()
+        dirty = None
+        if changed_only:
+            dirty = {key_buckets.bucket(key) for key in self.touched_keys}
+        for start in self.touched if changed_only else buckets:
+            bucket = buckets.get(start)
+            if bucket is None:
+                continue
+            groups = key_buckets.group(bucket, dirty)
+            exported = names.setdefault(start, set())
+            for b in exported - set(groups) if dirty is None else (exported & dirty) - set(groups):
+                exported.discard(b)  # every key of that bucket left the window
+            for b, keys in groups.items():
+                entries = [bucket[key] for key in keys]
+                parts[f"{start}.{b}"] = (
+                    keys,
+                    int_column([e[0] for e in entries]),
+                    array("q", [e[1] for e in entries]),
+                )
+                exported.add(b)
+            if not groups and not bucket:
+                parts[f"{start}.e"] = ()  # an empty window still exists (it closes like the others)
+                exported.add("e")
+        self.touched, self.touched_keys = set(), set()
+        if len(key_buckets.bucket_of) > 2 * sum(map(len, buckets.values())) + 1024:
+            key_buckets.forget(key for bucket in buckets.values() for key in bucket)
+        return parts, [""] + [f"{start}.{b}" for start, bs in names.items() for b in bs]
+
+    def import_parts(self, parts):
+        self.observed = parts.pop("")
+        self.buckets, self.window_objects, self.touched, self.touched_keys = {}, {}, set(), set()
+        self.part_names = {}
+        new = tuple.__new__
+        for name, columns in parts.items():
+            start_text, b = name.split(".")
+            start = int(start_text)
+            bucket = self.buckets.get(start)
+            if bucket is None:
+                bucket = self._new_bucket(start)
+            self.part_names.setdefault(start, set()).add(b if b == "e" else int(b))
+            if not columns:
+                continue
+            keys, aggs, timestamps = columns
+            window = self.window_objects[start]
+            for key, agg, ts in zip(keys, aggs, timestamps, strict=True):
+                bucket[key] = [agg, ts, new(Windowed, (key, window))]
         self.starts = sorted(self.buckets)
 
 

@@ -1,0 +1,170 @@
+"""StreamTask.export_state() / import_state(): state exported in parts, in proportion to what changed.
+
+Contract: for any split of the input, exporting after each piece and importing the union of every exported
+part minus the removed ones gives exactly the outputs (seq included) of one uninterrupted task.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_jobs.streams import JoinWindows, SlidingWindows, StreamsBuilder, StreamTask
+
+from .helpers import drain, run_task, sensor_topology
+from .test_properties import PROPERTY, cuts, records, rich_topology, time_windows
+from .test_snapshot import RECORDS, Stateful, processor_topology, table_topology
+
+
+def run_with_exports(topology, data, export_at, import_at=(), topic="readings") -> list[tuple]:
+    """Feed `data` in pieces cut at `export_at`, exporting after each piece into a part store (what a
+    runtime keeps); at every index of `import_at` the task is replaced by one imported from the store."""
+    task = StreamTask(topology)
+    store: dict[str, bytes] = dict(task.export_state().parts)  # a fresh task: every part
+    outputs: list[tuple] = []
+    bounds = sorted({0, len(data), *export_at, *import_at})
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        if lo in import_at:
+            task = StreamTask.import_state(topology, store)
+        chunk = data[lo:hi]
+        task.process_batch(topic, [r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk])
+        outputs += drain(task)  # as a runtime does: write the output, then the state
+        export = task.export_state()
+        assert not set(export.parts) & set(export.removed)
+        for name in export.removed:
+            del store[name]  # a removed part existed at the previous export
+        store.update(export.parts)
+    return outputs
+
+
+def sliding_topology():
+    builder = StreamsBuilder()
+    counts = (
+        builder.stream("readings")
+        .group_by_key()
+        .windowed_by(SlidingWindows.of_time_difference_and_grace(6, 9))
+        .count()
+    )
+    counts.to_stream().to("sliding")
+    return builder.build()
+
+
+@PROPERTY
+@given(windows=time_windows(), data=records, export_points=cuts, import_points=cuts)
+def test_export_and_import_at_any_points_change_no_output(windows, data, export_points, import_points):
+    topology = rich_topology(windows)
+    expected = run_task(topology, data, cuts=sorted(set(export_points) | set(import_points)))
+    assert run_with_exports(topology, data, export_points, import_points) == expected
+
+
+@PROPERTY
+@given(data=records, export_points=cuts, import_points=cuts)
+def test_sliding_windows_and_tables_survive_export_and_import(data, export_points, import_points):
+    data = [(k, v, ts) for k, v, ts in data if ts >= 0]
+    both = sorted(set(export_points) | set(import_points))
+    for topology in (sliding_topology(), table_topology()):
+        expected = run_task(topology, data, cuts=both)
+        assert run_with_exports(topology, data, export_points, import_points) == expected
+
+
+@PROPERTY
+@given(
+    left=st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 9), st.integers(0, 60)), max_size=20),
+    right=st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 9), st.integers(0, 60)), max_size=20),
+    split=st.integers(0, 20),
+)
+def test_stream_and_table_joins_survive_export_and_import(left, right, split):
+    def topology():
+        builder = StreamsBuilder()
+        lstream, rstream = builder.stream("left"), builder.stream("right")
+        lstream.join(rstream, lambda a, b: (a, b), JoinWindows.of_time_difference_and_grace(5, 3)).to("ss")
+        lstream.join(builder.table("table"), lambda a, b: (a, b)).to("st")
+        return builder.build()
+
+    def feed(task, lo, hi):
+        pieces = {"left": left[lo:hi], "right": right[lo:hi], "table": right[lo:hi]}
+        task.process_topics(
+            {t: tuple(map(list, zip(*rows, strict=True))) for t, rows in pieces.items() if rows}
+        )
+
+    straight = StreamTask(topology())
+    feed(straight, 0, split)
+    feed(straight, split, 20)
+    first = StreamTask(topology())
+    feed(first, 0, split)
+    before = drain(first)
+    second = StreamTask.import_state(topology(), first.export_state().parts)
+    feed(second, split, 20)
+    assert before + drain(second) == drain(straight)
+
+
+def test_user_processor_with_punctuation_survives_export_and_import() -> None:
+    topology = processor_topology(Stateful)
+    for split in range(1, len(RECORDS)):
+        assert run_with_exports(topology, RECORDS, [split], [split]) == run_task(topology, RECORDS)
+
+
+def test_an_export_holds_only_the_parts_that_changed() -> None:
+    topology = sensor_topology(size=100, grace=50)
+    task = StreamTask(topology)
+    keys = [f"k{i}" for i in range(50)]
+    task.process_batch("readings", keys, [1] * 50, list(range(50)))  # window [0, 100)
+    first = task.export_state()
+    assert "task" in first.parts and first.removed == []
+    window_parts = [name for name in first.parts if "/0." in name or "/0:100." in name]
+    # the window store's and the suppress buffer's parts for [0, 100): 50 keys in several key buckets
+    assert 2 < len(window_parts) <= 100
+    assert task.export_state().parts.keys() <= {"task"}  # nothing processed: nothing changed
+
+    task.process_batch("readings", ["k1"], [1], [120])  # a new window [100, 200); [0, 100) untouched
+    second = task.export_state()
+    assert not set(second.parts) & set(window_parts)
+    assert any("/100." in name for name in second.parts)
+
+    task.process_batch("readings", ["k1"], [1], [400])  # [0, 100) and [100, 200) close: their parts go
+    third = task.export_state()
+    assert set(window_parts) <= set(third.removed)
+    restored = StreamTask.import_state(topology, {**first.parts, **second.parts, **third.parts})
+    for name in third.removed:
+        assert name not in restored.export_state().parts
+
+
+def test_idle_keys_are_not_serialized_again() -> None:
+    topology = sensor_topology(size=1000, grace=0)
+    task = StreamTask(topology)
+    task.process_batch("readings", [f"k{i}" for i in range(500)], [1] * 500, [10] * 500)
+    task.process_batch("readings", [f"k{i}" for i in range(500)], [1] * 500, [1010] * 500)
+    task.drain_output()
+    task.export_state()
+    task.process_batch("readings", ["k2"], [1], [1600])  # one key of the 500 in window [1000, 2000)
+    task.drain_output()
+    export = task.export_state()
+    assert sum(len(data) for data in export.parts.values()) < 2000
+    assert len(pickle.dumps(export)) < 3000
+
+
+def test_import_refuses_another_topology_and_a_missing_task_part() -> None:
+    import pytest
+
+    task = StreamTask(sensor_topology())
+    parts = task.export_state().parts
+    builder = StreamsBuilder()
+    builder.stream("readings").to("elsewhere")
+    with pytest.raises(ValueError, match="different topology"):
+        StreamTask.import_state(builder.build(), parts)
+    with pytest.raises(ValueError, match="no 'task' part"):
+        StreamTask.import_state(sensor_topology(), {k: v for k, v in parts.items() if k != "task"})
+
+
+def test_snapshot_still_works_after_exports() -> None:
+    topology = sensor_topology(size=10, grace=0)
+    data = [("a", 1, 1), ("b", 1, 5), ("a", 1, 12), ("b", 1, 30)]
+    task = StreamTask(topology)
+    task.process_batch("readings", ["a", "b"], [1, 1], [1, 5])
+    task.export_state()
+    first = drain(task)
+    restored = StreamTask.restore(topology, task.snapshot())
+    restored.process_batch("readings", ["a", "b"], [1, 1], [12, 30])
+    assert first + drain(restored) == run_task(topology, data)
