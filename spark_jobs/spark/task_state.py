@@ -108,15 +108,19 @@ class TaskState:
 @dataclass
 class StateWrite:
     parts_written: int = 0
+    chunks_written: int = 0
     bytes_written: int = 0
     parts_removed: int = 0
+    parts_stored: int = 0
     restored: bool = False
 
     def metrics(self) -> dict:
         return {
             "state_parts_written": self.parts_written,
+            "state_chunks_written": self.chunks_written,
             "state_bytes_written": self.bytes_written,
             "state_parts_removed": self.parts_removed,
+            "state_parts_stored": self.parts_stored,
             "state_restored": int(self.restored),
         }
 
@@ -200,6 +204,7 @@ def save(
             store.remove_chunk(part, index)
         state.stored[part] = (count, digest)
         written.parts_written += 1
+        written.chunks_written += count
         written.bytes_written += len(data)
     for name in engine_removed:
         part = ENGINE_PART_PREFIX + name
@@ -207,6 +212,7 @@ def save(
         for index in range(old_count):
             store.remove_chunk(part, index)
         written.parts_removed += 1
+    written.parts_stored = len(state.stored)
     state.version += 1
     manifest = {part: count for part, (count, _) in sorted(state.stored.items())}
     store.write_meta(state.version, json.dumps(manifest).encode())
