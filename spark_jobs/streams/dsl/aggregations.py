@@ -97,14 +97,16 @@ def _add_aggregates(key: Any, agg1: int, agg2: int) -> int:
 
 
 _NEVER_CLOSES = 1 << 64  # above every int64 timestamp
+_ABSENT = object()
 
 
 class TimeWindowAggregateNode(Node):
     """Tumbling and hopping windows.
 
-    Store: window start -> {key: [aggregate, max timestamp, Windowed key]}. Buckets by start make closed
-    windows cheap to delete, and the Windowed keys of one window share one Window object, which lets a
-    downstream suppress find its bucket by identity.
+    Store: per window start, {key: aggregate} and {key: max timestamp}. Buckets by start make closed windows
+    cheap to delete. An entry holds no object of its own (no list, no Windowed key): dicts of strings and
+    ints are not tracked by the cyclic GC, and they snapshot and restore at C speed. The Windowed keys of
+    one window share one Window object, which lets a downstream suppress find its bucket by identity.
     """
 
     def __init__(
@@ -115,7 +117,8 @@ class TimeWindowAggregateNode(Node):
         self.aggregation = aggregation
         self.send_old_values = send_old_values
         self.observed = -1
-        self.buckets: dict[int, dict[Any, list]] = {}
+        self.buckets: dict[int, dict[Any, Any]] = {}  # start -> {key: aggregate}
+        self.max_ts: dict[int, dict[Any, int]] = {}  # start -> {key: max timestamp}
         self.window_objects: dict[int, Window] = {}
         self.starts: list[int] = []  # heap of the buckets' starts
         self.touched: set[int] = set()  # starts of the windows changed since the last state export
@@ -127,7 +130,8 @@ class TimeWindowAggregateNode(Node):
         windows = self.windows
         size, advance = windows.size, windows.advance
         close_after = size + windows.grace  # a window closes when end + grace <= observed time
-        buckets, window_objects, starts = self.buckets, self.window_objects, self.starts
+        buckets, max_ts, window_objects, starts = self.buckets, self.max_ts, self.window_objects, self.starts
+        new_windowed = tuple.__new__
         touched, touched_keys = self.touched, self.touched_keys
         count = self.aggregation.kind == "count"
         initializer, aggregator = self.aggregation.initializer, self.aggregation.aggregator
@@ -195,33 +199,32 @@ class TimeWindowAggregateNode(Node):
                     bucket = buckets.get(start)
                     if bucket is None:  # created for this row, which goes into every open window
                         bucket = buckets[start] = {}
+                        max_ts[start] = {}
                         window_objects[start] = tuple.__new__(Window, (start, start + size))
                         heappush(starts, start)
-                    slot.append((bucket, window_objects[start]))
+                    slot.append((bucket, max_ts[start], window_objects[start]))
             if slot_dropped:
                 dropped += slot_dropped
             touched_keys.add(key)
-            for bucket, window in slot:
-                try:
-                    entry = bucket[key]
-                except KeyError:
+            for bucket, bucket_ts, window in slot:
+                old = bucket.get(key, _ABSENT)
+                if old is _ABSENT:
                     old = 0 if count else initializer()
                     new = old + 1 if count else aggregator(key, value, old)
                     new_ts = ts
-                    windowed = tuple.__new__(Windowed, (key, window))
                     if new is not None:
-                        bucket[key] = [new, ts, windowed]
+                        bucket[key] = new
+                        bucket_ts[key] = ts
                 else:
-                    old = entry[0]
                     new = old + 1 if count else aggregator(key, value, old)
-                    new_ts = entry[1]
+                    new_ts = bucket_ts[key]
                     if ts > new_ts:
-                        new_ts = entry[1] = ts
-                    windowed = entry[2]
+                        new_ts = bucket_ts[key] = ts
                     if new is None:  # Kafka's store deletes a null aggregate
-                        del bucket[key]
+                        del bucket[key], bucket_ts[key]
                     else:
-                        entry[0] = new
+                        bucket[key] = new
+                windowed = new_windowed(Windowed, (key, window))
                 out_k.append(windowed)
                 out_v.append(new)
                 out_o.append(old)
@@ -236,42 +239,41 @@ class TimeWindowAggregateNode(Node):
             self.count_dropped(dropped)
         while starts and starts[0] + close_after <= observed:
             start = heappop(starts)
-            del buckets[start], window_objects[start]
+            del buckets[start], max_ts[start], window_objects[start]
         return out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src
 
     def get(self, windowed_key):
-        entry = self.buckets.get(windowed_key[1][0], {}).get(windowed_key[0])
-        return None if entry is None else (entry[0], entry[1])
+        start, key = windowed_key[1][0], windowed_key[0]
+        bucket = self.buckets.get(start)
+        if bucket is None or key not in bucket:
+            return None
+        return bucket[key], self.max_ts[start][key]
 
     def snapshot_state(self):
-        rows = [
-            (start, key, entry) for start, bucket in self.buckets.items() for key, entry in bucket.items()
-        ]
         return {
             "observed": self.observed,
-            "starts": array("q", [r[0] for r in rows]),
-            "keys": [r[1] for r in rows],
-            "aggs": int_column([r[2][0] for r in rows]),
-            "ts": array("q", [r[2][1] for r in rows]),
-            "empty_buckets": array("q", [start for start, bucket in self.buckets.items() if not bucket]),
+            "windows": [
+                (
+                    start,
+                    list(bucket),
+                    int_column(list(bucket.values())),
+                    array("q", self.max_ts[start].values()),
+                )
+                for start, bucket in self.buckets.items()
+            ],
         }
 
     def restore_state(self, state):
         self.observed = state["observed"]
-        self.buckets, self.window_objects, self.touched = {}, {}, set()
-        for start in state["empty_buckets"]:
-            self._new_bucket(start)
-        rows = zip(state["starts"], state["keys"], state["aggs"], state["ts"], strict=True)
-        buckets, new = self.buckets, tuple.__new__
-        for start, key, agg, ts in rows:
-            bucket = buckets.get(start)
-            if bucket is None:
-                bucket = self._new_bucket(start)
-            bucket[key] = [agg, ts, new(Windowed, (key, self.window_objects[start]))]
+        self.buckets, self.max_ts, self.window_objects, self.touched = {}, {}, {}, set()
+        for start, keys, aggs, timestamps in state["windows"]:
+            self._new_bucket(start).update(zip(keys, aggs, strict=True))
+            self.max_ts[start].update(zip(keys, timestamps, strict=True))
         self.starts = sorted(self.buckets)
 
     def _new_bucket(self, start: int) -> dict:
         bucket = self.buckets[start] = {}
+        self.max_ts[start] = {}
         self.window_objects[start] = tuple.__new__(Window, (start, start + self.windows.size))
         return bucket
 
@@ -297,12 +299,12 @@ class TimeWindowAggregateNode(Node):
             exported = names.setdefault(start, set())
             for b in exported - set(groups) if dirty is None else (exported & dirty) - set(groups):
                 exported.discard(b)  # every key of that bucket left the window
+            bucket_ts = self.max_ts[start]
             for b, keys in groups.items():
-                entries = [bucket[key] for key in keys]
                 parts[f"{start}.{b}"] = (
                     keys,
-                    int_column([e[0] for e in entries]),
-                    array("q", [e[1] for e in entries]),
+                    int_column([bucket[key] for key in keys]),
+                    array("q", [bucket_ts[key] for key in keys]),
                 )
                 exported.add(b)
             if not groups and not bucket:
@@ -315,9 +317,8 @@ class TimeWindowAggregateNode(Node):
 
     def import_parts(self, parts):
         self.observed = parts.pop("")
-        self.buckets, self.window_objects, self.touched, self.touched_keys = {}, {}, set(), set()
-        self.part_names = {}
-        new = tuple.__new__
+        self.buckets, self.max_ts, self.window_objects = {}, {}, {}
+        self.touched, self.touched_keys, self.part_names = set(), set(), {}
         for name, columns in parts.items():
             start_text, b = name.split(".")
             start = int(start_text)
@@ -328,9 +329,8 @@ class TimeWindowAggregateNode(Node):
             if not columns:
                 continue
             keys, aggs, timestamps = columns
-            window = self.window_objects[start]
-            for key, agg, ts in zip(keys, aggs, timestamps, strict=True):
-                bucket[key] = [agg, ts, new(Windowed, (key, window))]
+            bucket.update(zip(keys, aggs, strict=True))
+            self.max_ts[start].update(zip(keys, timestamps, strict=True))
         self.starts = sorted(self.buckets)
 
 
