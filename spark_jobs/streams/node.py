@@ -23,7 +23,7 @@ from .processor import Cancellable, Processor, ProcessorContext
 from .records import Record, To, make_record
 
 if TYPE_CHECKING:
-    from .task import StreamTask
+    from .context import TaskContext
 
 Batch = tuple  # (keys, values, olds, timestamps, headers, src)
 Row = tuple  # (topic, key, value, timestamp, headers)
@@ -40,10 +40,10 @@ class Node:
         self.children: list[Node] = []
         # False when nothing reads this node's `src` (the task says so): a node may then skip building it.
         self.need_src = True
-        self.task: StreamTask | None = None  # set by the task before init()
+        self.task_context: TaskContext | None = None  # set by the task before init()
 
-    def init(self, task: StreamTask) -> None:
-        self.task = task
+    def init(self, task_context: TaskContext) -> None:
+        self.task_context = task_context
 
     def process_columns(
         self, keys: list, values: list, olds: list | None, timestamps: list, headers: list | None
@@ -79,7 +79,7 @@ class Node:
         raise TypeError(f"node {self.name} is not a table and has no value getter")
 
     def count_dropped(self, n: int = 1) -> None:
-        self.task.dropped_records += n
+        self.task_context.count_dropped(n)
 
 
 class SourceNode(Node):
@@ -119,8 +119,8 @@ class UserProcessorNode(Node):
         self.child_runners: list[SerialRunner] = []
         self.child_runner_by_name: dict[str, SerialRunner] = {}
 
-    def init(self, task: StreamTask) -> None:
-        super().init(task)
+    def init(self, task_context: TaskContext) -> None:
+        super().init(task_context)
         self.processor.init(self.context)
 
     def run(self, key: Any, value: Any, old: Any, timestamp: int, headers: Any) -> None:

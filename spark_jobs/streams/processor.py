@@ -85,16 +85,16 @@ class ProcessorContext:
         time_shift: Duration | None = None,
     ) -> Cancellable:
         """Call `punctuator(now)` every `interval`; aligned to `k * interval + time_shift` when a shift is given."""
-        return self._node.task.punctuation.schedule(
+        return self._node.task_context.schedule(
             self._node.name, interval, punctuation_type, punctuator, time_shift
         )
 
     def stream_time(self) -> int:
         """The task's stream time (max valid record timestamp so far, -1 while unknown)."""
-        return self._node.task.stream_time
+        return self._node.task_context.stream_time
 
     def wall_clock_time(self) -> int:
-        return self._node.task.wall_clock
+        return self._node.task_context.wall_clock
 
     def timestamp(self) -> int:
         """The timestamp of the record being processed, or the punctuation's `now` inside a punctuator."""
@@ -102,10 +102,10 @@ class ProcessorContext:
 
     def topic(self) -> str | None:
         """The input topic of the record being processed (None inside a punctuator)."""
-        return self._node.task.current_topic
+        return self._node.task_context.current_topic
 
     def partition(self) -> int:
-        return self._node.task.partition
+        return self._node.task_context.partition
 
     def processor_name(self) -> str:
         return self._node.name

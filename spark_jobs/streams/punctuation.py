@@ -110,8 +110,9 @@ class PunctuationQueue:
 class PunctuationManager:
     """All schedules of a task, in creation order (the order that identifies them across restores)."""
 
-    def __init__(self, task: Any) -> None:
-        self.task = task
+    def __init__(self, clocks: Any, fire: Callable[[PunctuationSchedule, int], None]) -> None:
+        self.clocks = clocks  # stream_time and wall_clock (the task's TaskContext)
+        self.fire = fire
         self.schedules: list[PunctuationSchedule] = []
         self.stream_queue = PunctuationQueue()
         self.wall_queue = PunctuationQueue()
@@ -141,18 +142,18 @@ class PunctuationManager:
         schedule = PunctuationSchedule(
             self, len(self.schedules), node_name, punctuation_type, interval_ms, shift, None, punctuator
         )
-        task = self.task
+        clocks = self.clocks
         if punctuation_type is PunctuationType.STREAM_TIME:
             if shift is None:
                 schedule.due = 0  # Kafka: fires right after the first valid record
-            elif task.stream_time >= 0:
-                schedule.due = _clamp(next_aligned(task.stream_time, interval_ms, shift))
+            elif clocks.stream_time >= 0:
+                schedule.due = _clamp(next_aligned(clocks.stream_time, interval_ms, shift))
             else:
                 schedule.awaiting_first_record = True
                 self._awaiting_first_record.append(schedule)
             self.stream_queue.add(schedule)
         else:
-            now = task.wall_clock
+            now = clocks.wall_clock
             due = now + interval_ms if shift is None else next_aligned(now, interval_ms, shift)
             schedule.due = _clamp(due)
             self.wall_queue.add(schedule)
@@ -178,10 +179,10 @@ class PunctuationManager:
     def punctuate_stream_time(self, stream_time: int) -> bool:
         if stream_time < 0:
             return False
-        return self.stream_queue.maybe_punctuate(stream_time, self.task.fire_punctuation)
+        return self.stream_queue.maybe_punctuate(stream_time, self.fire)
 
     def punctuate_wall_clock(self, wall_clock: int) -> bool:
-        return self.wall_queue.maybe_punctuate(wall_clock, self.task.fire_punctuation)
+        return self.wall_queue.maybe_punctuate(wall_clock, self.fire)
 
     # -- snapshot -----------------------------------------------------------------------------------------
 

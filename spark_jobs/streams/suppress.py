@@ -183,7 +183,7 @@ class SuppressNode(Node):
         # there (and at the end): rows that only update an entry in place do no arithmetic for them.
         mark = 0
         size_max, count_max = self.size_max, self.count_max
-        topic = self.task.current_topic
+        topic = self.task_context.current_topic
         context_size = 20 + (len(topic) if topic else 0)  # timestamp, offset, partition + topic name
         vsize = value_size
         out_k: list = []
@@ -345,7 +345,7 @@ class SuppressNode(Node):
         if entry is not None:
             prior = entry[_PRIOR]
             return None if prior is None else (prior, -1)
-        return self.task.nodes[self.parent_name].get(key)
+        return self.task_context.value_getter(self.parent_name)(key)
 
     def metrics(self) -> dict[str, float]:
         return {

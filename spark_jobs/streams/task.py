@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 from . import batching
 from .batching import EMPTY, Columns
+from .context import TaskContext
 from .node import Node, SinkNode, SourceNode, UserProcessorNode
 from .punctuation import PunctuationManager, PunctuationSchedule
 from .records import Record, Windowed, make_record, make_windowed
@@ -165,7 +166,8 @@ class StreamTask:
             self.stream_time, self.wall_clock = _clocks
         self.current_topic: str | None = None
         self.dropped_records = 0
-        self.punctuation = PunctuationManager(self)
+        self.context = TaskContext(self)  # all that nodes and punctuation see of this task
+        self.punctuation = PunctuationManager(self.context, self.fire_punctuation)
         self._segments: list[Columns] = []  # output not drained yet, in order
         self._rows: list[tuple] = []  # rows of sinks running row by row, not yet moved to _segments
         self._collector = self._rows  # where sinks running row by row put their rows
@@ -188,10 +190,8 @@ class StreamTask:
             self._source_by_topic[topic] = source  # type: ignore[assignment]
             self._columnar[topic] = self._source_runner(source) if _can_batch(source) else None
 
-        for node in self.nodes.values():
-            node.task = self
         for node in self.nodes.values():  # Kafka's order: nodes in the order they were added
-            node.init(self)
+            node.init(self.context)
         self.punctuation.init_count = len(self.punctuation.schedules)
 
     # -- processing ---------------------------------------------------------------------------------------

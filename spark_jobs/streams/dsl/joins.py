@@ -92,10 +92,10 @@ class StreamStreamJoinNode(Node):
         self.other_outer = other_outer
         self.state: StreamJoinState | None = StreamJoinState(windows) if side == LEFT else None
 
-    def init(self, task) -> None:
-        super().init(task)
+    def init(self, task_context) -> None:
+        super().init(task_context)
         if self.state is None:
-            self.state = task.nodes[self.other_name].state  # type: ignore[attr-defined]
+            self.state = task_context.join_state(self.other_name)
 
     def _join(self, this_value: Any, other_value: Any) -> Any:
         return (
@@ -185,7 +185,7 @@ class StreamTableJoinNode(Node):
         self.left = left
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        table = self.task.nodes[self.table_name]
+        table_get = self.task_context.value_getter(self.table_name)
         out_k: list = []
         out_v: list = []
         src: list = []
@@ -194,7 +194,7 @@ class StreamTableJoinNode(Node):
             if key is None or value is None:
                 self.count_dropped()
                 continue
-            found = table.get(key)
+            found = table_get(key)
             if found is None and not self.left:
                 continue
             out_k.append(key)
@@ -243,7 +243,7 @@ class TableTableJoinNode(Node):
         return self.joiner(left, right)
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        other = self.task.nodes[self.other_name]
+        other_get = self.task_context.value_getter(self.other_name)
         out_k: list = []
         out_v: list = []
         out_o: list = []
@@ -251,7 +251,7 @@ class TableTableJoinNode(Node):
         src: list = []
         for i in range(len(keys)):
             key = keys[i]
-            found = other.get(key)
+            found = other_get(key)
             other_value = None if found is None else found[0]
             new = self._result(values[i], other_value)
             old = self._result(None if olds is None else olds[i], other_value)
@@ -265,9 +265,8 @@ class TableTableJoinNode(Node):
         return out_k, out_v, out_o, out_t, None if headers is None else [headers[i] for i in src], src
 
     def get(self, key):
-        this = self.task.nodes[self.this_parent].get(key)
-        other_getter = self.task.nodes[self.other_name]
-        other = other_getter.get(key)
+        this = self.task_context.value_getter(self.this_parent)(key)
+        other = self.task_context.value_getter(self.other_name)(key)
         value = self._result(None if this is None else this[0], None if other is None else other[0])
         if value is None:
             return None

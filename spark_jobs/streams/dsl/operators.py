@@ -195,7 +195,7 @@ class TableFilterNode(Node):
         return _select(mask, keys, new_values, old_values, timestamps, headers)
 
     def get(self, key):
-        got = self.task.nodes[self.parent].get(key)
+        got = self.task_context.value_getter(self.parent)(key)
         if got is None or self._apply(key, got[0]) is None:
             return None
         return got
@@ -217,7 +217,7 @@ class TableMapValuesNode(Node):
         return keys, new_values, old_values, timestamps, headers, None
 
     def get(self, key):
-        got = self.task.nodes[self.parent].get(key)
+        got = self.task_context.value_getter(self.parent)(key)
         return None if got is None else (self._apply(got[0]), got[1])
 
 

@@ -1,0 +1,63 @@
+"""TaskContext: the one narrow view of its task that runtime nodes and punctuation use.
+
+Nodes read the task's clocks, partition and current topic, count dropped records, schedule punctuation
+and look up the value getters of the tables they join with through it, never through the task itself, so
+the task's internals can change without touching the nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .processor import Cancellable, PunctuationType
+    from .task import StreamTask
+    from .timeutil import Duration
+
+
+class TaskContext:
+    __slots__ = ("_task",)
+
+    def __init__(self, task: StreamTask) -> None:
+        self._task = task
+
+    @property
+    def stream_time(self) -> int:
+        """Max valid record timestamp so far, -1 while unknown."""
+        return self._task.stream_time
+
+    @property
+    def wall_clock(self) -> int:
+        return self._task.wall_clock
+
+    @property
+    def partition(self) -> int:
+        return self._task.partition
+
+    @property
+    def current_topic(self) -> str | None:
+        """The input topic of the records being processed; None inside a punctuator."""
+        return self._task.current_topic
+
+    def count_dropped(self, n: int = 1) -> None:
+        """Count records dropped (dropped-records-total)."""
+        self._task.dropped_records += n
+
+    def schedule(
+        self,
+        node_name: str,
+        interval: Duration,
+        punctuation_type: PunctuationType,
+        punctuator: Callable[[int], Any],
+        time_shift: Duration | None = None,
+    ) -> Cancellable:
+        return self._task.punctuation.schedule(node_name, interval, punctuation_type, punctuator, time_shift)
+
+    def value_getter(self, node_name: str) -> Callable[[Any], tuple[Any, int] | None]:
+        """The KTable value getter of node `node_name`: key -> (value, timestamp) or None."""
+        return self._task.nodes[node_name].get
+
+    def join_state(self, node_name: str) -> Any:
+        """The join buffers that the two sides of a stream-stream join share (owned by the left side)."""
+        return self._task.nodes[node_name].state  # type: ignore[attr-defined]
