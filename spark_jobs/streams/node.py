@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import zlib
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .processor import Cancellable, Processor, ProcessorContext
 from .records import Record, To, make_record
@@ -25,7 +25,18 @@ from .records import Record, To, make_record
 if TYPE_CHECKING:
     from .context import TaskContext
 
-Batch = tuple  # (keys, values, olds, timestamps, headers, src)
+
+class Batch(NamedTuple):
+    """What a node's `process_columns` returns: parallel columns of its output rows (see above)."""
+
+    keys: list
+    values: list
+    olds: list | None
+    timestamps: list
+    headers: list | None
+    src: list | None
+
+
 Row = tuple  # (topic, key, value, timestamp, headers)
 SerialRunner = Callable[[Any, Any, Any, int, Any], None]
 
@@ -90,7 +101,7 @@ class SourceNode(Node):
         self.topics = topics
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        return keys, values, None, timestamps, headers, None
+        return Batch(keys, values, None, timestamps, headers, None)
 
 
 class SinkNode(Node):
@@ -101,7 +112,7 @@ class SinkNode(Node):
         self.topic = topic
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        return keys, values, None, timestamps, headers, None
+        return Batch(keys, values, None, timestamps, headers, None)
 
 
 class UserProcessorNode(Node):

@@ -7,7 +7,7 @@ from heapq import heapify, heappop, heappush
 from itertools import repeat
 from typing import Any
 
-from .node import KeyBuckets, Node
+from .node import Batch, KeyBuckets, Node
 from .records import Window, Windowed
 from .serde import headers_size, key_bytes, value_size
 from .timeutil import INT64_MAX, Duration, to_millis
@@ -315,7 +315,7 @@ class SuppressNode(Node):
         self._save(observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max, count_max)
         if out_h is not None and all(h is None for h in out_h):
             out_h = None
-        return out_k, out_v, out_o, out_t, out_h, src
+        return Batch(out_k, out_v, out_o, out_t, out_h, src)
 
     def _pop(self, key: Any) -> list:
         window, inner = (key[1], key[0]) if self.window_close else (None, key)

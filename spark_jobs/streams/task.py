@@ -652,18 +652,18 @@ class StreamTask:
 
             def run_chain(keys, values, olds, timestamps, headers):
                 out = process(keys, values, olds, timestamps, headers)
-                if out is None or not out[0]:
+                if out is None or not out.keys:
                     return EMPTY
-                cols, child_src = child(out[0], out[1], out[2], out[3], out[4])
+                cols, child_src = child(out.keys, out.values, out.olds, out.timestamps, out.headers)
                 if cols is None:
                     return EMPTY
-                return cols, batching.compose(out[5], child_src) if need_src else None
+                return cols, batching.compose(out.src, child_src) if need_src else None
 
             return run_chain
 
         def run_fan_out(keys, values, olds, timestamps, headers):
             out = process(keys, values, olds, timestamps, headers)
-            if out is None or not out[0]:
+            if out is None or not out.keys:
                 return EMPTY
             k, v, o, t, h, src = out
             results = []

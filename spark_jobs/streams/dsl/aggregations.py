@@ -17,7 +17,7 @@ from heapq import heappop, heappush
 from itertools import repeat
 from typing import Any
 
-from ..node import KeyBuckets, Node
+from ..node import Batch, KeyBuckets, Node
 from ..records import Window, Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
 from .stores import TimestampedStoreNode, int_column
@@ -240,7 +240,7 @@ class TimeWindowAggregateNode(Node):
         while starts and starts[0] + close_after <= observed:
             start = heappop(starts)
             del buckets[start], max_ts[start], window_objects[start]
-        return out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src
+        return Batch(out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src)
 
     def get(self, windowed_key):
         start, key = windowed_key[1][0], windowed_key[0]
@@ -373,7 +373,7 @@ class StreamAggregateNode(TimestampedStoreNode):
         if dropped:
             self.count_dropped(dropped)
         out_h = None if headers is None else [headers[i] for i in src]
-        return out_k, out_v, out_o, out_t, out_h, src
+        return Batch(out_k, out_v, out_o, out_t, out_h, src)
 
 
 class TableAggregateNode(TimestampedStoreNode):
@@ -411,7 +411,7 @@ class TableAggregateNode(TimestampedStoreNode):
             out_v.append(new_agg)
             out_o.append(old_agg)
             out_t.append(new_ts)
-        return keys, out_v, out_o, out_t, headers, None
+        return Batch(keys, out_v, out_o, out_t, headers, None)
 
 
 class SessionWindowAggregateNode(Node):
@@ -496,7 +496,7 @@ class SessionWindowAggregateNode(Node):
         if dropped:
             self.count_dropped(dropped)
         out_h = None if headers is None else [headers[i] for i in src]
-        return out_k, out_v, out_o, out_t, out_h, src
+        return Batch(out_k, out_v, out_o, out_t, out_h, src)
 
     def _expire(self, retention: int) -> None:
         expiry, limit = self.expiry, self.store_time - retention
@@ -615,7 +615,7 @@ class SlidingWindowAggregateNode(Node):
             self._expire()  # physical clean-up only: _fetch and _put already ignore expired windows
         out_k, out_v, out_o, out_t, src = self._out
         out_h = None if headers is None else [headers[i] for i in src]
-        return out_k, out_v, out_o, out_t, out_h, src
+        return Batch(out_k, out_v, out_o, out_t, out_h, src)
 
     def _process(self, key: Any, value: Any, ts: int, close_time: int) -> None:
         d = self.windows.time_difference

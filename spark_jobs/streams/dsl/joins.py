@@ -7,7 +7,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from typing import Any
 
-from ..node import Node
+from ..node import Batch, Node
 from ..serde import key_bytes
 from ..windows import JoinWindows
 
@@ -136,7 +136,7 @@ class StreamStreamJoinNode(Node):
                     waiting_key = (ts, _side_order(self.side), key_bytes(key), seq)
                     state.waiting_rows[waiting_key] = (self.side, key, value)
                     insort(state.waiting, waiting_key)
-        return (
+        return Batch(
             [r[0] for r in out],
             [r[1] for r in out],
             None,
@@ -200,7 +200,7 @@ class StreamTableJoinNode(Node):
             out_k.append(key)
             out_v.append(self.joiner(value, None if found is None else found[0]))
             src.append(i)
-        return (
+        return Batch(
             out_k,
             out_v,
             None,
@@ -262,7 +262,7 @@ class TableTableJoinNode(Node):
             out_o.append(old)
             out_t.append(timestamps[i] if found is None else max(timestamps[i], found[1]))
             src.append(i)
-        return out_k, out_v, out_o, out_t, None if headers is None else [headers[i] for i in src], src
+        return Batch(out_k, out_v, out_o, out_t, None if headers is None else [headers[i] for i in src], src)
 
     def get(self, key):
         this = self.task_context.value_getter(self.this_parent)(key)

@@ -10,17 +10,19 @@ from collections.abc import Callable
 from itertools import compress
 from typing import Any
 
-from ..node import Node
+from ..node import Batch, Node
 from .stores import TimestampedStoreNode
 
 
-def _select(mask: list, keys: list, values: list, olds: list | None, timestamps: list, headers: list | None):
+def _select(
+    mask: list, keys: list, values: list, olds: list | None, timestamps: list, headers: list | None
+) -> Batch:
     """Keep the rows whose mask entry is true; identity (src None) when all are kept."""
     n = len(keys)
     kept = list(compress(range(n), mask))
     if len(kept) == n:
-        return keys, values, olds, timestamps, headers, None
-    return (
+        return Batch(keys, values, olds, timestamps, headers, None)
+    return Batch(
         list(compress(keys, mask)),
         list(compress(values, mask)),
         None if olds is None else list(compress(olds, mask)),
@@ -52,7 +54,7 @@ class MapNode(Node):
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         pairs = list(map(self.mapper, keys, values))
-        return [p[0] for p in pairs], [p[1] for p in pairs], None, timestamps, headers, None
+        return Batch([p[0] for p in pairs], [p[1] for p in pairs], None, timestamps, headers, None)
 
 
 class MapValuesNode(Node):
@@ -61,7 +63,7 @@ class MapValuesNode(Node):
         self.mapper = mapper
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        return keys, list(map(self.mapper, values)), None, timestamps, headers, None
+        return Batch(keys, list(map(self.mapper, values)), None, timestamps, headers, None)
 
 
 class SelectKeyNode(Node):
@@ -70,7 +72,7 @@ class SelectKeyNode(Node):
         self.mapper = mapper
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        return list(map(self.mapper, keys, values)), values, None, timestamps, headers, None
+        return Batch(list(map(self.mapper, keys, values)), values, None, timestamps, headers, None)
 
 
 class FlatMapNode(Node):
@@ -101,7 +103,7 @@ class FlatMapNode(Node):
                 if out_h is not None:
                     out_h.append(headers[i])
                 src.append(i)
-        return out_k, out_v, None, out_t, out_h, src
+        return Batch(out_k, out_v, None, out_t, out_h, src)
 
 
 class PeekNode(Node):
@@ -113,7 +115,7 @@ class PeekNode(Node):
     def process_columns(self, keys, values, olds, timestamps, headers):
         for _ in map(self.action, keys, values):
             pass
-        return (keys, values, None, timestamps, headers, None) if self.forward else None
+        return Batch(keys, values, None, timestamps, headers, None) if self.forward else None
 
 
 class PassThroughNode(Node):
@@ -125,7 +127,7 @@ class PassThroughNode(Node):
         self.drop_olds = drop_olds
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        return keys, values, None if self.drop_olds else olds, timestamps, headers, None
+        return Batch(keys, values, None if self.drop_olds else olds, timestamps, headers, None)
 
 
 class TableSourceNode(TimestampedStoreNode):
@@ -159,7 +161,7 @@ class TableSourceNode(TimestampedStoreNode):
         if dropped:
             self.count_dropped(dropped)
         out_h = None if headers is None else [headers[i] for i in src]
-        return out_k, out_v, out_o, out_t, out_h, src
+        return Batch(out_k, out_v, out_o, out_t, out_h, src)
 
 
 class TableFilterNode(Node):
@@ -189,7 +191,7 @@ class TableFilterNode(Node):
         apply, send_old = self._apply, self.send_old_values
         new_values = list(map(apply, keys, values))
         if not send_old:
-            return keys, new_values, None, timestamps, headers, None
+            return Batch(keys, new_values, None, timestamps, headers, None)
         old_values = [None] * len(keys) if olds is None else list(map(apply, keys, olds))
         mask = [n is not None or o is not None for n, o in zip(new_values, old_values, strict=False)]
         return _select(mask, keys, new_values, old_values, timestamps, headers)
@@ -214,7 +216,7 @@ class TableMapValuesNode(Node):
     def process_columns(self, keys, values, olds, timestamps, headers):
         new_values = list(map(self._apply, values))
         old_values = list(map(self._apply, olds)) if self.send_old_values and olds is not None else None
-        return keys, new_values, old_values, timestamps, headers, None
+        return Batch(keys, new_values, old_values, timestamps, headers, None)
 
     def get(self, key):
         got = self.task_context.value_getter(self.parent)(key)
@@ -264,4 +266,4 @@ class TableGroupByNode(Node):
         if dropped:
             self.count_dropped(dropped)
         out_h = None if headers is None else [headers[i] for i in src]
-        return out_k, out_v, out_o, out_t, out_h, src
+        return Batch(out_k, out_v, out_o, out_t, out_h, src)
