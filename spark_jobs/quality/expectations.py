@@ -28,6 +28,9 @@ from great_expectations.render import LegacyDiagnosticRendererType, LegacyRender
 from great_expectations.render.components import RenderedStringTemplateContent, RenderedTableContent
 from great_expectations.render.renderer.renderer import renderer
 
+# Marks rows that a validation run reads as context only (spark_jobs.quality.scope).
+CONTEXT_COLUMN = "_context"
+
 # Failing rows shown per rule in Data Docs; the result itself keeps up to GX's limit (200).
 ROWS_SHOWN_IN_DOCS = 20
 
@@ -104,7 +107,10 @@ class RowsRuleExpectation(UnexpectedRowsExpectation, ABC):
 
     def _get_success_kwargs(self) -> dict[str, Any]:
         kwargs = super()._get_success_kwargs()
-        kwargs["unexpected_rows_query"] = self.rows_query()
+        # Rows kept from earlier validations (`_context`, see scope.py) inform the rule, never fail it.
+        kwargs["unexpected_rows_query"] = (
+            f"SELECT * FROM ({self.rows_query()}) AS flagged WHERE NOT flagged.`{CONTEXT_COLUMN}`"
+        )
         return kwargs
 
     @classmethod

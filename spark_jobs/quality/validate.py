@@ -29,6 +29,13 @@ from typing import Any
 from spark_jobs.quality.data_docs import make_self_contained
 from spark_jobs.quality.derived import TopicSuite, topic_suites
 from spark_jobs.quality.expectations import topic_view_name
+from spark_jobs.quality.scope import (
+    BATCH_COLUMN,
+    context_reach,
+    keep_context,
+    latest_run_batches,
+    scoped_frame,
+)
 from spark_jobs.spark.session import local_spark_session
 from spark_jobs.spark.topics import QUARANTINE_TOPIC
 
@@ -117,9 +124,13 @@ def _failure_text(result: Any) -> str:
 
 
 def _read_topic(spark, path: Path, empty_schema):
-    """(dataframe, absent, error): a missing folder is an empty topic; an unreadable one is an error."""
+    """(dataframe, absent, error): a missing folder is an empty topic; an unreadable one is an error.
+    The sink's `batch_id=N` folders give every row its `batch_id`."""
     if not path.exists():
-        return spark.createDataFrame([], empty_schema), True, None
+        from pyspark.sql import functions as F
+
+        empty = spark.createDataFrame([], empty_schema).withColumn(BATCH_COLUMN, F.lit(None).cast("int"))
+        return empty, True, None
     try:
         return spark.read.parquet(str(path)), False, None
     except Exception as error:
@@ -172,10 +183,13 @@ def validate_output(
     run_name: str | None = None,
     only: Sequence[str] | None = None,
     keep_results: int = 100,
+    batches: Sequence[int] | None | str = "latest",
 ) -> list[SuiteVerdict]:
     """Validate each topic of `output` with the suite its job's contract gives it; results and Data Docs
     go under `reports`.
 
+    `batches`: the batch ids to validate, with the context earlier runs kept (scope.py); "latest" (the
+    default) takes those the latest run published; None validates the whole history.
     `only` names the suites to run (default all); every topic is still read, since rules compare topics.
     Each suite keeps its newest `keep_results` results, this run's included (0: keep all).
     """
@@ -216,9 +230,14 @@ def validate_output(
         _finish(context, reports, run_id, output, verdicts)
         return verdicts
     present = topic_folders(output)
+    if batches == "latest":
+        batches = latest_run_batches(output)
+    batches = None if batches is None else sorted(batches)
+    logger.info("validating %s", "every batch" if batches is None else f"batches {batches}")
 
     # Every topic is read and exposed as a view first: rules may compare a topic with another one.
     frames: dict[str, Any] = {}
+    new_rows: dict[str, Any] = {}
     absent: set[str] = set()
     read_errors: dict[str, str] = {}
     for check in checks:
@@ -228,6 +247,7 @@ def validate_output(
             continue
         if is_absent:
             absent.add(check.topic)
+        frame, new_rows[check.topic] = scoped_frame(spark, frame, check.topic, reports, batches)
         frame = frame.cache()
         frame.createOrReplaceTempView(topic_view_name(check.topic))
         frames[check.topic] = frame
@@ -244,7 +264,7 @@ def validate_output(
                 result = checkpoints[check.suite].run(
                     batch_parameters={"dataframe": frame}, expectation_parameters=parameters, run_id=run_id
                 )
-                rows = frame.count()
+                rows = new_rows[check.topic].count()
             except Exception as error:  # one broken topic must not hide the verdicts of the others
                 logger.exception("suite %s could not run", check.suite)
                 message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -280,6 +300,13 @@ def validate_output(
                         "OUTPUT_TOPICS (its suite derives from the contract)"
                     )
                     verdicts.append(SuiteVerdict(topic, topic, False, error=error))
+        if only is None:  # what the next run needs from this one and the history before it
+            started = time.monotonic()
+            reach = context_reach(spec)
+            kept = {
+                topic: keep_context(spark, frame, topic, reports, reach) for topic, frame in frames.items()
+            }
+            logger.info("context kept for the next run: %s rows in %.1f s", kept, time.monotonic() - started)
     finally:
         for topic, frame in frames.items():
             frame.unpersist()
@@ -336,6 +363,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="run only this suite (a topic name, or quarantine; repeatable; default: every suite, and "
         "topics the job does not declare fail)",
     )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--full",
+        action="store_true",
+        help="validate every batch ever published (default: the batches of the latest run, with the "
+        "context earlier validations kept)",
+    )
+    scope.add_argument(
+        "--batches",
+        type=lambda text: [int(b) for b in text.split(",") if b.strip()],
+        default=None,
+        metavar="N,M,...",
+        help="validate these batch ids (with the kept context)",
+    )
     parser.add_argument(
         "--keep-results",
         type=int,
@@ -359,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_name=args.run_name,
         keep_results=args.keep_results,
         only=args.suites,
+        batches=None if args.full else (args.batches if args.batches is not None else "latest"),
     )
     for verdict in verdicts:
         print(verdict.line(), flush=True)

@@ -4,6 +4,8 @@ its output fail on the promise they break."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from spark_jobs.jobs import generate_events
@@ -95,3 +97,51 @@ def test_an_update_going_back_in_time_fails(spark, output, tmp_path):
     assert not verdict.success
     [row] = failing_rows(result, "expect_timestamps_to_never_go_backwards_per_key")
     assert (row["key"], row["seq"]) == (second["key"], second["seq"])
+
+
+def test_each_run_validates_its_own_batches_with_a_small_context(spark, output, tmp_path):
+    reports = tmp_path / "reports"
+    published = sorted(int(p.name.split("=")[1]) for p in (output / "click-finals").iterdir())
+    assert len(published) >= 3  # one landing file per micro-batch
+    total = {v.suite: 0 for v in validate_output(spark, output, tmp_path / "full", batches=None)}
+    for batch in published:
+        verdicts = validate_output(spark, output, reports, batches=[batch], run_name=f"batch-{batch}")
+        assert all(v.success for v in verdicts), [v.line() for v in verdicts]
+        for v in verdicts:
+            total[v.suite] += v.rows
+    every_row = {v.suite: v.rows for v in validate_output(spark, output, tmp_path / "again", batches=None)}
+    assert total == every_row  # each row validated once, by the run that published it
+    kept = pq.read_table(reports / "context" / "click-counts").num_rows
+    assert 0 < kept < every_row["click-counts"]
+
+
+def test_a_final_repeated_in_a_later_run_is_caught_through_the_context(spark, output, tmp_path):
+    broken = copy_output(output, tmp_path / "output")
+    published = sorted(int(p.name.split("=")[1]) for p in (broken / "click-finals").iterdir())
+    earlier, last = published[-2], published[-1]
+    table = pq.read_table(broken / "click-finals" / f"batch_id={earlier}")
+    rows = table.to_pylist()
+    final = max(rows, key=lambda r: (r["partition"], r["seq"]))
+    every = (
+        pq.read_table(broken / "click-finals").to_pylist()
+        + pq.read_table(broken / "click-counts").to_pylist()
+    )
+    again = dict(final, seq=1 + max(r["seq"] for r in every if r["partition"] == final["partition"]))
+    pq.write_table(
+        pa.Table.from_pylist([again], schema=table.schema),
+        broken / "click-finals" / f"batch_id={last}" / "dup.parquet",
+    )
+
+    reports = tmp_path / "reports"
+    for batch in published[:-1]:
+        assert all(v.success for v in validate_output(spark, broken, reports, batches=[batch]))
+    verdicts = {v.suite: v for v in validate_output(spark, broken, reports, batches=[last])}
+
+    assert not verdicts["click-finals"].success
+    [result] = [r for r in stored_results(reports, "click-finals") if not r["success"]]
+    twice = failing_rows(result, "expect_emitted_at_most_once_per_key_and_window")
+    assert [(r["key"], r["seq"]) for r in twice] == [(again["key"], again["seq"])]  # not the earlier one
+    # Without the context of the earlier runs, the repeat goes unseen (and the finals' updates, emitted in
+    # earlier batches, look missing): the context is what makes a run's validation sound.
+    alone = {v.suite: v for v in validate_output(spark, broken, tmp_path / "fresh", batches=[last])}
+    assert not any("at_most_once" in failure for failure in alone["click-finals"].failures)
