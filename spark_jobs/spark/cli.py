@@ -30,10 +30,43 @@ def parse_wall_clock(text: str) -> int:
     return delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
 
 
+def parse_inputs(given: list[str], topics: tuple[str, ...]) -> str | dict[str, str]:
+    """`--input` values -> a folder (one-input job given DIR) or {topic: folder}; an unknown, missing or
+    repeated topic, or a bare DIR for a job with several inputs, is an error naming it."""
+    if len(given) == 1 and len(topics) == 1 and not given[0].startswith(topics[0] + "="):
+        return given[0]
+    dirs: dict[str, str] = {}
+    for text in given:
+        topic, sep, directory = text.partition("=")
+        if not sep or not topic or not directory:
+            raise ValueError(
+                f"--input {text}: {'give TOPIC=DIR for each of its topics' if len(topics) > 1 else 'expected DIR'}"
+                f" (input topics: {', '.join(topics)})"
+            )
+        if topic not in topics:
+            raise ValueError(
+                f"--input {text}: {topic!r} is not an input topic (input topics: {', '.join(topics)})"
+            )
+        if topic in dirs:
+            raise ValueError(f"--input {text}: topic {topic!r} given twice")
+        dirs[topic] = directory
+    missing = [topic for topic in topics if topic not in dirs]
+    if missing:
+        raise ValueError(f"no --input for topics {', '.join(missing)}: give --input TOPIC=DIR for each")
+    return dirs
+
+
 def build_parser(prog: str, description: str, options: list[JobOption]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     run = parser.add_argument_group("run")
-    run.add_argument("--input", required=True, help="landing directory of JSON-lines or Parquet files")
+    run.add_argument(
+        "--input",
+        required=True,
+        action="append",
+        metavar="[TOPIC=]DIR",
+        help="landing directory of JSON-lines or Parquet files: DIR for a one-input job, TOPIC=DIR once per "
+        "input topic for a job with several",
+    )
     run.add_argument("--output", required=True, help="one Parquet dataset per topic is written under it")
     run.add_argument(
         "--checkpoint", required=True, help="Spark checkpoint, task state and wall-clock markers"
@@ -97,10 +130,15 @@ def run_cli(module: str, description: str, options: list[JobOption], argv: list[
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("spark_jobs").setLevel(logging.INFO)
     job_name = module.rsplit(".", 1)[-1]
-    args = build_parser(f"python -m {module}", description, options).parse_args(argv)
+    parser = build_parser(f"python -m {module}", description, options)
+    args = parser.parse_args(argv)
     spec = JobSpec(module, {o.name: getattr(args, o.name) for o in options}, args.partitions)
+    try:
+        input_dir = parse_inputs(args.input, spec.input_topics)
+    except ValueError as error:
+        parser.error(str(error))
     config = RunConfig(
-        input_dir=args.input,
+        input_dir=input_dir,
         output_dir=args.output,
         checkpoint_dir=args.checkpoint,
         trigger=args.trigger,

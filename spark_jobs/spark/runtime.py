@@ -2,18 +2,21 @@
 
 The query, stage by stage:
 
-1. Two file sources in `binaryFile` format, unioned: the landing directory (whole files, admitted by
-   Spark in modification-time order, optionally `maxFilesPerTrigger` at a time) and the wall-clock
-   control directory under the checkpoint (see `wall_clock`). For local directories Spark only lists
+1. File sources in `binaryFile` format, unioned: the landing directory of each input topic (whole files,
+   admitted by Spark in modification-time order, optionally `maxFilesPerTrigger` at a time per topic) and
+   the wall-clock control directory under the checkpoint (see `wall_clock`). For local directories Spark only lists
    the files: their content is not in the plan.
 2. `mapInArrow`: each file is read (if local), parsed, validated and partitioned (`landing`), and cut
-   into chunks of records per partition (`transport`); bad records go to the pseudo-partition -1.
+   into chunks of records per partition (`transport`), each with its topic; bad records go to the
+   pseudo-partition -1. A multi-input job's file also tells every partition that it was read.
 3. `groupBy(task group).transformWithStateInPandas`: one group per partition = one task (a task group
    is an integer chosen per partition so that Spark spreads the partitions evenly over its tasks). The
    task state is kept in small entries of Spark's state store (RocksDB provider, checkpointed), and a
    micro-batch writes only the parts that changed (`task_state`); the live task stays in the Python
    worker between micro-batches. Each micro-batch processes the partition's records in order, applies
-   wall-clock markers, and emits its output as Arrow tables (`task_runner`).
+   wall-clock markers, and emits its output as Arrow tables (`task_runner`). A multi-input task takes its
+   records by Kafka's record selection, waiting for a topic that still has landed, unread files (the
+   query ships each topic's last landed file as listed when it starts: `task_runner.select_records`).
 4. `foreachBatch`: the output is staged and published per topic with an atomic rename (`sink`).
 
 Spark logs a micro-batch's offsets before running it and restores the state of the previous version on
@@ -107,7 +110,8 @@ def _check_same_options(checkpoint: Path, stored: dict, wanted: dict) -> None:
 
 @dataclass
 class RunConfig:
-    input_dir: str
+    # The landing folder of a one-input job, or {topic: folder} for each input topic.
+    input_dir: str | dict[str, str]
     output_dir: str
     checkpoint_dir: str
     trigger: str = AVAILABLE_NOW
@@ -153,23 +157,36 @@ def _without_cyclic_gc():
 
 
 def parse_files(
-    batches: Iterator[pa.RecordBatch], num_partitions: int, task_groups: dict[int, int], with_values: bool
+    batches: Iterator[pa.RecordBatch],
+    num_partitions: int,
+    task_groups: dict[int, int],
+    with_values: bool | dict[str, bool],
+    multi_input: bool = False,
 ) -> Iterator[pa.RecordBatch]:
-    """Stage 2 (executors): whole files in, input chunks out (values only if the topology reads them)."""
+    """Stage 2 (executors): whole files in, input chunks out (values only if the topology reads them:
+    one flag, or one per topic). `multi_input`: each file also tells every partition it was read."""
     with _without_cyclic_gc():
-        yield from _parse_files(batches, num_partitions, task_groups, with_values)
+        yield from _parse_files(batches, num_partitions, task_groups, with_values, multi_input)
 
 
 def _parse_files(
-    batches: Iterator[pa.RecordBatch], num_partitions: int, task_groups: dict[int, int], with_values: bool
+    batches: Iterator[pa.RecordBatch],
+    num_partitions: int,
+    task_groups: dict[int, int],
+    with_values: bool | dict[str, bool],
+    multi_input: bool,
 ) -> Iterator[pa.RecordBatch]:
+    seen_by = num_partitions if multi_input else None
     for batch in batches:
         sources = batch.column("source").to_pylist()
+        topics = batch.column("topic").to_pylist()
         paths = batch.column("path").to_pylist()
         mtimes_us = batch.column("modificationTime").cast(pa.int64()).to_pylist()
         contents = batch.column("content").to_pylist()  # None: a local file, read here
         chunks: list[InputChunk] = []
-        for source, uri, mtime_us, content in zip(sources, paths, mtimes_us, contents, strict=True):
+        for source, topic, uri, mtime_us, content in zip(
+            sources, topics, paths, mtimes_us, contents, strict=True
+        ):
             path = _local_path(uri)
             mtime_ms = mtime_us // 1000
             if source == SOURCE_CONTROL:
@@ -178,7 +195,8 @@ def _parse_files(
                 chunks += wall_clock_chunks(wall_clock.parse_marker_file(content), path, mtime_ms)
             else:
                 parsed = read_landing_file(path, content, num_partitions)
-                chunks += data_chunks(parsed, mtime_ms, with_values)
+                values = with_values.get(topic, True) if isinstance(with_values, dict) else with_values
+                chunks += data_chunks(parsed, mtime_ms, values, topic, seen_by)
         if chunks:
             yield chunks_to_arrow(chunks, task_groups)
 
@@ -228,8 +246,10 @@ class SparkPartStore:
 class TaskProcessor(StatefulProcessor):
     """Stage 3 (executors): one call per task (group) and micro-batch, its state in small entries."""
 
-    def __init__(self, spec: JobSpec, checkpoint_id: str, chunk_bytes: int):
+    def __init__(self, spec: JobSpec, checkpoint_id: str, chunk_bytes: int, last_landed=None):
         self.spec = spec
+        # Per input topic, its last landed file when the query started (multi-input record selection).
+        self.last_landed = last_landed
         self.checkpoint_id = checkpoint_id
         # Read on the driver and shipped with the processor, so that a test's setting reaches the workers.
         self.chunk_bytes = chunk_bytes
@@ -242,35 +262,46 @@ class TaskProcessor(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues):
         with _without_cyclic_gc():
-            yield from run_partition(self.spec, rows, self._store, self.checkpoint_id, self.chunk_bytes)
+            yield from run_partition(
+                self.spec, rows, self._store, self.checkpoint_id, self.chunk_bytes, self.last_landed
+            )
 
     def close(self) -> None:
         pass
 
 
 def run_partition(
-    spec: JobSpec, frames, store: task_state.PartStore, checkpoint_id: str, chunk_bytes: int | None = None
+    spec: JobSpec,
+    frames,
+    store: task_state.PartStore,
+    checkpoint_id: str,
+    chunk_bytes: int | None = None,
+    last_landed=None,
 ):
     chunks = [
         InputChunk(*row)
         for frame in frames
         for row in frame[
-            ["partition", "kind", "file_mtime", "file_path", "first_line", "records", "payload"]
+            ["partition", "kind", "file_mtime", "file_path", "first_line", "records", "payload", "topic"]
         ].itertuples(index=False, name=None)
     ]
     partition = chunks[0].partition  # a group is one partition (its key is the partition's task group)
     if partition == QUARANTINE_PARTITION:
-        reasons, raws, files, lines = quarantined_rows([c for c in chunks if c.kind == KIND_QUARANTINE])
+        reasons, raws, files, lines, topics = quarantined_rows(
+            [c for c in chunks if c.kind == KIND_QUARANTINE]
+        )
         by_reason: dict[str, int] = {}
         for reason in reasons:
             by_reason[reason] = by_reason.get(reason, 0) + 1
         metrics = {"partition": partition, "quarantined": len(reasons), "reasons": by_reason}
-        rows = _output_rows(QUARANTINE_TOPIC, partition, quarantine_table(reasons, raws, files, lines))
+        rows = _output_rows(
+            QUARANTINE_TOPIC, partition, quarantine_table(reasons, raws, files, lines, topics)
+        )
         yield _frame(rows + [(METRICS_TOPIC, partition, 0, metrics_payload(metrics))])
         return
     cache_key = (checkpoint_id, partition)
     state, restored = task_state.load(store, spec.topology(), partition, INITIAL_WALL_CLOCK_MS, cache_key)
-    result = run_task_batch(spec, partition, state, ordered_input(chunks))
+    result = run_task_batch(spec, partition, state, ordered_input(chunks), last_landed)
     written = task_state.save(store, result.state, cache_key, chunk_bytes)
     written.restored = restored
     result.metrics["task_metrics"].update(written.metrics())
@@ -389,9 +420,9 @@ class TopologyRuntime:
         write_job_record(self.config.output_dir, self.spec, checkpoint_id)
 
     def _check_inputs(self) -> None:
-        """A mistyped input path must fail loudly, not create an empty folder and succeed with 0 rows."""
-        dirs = self.config.input_dir
-        for directory in dirs.values() if isinstance(dirs, dict) else [dirs]:
+        """A mistyped input path must fail loudly, not create an empty folder and succeed with 0 rows; so
+        must a topic that is not the job's, or one without its folder."""
+        for directory in self.input_dirs().values():
             if _is_local(str(directory)) and not Path(_local_path(str(directory))).is_dir():
                 raise MissingInput(
                     f"input folder {directory} does not exist (or is not a folder): check the path; "
@@ -400,7 +431,7 @@ class TopologyRuntime:
 
     # -- the query
 
-    def _source(self, directory: Path, name: str, max_files: int | None):
+    def _source(self, directory: Path, name: str, max_files: int | None, topic: str | None = None):
         from pyspark.sql import functions as F
 
         reader = (
@@ -415,7 +446,11 @@ class TopologyRuntime:
             # Markers are ours and, once their batch is committed, never read again: a continuous run
             # writes one per tick, so delete them rather than list an ever longer directory.
             reader = reader.option("cleanSource", "delete")
-        files = reader.load(str(directory)).withColumn("source", F.lit(name))
+        files = (
+            reader.load(str(directory))
+            .withColumn("source", F.lit(name))
+            .withColumn("topic", F.lit(topic).cast("string"))
+        )
         if _is_local(str(directory)):
             # Python reads local files itself: without `content` in the plan, Spark lists the files but
             # does not read them, which saves the JVM a copy of every byte and its handing-over to Python.
@@ -423,24 +458,36 @@ class TopologyRuntime:
             files = files.withColumn("content", F.lit(None).cast("binary"))
         return files
 
+    def input_dirs(self) -> dict[str, str]:
+        """{topic: landing folder} of the run (see `input_dirs`)."""
+        return input_dirs(self.spec, self.config.input_dir)
+
     def build_query(self):
         self._control.mkdir(parents=True, exist_ok=True)
-        files = self._source(
-            Path(self.config.input_dir), SOURCE_LANDING, self.config.max_files_per_trigger
-        ).unionByName(self._source(self._control, SOURCE_CONTROL, None))
-        chunks = files.select("source", "path", "modificationTime", "content").mapInArrow(
+        dirs = self.input_dirs()
+        files = self._source(self._control, SOURCE_CONTROL, None)
+        for topic, directory in dirs.items():
+            files = files.unionByName(
+                self._source(Path(directory), SOURCE_LANDING, self.config.max_files_per_trigger, topic)
+            )
+        multi_input = len(dirs) > 1
+        topology = self.spec.topology()
+        # Listed when the query starts: an available-now query admits exactly these files.
+        last_landed = {topic: last_landed_file(d) for topic, d in dirs.items()} if multi_input else None
+        chunks = files.select("source", "topic", "path", "modificationTime", "content").mapInArrow(
             partial(
                 parse_files,
                 num_partitions=self.spec.num_partitions,
                 task_groups=self._task_groups,
-                with_values=self.spec.reads_input_values,
+                with_values={topic: topology.reads_values(topic) for topic in dirs},
+                multi_input=multi_input,
             ),
             INPUT_CHUNK_DDL,
         )
         return (
             chunks.groupBy("task_group")
             .transformWithStateInPandas(
-                TaskProcessor(self.spec, self._checkpoint_id, task_state.STATE_CHUNK_BYTES),
+                TaskProcessor(self.spec, self._checkpoint_id, task_state.STATE_CHUNK_BYTES, last_landed),
                 OUTPUT_CHUNK_DDL,
                 "Append",
                 # Processing-time mode never terminates under availableNow (Spark 4.3); no timers are used.
@@ -562,6 +609,37 @@ class TopologyRuntime:
             self.summary.batch_durations_ms[progress["batchId"]] = progress["durationMs"].get(
                 "triggerExecution"
             )
+
+
+def input_dirs(spec: JobSpec, given: str | dict[str, str]) -> dict[str, str]:
+    """{topic: landing folder}: a folder alone is the input of a one-input job; a multi-input job needs
+    one folder for each of its topics, and nothing else."""
+    topics = spec.input_topics
+    if not isinstance(given, dict):
+        if len(topics) != 1:
+            raise ValueError(
+                f"{spec.module} reads {len(topics)} topics {list(topics)}: give one --input TOPIC=DIR for each, "
+                f"not one folder ({given})"
+            )
+        return {topics[0]: str(given)}
+    unknown = [topic for topic in given if topic not in topics]
+    if unknown:
+        raise ValueError(f"{unknown} not input topics of {spec.module}; its input topics: {list(topics)}")
+    missing = [topic for topic in topics if topic not in given]
+    if missing:
+        raise ValueError(f"no input folder for topics {missing} of {spec.module}: add --input TOPIC=DIR")
+    return {topic: str(given[topic]) for topic in topics}
+
+
+def last_landed_file(directory: str) -> tuple[int, str] | None:
+    """(mtime ms, path) of the last file of a landing folder in Spark's admission order, None if it has
+    none. Only local folders are listed: a remote topic never waits (its order is then timing's)."""
+    if not _is_local(directory):
+        return None
+    from spark_jobs.spark.in_memory import landing_files
+
+    files = landing_files(os.path.abspath(_local_path(directory)))
+    return (files[-1][1], files[-1][0]) if files else None
 
 
 def run_job(spark, spec: JobSpec, config: RunConfig, job_name: str | None = None) -> RunSummary:

@@ -30,18 +30,43 @@ class TaskBatchResult:
     metrics: dict
 
 
+# state.runtime keys of a multi-input task: records taken from files but not processed yet, per topic
+# (keys, values, timestamps), and per topic the last landing file (mtime, path) the task has read.
+WAITING = "waiting"
+READ_UP_TO = "read_up_to"
+
+LastLanded = dict[str, tuple[int, str] | None]
+
+
 def run_task_batch(
-    spec: JobSpec, partition: int, state: TaskState | None, inp: OrderedInput
+    spec: JobSpec,
+    partition: int,
+    state: TaskState | None,
+    inp: OrderedInput,
+    last_landed: LastLanded | None = None,
 ) -> TaskBatchResult:
     """Runs the batch on `state`'s live task (a new task if None) and returns that state, updated: the
-    caller persists it (`task_state.save`)."""
+    caller persists it (`task_state.save`).
+
+    A multi-input job's records are taken by Kafka's record selection (`select_records`); `last_landed`
+    is, per input topic, the last file (mtime, path) landed when the query started (None: no file).
+    Without it, no input waits for files (every record at hand is processed)."""
     if state is None:
         state = new_task_state(spec.topology(), partition, INITIAL_WALL_CLOCK_MS)
     task = state.task
     wall_clock = state.runtime["wall_clock"]
     late_before = task.metrics().get(LATE_METRIC, 0)
-    if inp.records:
-        task.process_batch(spec.input_topic, inp.keys, inp.values, inp.timestamps)
+    topics = spec.input_topics
+    if len(topics) == 1:
+        processed = inp.records
+        if processed:
+            columns = inp.by_topic(topics[0])
+            unknown = set(columns) - {topics[0]}
+            if unknown:
+                raise ValueError(f"records of {sorted(unknown)}, not an input of {spec.module}")
+            task.process_batch(topics[0], *columns[topics[0]])
+    else:
+        processed = select_records(task, topics, state.runtime, inp, last_landed)
     for marker in inp.wall_clocks:
         # Markers of a restarted scheduled run may repeat a value; the clock only moves forward.
         if marker > wall_clock:
@@ -52,7 +77,7 @@ def run_task_batch(
     task_metrics = task.metrics()
     metrics = {
         "partition": partition,
-        "processed": inp.records,
+        "processed": processed,
         "late": int(task_metrics.get(LATE_METRIC, 0) - late_before),
         "emitted": {topic: table.num_rows for topic, table in tables.items()},
         "wall_clock": wall_clock,
@@ -60,3 +85,64 @@ def run_task_batch(
     }
     state.runtime["wall_clock"] = wall_clock
     return TaskBatchResult(tables, state, metrics)
+
+
+def select_records(task, topics: tuple[str, ...], runtime: dict, inp: OrderedInput, last_landed) -> int:
+    """Kafka's record selection over a task's input topics, independent of how files were batched
+    (docs/semantics.md rule 1 and section 7; KIP-695 task idling with "landed files not yet read" for
+    "lag on the broker").
+
+    The batch's records join, per topic, those that waited (`runtime[WAITING]`). The next record is the
+    head with the lowest timestamp, ties to the topic declared first; a record is only taken while every
+    topic has records at hand or has been read up to its last landed file (`last_landed`, listed when the
+    query started): otherwise the task waits, and what waits stays in the task state. So every record of
+    files landed before a run is processed in the order of the rule-1 merge of all records, whatever the
+    micro-batches, restarts or crashes. A file landing during a run is taken when a micro-batch admits it:
+    an input that has read every file landed before the run does not wait for it (as Kafka does not wait
+    for records the broker has not reported), so the order relative to it depends on timing, and is
+    deterministic only for files landed before a run starts. Returns the number of records processed."""
+    waiting: dict[str, tuple[list, list, list]] = runtime.setdefault(WAITING, {})
+    read_up_to: dict[str, tuple[int, str]] = runtime.setdefault(READ_UP_TO, {})
+    unknown = (set(inp.files_seen) | set(inp.topics) | ({inp.topic} if inp.keys else set())) - set(topics)
+    if unknown:
+        raise ValueError(f"records of {sorted(unknown)}, not inputs {list(topics)} of this task")
+    for topic, seen in inp.files_seen.items():
+        if topic not in read_up_to or seen > tuple(read_up_to[topic]):
+            read_up_to[topic] = seen
+    for topic, (keys, values, timestamps) in inp.by_topic(topics[0]).items():
+        buffer = waiting.setdefault(topic, ([], [], []))
+        buffer[0].extend(keys)
+        buffer[1].extend(values)
+        buffer[2].extend(timestamps)
+
+    def caught_up(topic: str) -> bool:
+        if last_landed is None:
+            return True
+        landed = last_landed.get(topic)
+        return landed is None or (topic in read_up_to and tuple(read_up_to[topic]) >= tuple(landed))
+
+    columns = [waiting.get(topic, ([], [], [])) for topic in topics]
+    heads = [0] * len(topics)
+    processed = 0
+    while True:
+        live = [i for i in range(len(topics)) if heads[i] < len(columns[i][2])]
+        if not live or any(not caught_up(topics[i]) for i in range(len(topics)) if i not in live):
+            break
+        pick = min(live, key=lambda i: (columns[i][2][heads[i]], i))
+        others = [(columns[i][2][heads[i]], i) for i in live if i != pick]
+        bound = min(others) if others else None
+        timestamps = columns[pick][2]
+        start = end = heads[pick]
+        # Consecutive records of the picked topic that still go first are processed as one batch.
+        while end < len(timestamps) and (bound is None or (timestamps[end], pick) < bound):
+            end += 1
+        task.process_batch(topics[pick], *(column[start:end] for column in columns[pick]))
+        heads[pick] = end
+        processed += end - start
+    for i, topic in enumerate(topics):
+        if heads[i]:
+            keys, values, timestamps = columns[i]
+            del keys[: heads[i]], values[: heads[i]], timestamps[: heads[i]]
+        if topic in waiting and not waiting[topic][0]:
+            del waiting[topic]
+    return processed

@@ -26,6 +26,8 @@ QUARANTINE_SCHEMA = pa.schema(
         ("raw", pa.string()),
         ("source_file", pa.string()),
         ("line", pa.int64()),
+        # The input topic of the file (a multi-input job lands each topic in its own folder).
+        ("topic", pa.string()),
     ]
 )
 
@@ -106,7 +108,7 @@ def _picker(idx: list[int]):
 
 
 def quarantine_table(
-    reasons: list[str], raws: list[str], source_files: list[str], lines: list[int]
+    reasons: list[str], raws: list[str], source_files: list[str], lines: list[int], topics: list[str]
 ) -> pa.Table:
     return pa.Table.from_arrays(
         [
@@ -114,6 +116,7 @@ def quarantine_table(
             pa.array(raws, pa.string()),
             pa.array(source_files, pa.string()),
             pa.array(lines, pa.int64()),
+            pa.array(topics, pa.string()),
         ],
         schema=QUARANTINE_SCHEMA,
     )

@@ -12,7 +12,8 @@ keep Spark's per-row overhead out of the per-record path.
 
 The order of a partition's records in a micro-batch: data before wall-clock markers; chunks by (file
 modification time, file path, first line), i.e. the order in which Spark's file source admits files; then,
-if records carry offsets, a stable sort by offset (records without one first).
+if records carry offsets, a stable sort by offset (records without one first). Each input topic of a
+multi-input job is ordered so on its own; `task_runner` merges the topics by Kafka's record selection.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -34,6 +35,9 @@ CHUNK_RECORDS = 20_000
 KIND_DATA = 0
 KIND_WALL_CLOCK = 1
 KIND_QUARANTINE = 2
+# A multi-input job's "this task has read this file of this topic" (sent to every partition, records or not):
+# how a task knows whether an empty input still has landed, unread files (task_runner's record selection).
+KIND_FILE_SEEN = 3
 
 # The group that carries quarantined records to the sink: it never touches task state.
 QUARANTINE_PARTITION = -1
@@ -41,7 +45,7 @@ QUARANTINE_PARTITION = -1
 # task_group: the key Spark groups by (see runtime.balanced_task_groups); partition: the task's partition.
 INPUT_CHUNK_DDL = (
     "task_group int, partition int, kind int, file_mtime long, file_path string, first_line long, records long, "
-    "payload binary"
+    "payload binary, topic string"
 )
 INPUT_CHUNK_ARROW = pa.schema(
     [
@@ -53,6 +57,7 @@ INPUT_CHUNK_ARROW = pa.schema(
         ("first_line", pa.int64()),
         ("records", pa.int64()),
         ("payload", pa.binary()),
+        ("topic", pa.string()),
     ]
 )
 
@@ -70,6 +75,8 @@ class InputChunk:
     first_line: int
     records: int
     payload: bytes
+    # The input topic of a data, file-seen or quarantine chunk ("" for wall-clock markers).
+    topic: str = ""
 
 
 # A data chunk's payload starts with its encoding: JSON values still as JSON text (the bulk path) travel
@@ -113,10 +120,20 @@ def _load_data_payload(payload: bytes, same_keys: dict) -> tuple[list, list, lis
     return keys, [None] * len(keys) if values is None else values, timestamps, offsets
 
 
-def data_chunks(parsed: LandingFile, file_mtime: int, with_values: bool = True) -> list[InputChunk]:
-    """The chunks of one parsed landing file: valid records per partition, then its quarantine. Without
-    values (`with_values=False`, for a topology that never reads them) the task gets None for each."""
-    chunks = []
+def data_chunks(
+    parsed: LandingFile,
+    file_mtime: int,
+    with_values: bool = True,
+    topic: str = "",
+    seen_by_partitions: int | None = None,
+) -> list[InputChunk]:
+    """The chunks of one parsed landing file of `topic`: valid records per partition, then its quarantine.
+    Without values (`with_values=False`, for a topology that never reads them) the task gets None for each.
+    `seen_by_partitions=N` (multi-input jobs) adds a file-seen chunk for each of the N partitions."""
+    chunks = [
+        InputChunk(partition, KIND_FILE_SEEN, file_mtime, parsed.path, 0, 0, b"", topic)
+        for partition in range(seen_by_partitions or 0)
+    ]
     for partition, recs in sorted(parsed.by_partition.items()):
         for start in range(0, len(recs), CHUNK_RECORDS):
             end = min(start + CHUNK_RECORDS, len(recs))
@@ -129,6 +146,7 @@ def data_chunks(parsed: LandingFile, file_mtime: int, with_values: bool = True) 
                     recs.lines[start],
                     end - start,
                     _data_payload(recs, start, end, with_values),
+                    topic,
                 )
             )
     q = parsed.quarantined
@@ -144,6 +162,7 @@ def data_chunks(parsed: LandingFile, file_mtime: int, with_values: bool = True) 
                 q.lines[start],
                 len(q.lines[start:end]),
                 payload,
+                topic,
             )
         )
     return chunks
@@ -168,6 +187,7 @@ def chunks_to_arrow(chunks: list[InputChunk], task_groups: dict[int, int]) -> pa
             pa.array([c.first_line for c in chunks], pa.int64()),
             pa.array([c.records for c in chunks], pa.int64()),
             pa.array([c.payload for c in chunks], pa.binary()),
+            pa.array([c.topic for c in chunks], pa.string()),
         ],
         schema=INPUT_CHUNK_ARROW,
     )
@@ -177,29 +197,44 @@ def _arrival_order(chunks: list[InputChunk]) -> list[InputChunk]:
     return sorted(chunks, key=lambda c: (c.file_mtime, c.file_path, c.first_line))
 
 
+TopicColumns = tuple[list, list, list]  # keys, values, timestamps
+
+
 @dataclass
 class OrderedInput:
-    """One partition's input of one micro-batch, in processing order."""
+    """One partition's input of one micro-batch, in processing order.
+
+    The records of a single topic (`topic`, "" if not said: the job's one input) are in keys/values/
+    timestamps; when the batch has records of several topics, they are in `topics`, each in its own
+    order. `files_seen`: per topic, the last landing file (mtime, path) the batch brought to this task."""
 
     keys: list[str]
     values: list[Any]
     timestamps: list[int]
     wall_clocks: list[int]
+    topic: str = ""
+    topics: dict[str, TopicColumns] = field(default_factory=dict)
+    files_seen: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     @property
     def records(self) -> int:
-        return len(self.keys)
+        return len(self.keys) + sum(len(columns[0]) for columns in self.topics.values())
+
+    def by_topic(self, default_topic: str) -> dict[str, TopicColumns]:
+        """Records per topic (`default_topic` names the records of an unnamed single topic)."""
+        out = dict(self.topics)
+        if self.keys:
+            out[self.topic or default_topic] = (self.keys, self.values, self.timestamps)
+        return out
 
 
-def ordered_input(chunks: list[InputChunk]) -> OrderedInput:
-    """Decode and order a partition's data and wall-clock chunks (see the module docstring)."""
+def _topic_columns(chunks: list[InputChunk], same_keys: dict) -> TopicColumns:
+    """One topic's data chunks decoded, in arrival order, then stably by offset if records carry any."""
     keys: list[str] = []
     values: list[Any] = []
     timestamps: list[int] = []
     offset_runs: list[tuple[int, list]] = []  # (index of the chunk's first record, its offsets)
-    wall_clocks: list[int] = []
-    same_keys: dict[str, str] = {}
-    for chunk in _arrival_order([c for c in chunks if c.kind == KIND_DATA]):
+    for chunk in _arrival_order(chunks):
         k, v, t, o = _load_data_payload(chunk.payload, same_keys)
         if o is not None and o.count(None) < len(o):
             offset_runs.append((len(keys), o))
@@ -214,24 +249,52 @@ def ordered_input(chunks: list[InputChunk]) -> OrderedInput:
         keys = [keys[i] for i in order]
         values = [values[i] for i in order]
         timestamps = [timestamps[i] for i in order]
-    for chunk in _arrival_order([c for c in chunks if c.kind == KIND_WALL_CLOCK]):
+    return keys, values, timestamps
+
+
+def ordered_input(chunks: list[InputChunk]) -> OrderedInput:
+    """Decode and order a partition's data, file-seen and wall-clock chunks (see the module docstring)."""
+    by_topic: dict[str, list[InputChunk]] = {}
+    files_seen: dict[str, tuple[int, str]] = {}
+    wall_clock_chunks_: list[InputChunk] = []
+    for chunk in chunks:
+        if chunk.kind == KIND_DATA:
+            by_topic.setdefault(chunk.topic, []).append(chunk)
+        elif chunk.kind == KIND_FILE_SEEN:
+            seen = (chunk.file_mtime, chunk.file_path)
+            if chunk.topic not in files_seen or seen > files_seen[chunk.topic]:
+                files_seen[chunk.topic] = seen
+        elif chunk.kind == KIND_WALL_CLOCK:
+            wall_clock_chunks_.append(chunk)
+    wall_clocks: list[int] = []
+    for chunk in _arrival_order(wall_clock_chunks_):
         wall_clocks += pickle.loads(chunk.payload)
-    return OrderedInput(keys, values, timestamps, wall_clocks)
+    same_keys: dict[str, str] = {}
+    if len(by_topic) == 1:
+        ((topic, topic_chunks),) = by_topic.items()
+        keys, values, timestamps = _topic_columns(topic_chunks, same_keys)
+        return OrderedInput(keys, values, timestamps, wall_clocks, topic, files_seen=files_seen)
+    topics = {topic: _topic_columns(topic_chunks, same_keys) for topic, topic_chunks in by_topic.items()}
+    return OrderedInput([], [], [], wall_clocks, topics=topics, files_seen=files_seen)
 
 
-def quarantined_rows(chunks: list[InputChunk]) -> tuple[list[str], list[str], list[str], list[int]]:
-    """(reasons, raws, source_files, lines) of quarantine chunks, in arrival order."""
+def quarantined_rows(
+    chunks: list[InputChunk],
+) -> tuple[list[str], list[str], list[str], list[int], list[str]]:
+    """(reasons, raws, source_files, lines, topics) of quarantine chunks, in arrival order."""
     reasons: list[str] = []
     raws: list[str] = []
     files: list[str] = []
     lines: list[int] = []
+    topics: list[str] = []
     for chunk in _arrival_order(chunks):
         ls, rs, raw = pickle.loads(chunk.payload)
         reasons += rs
         raws += raw
         files += [chunk.file_path] * len(ls)
         lines += ls
-    return reasons, raws, files, lines
+        topics += [chunk.topic] * len(ls)
+    return reasons, raws, files, lines, topics
 
 
 def table_to_ipc(table: pa.Table) -> bytes:
