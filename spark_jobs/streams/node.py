@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .processor import Cancellable, Processor, ProcessorContext
 from .records import Record, To, make_record
+from .serde import key_bytes
 
 if TYPE_CHECKING:
     from .context import TaskContext
@@ -204,7 +205,7 @@ class UserProcessorNode(Node):
         return method
 
 
-STATE_BUCKETS = 256  # key-hash buckets a big store's state is exported in
+STATE_BUCKETS = 1024  # key-hash buckets a big store's state is exported in
 
 
 class KeyBuckets:
@@ -218,19 +219,26 @@ class KeyBuckets:
     def bucket(self, key: Any) -> int:
         bucket = self.bucket_of.get(key)
         if bucket is None:
-            from .serde import key_bytes
-
-            bucket = self.bucket_of[key] = zlib.crc32(key_bytes(key)) % STATE_BUCKETS
+            data = key.encode() if type(key) is str else key_bytes(key)
+            bucket = self.bucket_of[key] = zlib.crc32(data) % STATE_BUCKETS
         return bucket
 
     def group(self, keys: Iterable[Any], only: set[int] | None = None) -> dict[int, list]:
         """Keys by bucket (only the buckets in `only`, when given), in iteration order."""
         groups: dict[int, list] = {}
-        bucket = self.bucket
+        bucket_of = self.bucket_of
+        cached, crc32 = bucket_of.get, zlib.crc32
         for key in keys:
-            b = bucket(key)
+            b = cached(key)
+            if b is None:
+                data = key.encode() if type(key) is str else key_bytes(key)
+                b = bucket_of[key] = crc32(data) % STATE_BUCKETS
             if only is None or b in only:
-                groups.setdefault(b, []).append(key)
+                group = groups.get(b)
+                if group is None:
+                    groups[b] = [key]
+                else:
+                    group.append(key)
         return groups
 
     def forget(self, keep: Iterable[Any]) -> None:
