@@ -1,15 +1,15 @@
-"""Suppress (docs/semantics.md section 5): configuration objects and the buffering node."""
+"""Suppress (docs/semantics.md section 5): configuration objects and the node's emit policy (its buffer
+is time_ordered_buffer.TimeOrderedKeyValueBuffer)."""
 
 from __future__ import annotations
 
-from array import array
-from heapq import heapify, heappop, heappush
+from heapq import heappush
 from itertools import repeat
 from typing import Any
 
-from .node import Batch, KeyBuckets, Node
-from .records import Window, Windowed
+from .node import Batch, Node
 from .serde import headers_size, key_bytes, value_size
+from .time_ordered_buffer import _HDR, _NEW, _OLD, _PRIOR, _SIZE, _TS, NO_WINDOW, TimeOrderedKeyValueBuffer
 from .timeutil import INT64_MAX, Duration, to_millis
 
 _EMIT_EARLY = "emit_early_when_full"
@@ -127,18 +127,13 @@ class Suppressed:
         return f"Suppressed.{kind}({self.buffer_config!r}, name={self.name!r})"
 
 
-# Buffer entry fields, in a list per buffered key (mutated in place on update).
-_BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _KEY, _BASE = range(11)
-_NO_WINDOW = object()
 _NEVER = float("inf")
 
 
 class SuppressNode(Node):
-    """The suppress buffer. Ordered by (buffer time, key bytes) in a heap; updates keep their place.
-
-    Entries are indexed by window, then key (`until_time_limit`: one bucket, by key): windowed keys of one
-    window share a Window object upstream, so the bucket is found by identity without hashing.
-    """
+    """The emit policy of suppress over its TimeOrderedKeyValueBuffer: puts every update, emits the entries
+    whose buffer time has passed (observed time - D), then enforces the capacity (emit early or shut down),
+    and keeps the buffer's size metrics. The put of an update is inlined here: it runs once per record."""
 
     def __init__(self, name: str, suppressed: Suppressed, duration: int, parent_name: str) -> None:
         super().__init__(name)
@@ -150,12 +145,7 @@ class SuppressNode(Node):
         self.shut_down = config.policy == _SHUT_DOWN
         self.parent_name = parent_name
         self.observed = -1
-        self.buckets: dict[Any, dict[Any, list]] = {}
-        self.heap: list[tuple] = []
-        self.touched: set = set()  # windows (None: the one bucket of until_time_limit) changed since export
-        self.touched_keys: set = set()  # keys (inner keys of windowed ones) changed since then
-        self.key_buckets = KeyBuckets()
-        self.part_names: dict[Any, set[int]] = {}  # window -> its exported key buckets
+        self.buffer = TimeOrderedKeyValueBuffer(self.window_close)
         self.count = 0
         self.num_bytes = 0
         self.next_seq = 0
@@ -165,8 +155,15 @@ class SuppressNode(Node):
         self.size_max = self.count_max = 0
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        buckets, heap, touched, touched_keys = self.buckets, self.heap, self.touched, self.touched_keys
-        bucket_window: Any = _NO_WINDOW
+        buffer = self.buffer
+        buckets, heap, touched, touched_keys = (
+            buffer.buckets,
+            buffer.heap,
+            buffer.touched,
+            buffer.touched_keys,
+        )
+        pop_head = buffer.pop_head
+        bucket_window: Any = NO_WINDOW
         bucket: dict = {}
         observed, duration = self.observed, self.duration
         window_close = self.window_close
@@ -289,8 +286,7 @@ class SuppressNode(Node):
                     while heap and (
                         (count > max_records or num_bytes > max_bytes) if by_capacity else heap[0][0] <= limit
                     ):
-                        ekey = heappop(heap)[3]
-                        entry = self._pop(ekey)
+                        ekey, entry = pop_head()
                         count -= 1
                         num_bytes -= entry[_SIZE]
                         evicted = True
@@ -305,7 +301,7 @@ class SuppressNode(Node):
                     if evicted:
                         evict_at = heap[0][0] + duration if heap else _NEVER
                         due = observed >= evict_at  # False: every entry due by observed time went out
-                        bucket_window = _NO_WINDOW  # an eviction may have deleted the cached bucket
+                        bucket_window = NO_WINDOW  # an eviction may have deleted the cached bucket
                         samples += 1
                         size_sum += num_bytes
                         count_sum += count
@@ -317,21 +313,6 @@ class SuppressNode(Node):
             out_h = None
         return Batch(out_k, out_v, out_o, out_t, out_h, src)
 
-    def _pop(self, key: Any) -> list:
-        window, inner = (key[1], key[0]) if self.window_close else (None, key)
-        bucket = self.buckets[window]
-        entry = bucket.pop(inner)
-        self.touched.add(window)
-        self.touched_keys.add(inner)
-        if not bucket:
-            del self.buckets[window]
-        return entry
-
-    def _entry(self, key: Any) -> list | None:
-        window, inner = (key[1], key[0]) if self.window_close else (None, key)
-        bucket = self.buckets.get(window)
-        return None if bucket is None else bucket.get(inner)
-
     def _save(
         self, observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max, count_max
     ) -> None:
@@ -341,7 +322,7 @@ class SuppressNode(Node):
 
     def get(self, key: Any) -> tuple[Any, int] | None:
         """A join reading the suppressed table sees the last emitted value while the key is buffered."""
-        entry = self._entry(key)
+        entry = self.buffer.entry(key)
         if entry is not None:
             prior = entry[_PRIOR]
             return None if prior is None else (prior, -1)
@@ -370,131 +351,21 @@ class SuppressNode(Node):
             self.count_max,
         )
 
-    def _entry_columns(self, entries: list) -> dict[str, Any]:
-        """Entries (lists, see _BT.._BASE) as columns: packed ints where the field is always an int;
-        windowed keys as inner key, window start and end (no Windowed object pickled one by one)."""
-        if self.window_close:
-            keys = [e[_KEY] for e in entries]
-            key_columns = {
-                "keys": [k[0] for k in keys],
-                "starts": array("q", [k[1][0] for k in keys]),
-                "ends": array("q", [k[1][1] for k in keys]),
-            }
-        else:
-            key_columns = {"keys": [e[_KEY] for e in entries]}
-        return {
-            **key_columns,
-            "bt": array("q", [e[_BT] for e in entries]),
-            "kb": [e[_KB] for e in entries],
-            "new": [e[_NEW] for e in entries],
-            "old": [e[_OLD] for e in entries],
-            "prior": [e[_PRIOR] for e in entries],
-            "ts": array("q", [e[_TS] for e in entries]),
-            "hdr": [e[_HDR] for e in entries],
-            "size": array("q", [e[_SIZE] for e in entries]),
-            "seq": array("q", [e[_SEQ] for e in entries]),
-        }
-
-    def _load_entries(self, columns: dict[str, Any]) -> None:
-        """Add entries saved by `_entry_columns` to the buckets and the (not yet heapified) heap."""
-        window_close, buckets, heap = self.window_close, self.buckets, self.heap
-        keys = columns["keys"]
-        if window_close:
-            new, windows = tuple.__new__, {}
-            keys = [
-                new(
-                    Windowed,
-                    (
-                        key,
-                        windows.get((start, end))
-                        or windows.setdefault((start, end), new(Window, (start, end))),
-                    ),
-                )
-                for key, start, end in zip(keys, columns["starts"], columns["ends"], strict=True)
-            ]
-        rows = zip(
-            keys,
-            columns["bt"],
-            columns["kb"],
-            columns["new"],
-            columns["old"],
-            columns["prior"],
-            columns["ts"],
-            columns["hdr"],
-            columns["size"],
-            columns["seq"],
-            strict=True,
-        )
-        bucket_window: Any = _NO_WINDOW
-        bucket: dict = {}
-        for key, bt, kb, new, old, prior, ts, hdr, size, seq in rows:
-            window, inner = (key[1], key[0]) if window_close else (None, key)
-            if window != bucket_window:
-                bucket = buckets.get(window)
-                if bucket is None:
-                    bucket = buckets[window] = {}
-                bucket_window = window
-            base = 8 + len(kb) + (8 if type(prior) is int else value_size(prior))
-            bucket[inner] = [bt, kb, new, old, prior, ts, hdr, size, seq, key, base]
-            heap.append((bt, kb, seq, key))
-
     def snapshot_state(self) -> Any:
-        entries = sorted(
-            (e for bucket in self.buckets.values() for e in bucket.values()), key=lambda e: e[_SEQ]
-        )
-        state = self._entry_columns(entries)
+        state = self.buffer.snapshot_columns()
         state["scalars"] = self._scalars()
         return state
 
     def restore_state(self, state: Any) -> None:
-        self.buckets, self.heap, self.touched = {}, [], set()
-        self._load_entries(state)
-        heapify(self.heap)
+        self.buffer.restore_columns(state)
         self._save(*state["scalars"])
 
-    # State parts: "" holds the scalars, "<start>:<end>.<key bucket>" the entries of one window whose keys
-    # fall in one bucket (KeyBuckets) for until_window_closes, "all.<key bucket>" for until_time_limit.
+    # State parts: "" holds the scalars, the buffer's parts hold its entries.
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
-        parts: dict[str, Any] = {"": self._scalars()}
-        buckets, names, key_buckets = self.buckets, self.part_names, self.key_buckets
-        for window in list(names):
-            if window not in buckets:
-                del names[window]
-        if not changed_only:
-            names.clear()
-        dirty = {key_buckets.bucket(key) for key in self.touched_keys} if changed_only else None
-        for window in self.touched if changed_only else buckets:
-            bucket = buckets.get(window)
-            if bucket is None:
-                continue
-            groups = key_buckets.group(bucket, dirty)
-            exported = names.setdefault(window, set())
-            gone = exported - set(groups) if dirty is None else (exported & dirty) - set(groups)
-            exported -= gone
-            for b, inners in groups.items():
-                parts[f"{_part_name(window)}.{b}"] = self._entry_columns([bucket[k] for k in inners])
-                exported.add(b)
-        self.touched, self.touched_keys = set(), set()
-        if len(key_buckets.bucket_of) > 2 * self.count + 1024:
-            key_buckets.forget(key for bucket in buckets.values() for key in bucket)
-        return parts, [""] + [f"{_part_name(w)}.{b}" for w, bs in names.items() for b in bs]
+        parts, names = self.buffer.export_parts(changed_only, self.count)
+        parts[""] = self._scalars()
+        return parts, ["", *names]
 
     def import_parts(self, parts: dict[str, Any]) -> None:
-        self.buckets, self.heap, self.touched, self.touched_keys = {}, [], set(), set()
-        self.part_names = {}
-        for name, columns in parts.items():
-            if name:
-                self._load_entries(columns)
-                if columns["keys"]:
-                    window = None if not self.window_close else columns_window(columns)
-                    self.part_names.setdefault(window, set()).add(int(name.rsplit(".", 1)[1]))
-        heapify(self.heap)
-        self._save(*parts[""])
-
-
-def columns_window(columns: dict[str, Any]) -> Window:
-    return tuple.__new__(Window, (columns["starts"][0], columns["ends"][0]))
-
-
-def _part_name(window: Any) -> str:
-    return "all" if window is None else f"{window[0]}:{window[1]}"
+        self._save(*parts.pop(""))
+        self.buffer.import_parts(parts)

@@ -1,0 +1,176 @@
+"""The suppress buffer's store: Kafka's InMemoryTimeOrderedKeyValueBuffer (docs/semantics.md section 5).
+
+Entries are indexed by window, then key (`until_time_limit`: one bucket, by key): windowed keys of one
+window share a Window object upstream, so the bucket is found by identity without hashing. They are
+ordered by (buffer time, key bytes) in a heap; an update keeps its entry's place. The suppress node
+(suppress.py) holds the emit policy: when entries are due or the buffer is over capacity.
+"""
+
+from __future__ import annotations
+
+from array import array
+from heapq import heapify, heappop
+from typing import Any
+
+from .node import KeyBuckets
+from .records import Window, Windowed
+from .serde import value_size
+
+# Entry fields, in a list per buffered key (mutated in place on update).
+_BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _KEY, _BASE = range(11)
+NO_WINDOW = object()
+
+
+class TimeOrderedKeyValueBuffer:
+    def __init__(self, window_close: bool) -> None:
+        self.window_close = window_close
+        self.buckets: dict[Any, dict[Any, list]] = {}
+        self.heap: list[tuple] = []  # (buffer time, key bytes, seq, key)
+        self.touched: set = set()  # windows (None: the one bucket of until_time_limit) changed since export
+        self.touched_keys: set = set()  # keys (inner keys of windowed ones) changed since then
+        self.key_buckets = KeyBuckets()
+        self.part_names: dict[Any, set[int]] = {}  # window -> its exported key buckets
+
+    def pop_head(self) -> tuple[Any, list]:
+        """Remove the entry first in (buffer time, key bytes) order: `(key, entry)`."""
+        key = heappop(self.heap)[3]
+        return key, self.pop(key)
+
+    def pop(self, key: Any) -> list:
+        window, inner = (key[1], key[0]) if self.window_close else (None, key)
+        bucket = self.buckets[window]
+        entry = bucket.pop(inner)
+        self.touched.add(window)
+        self.touched_keys.add(inner)
+        if not bucket:
+            del self.buckets[window]
+        return entry
+
+    def entry(self, key: Any) -> list | None:
+        window, inner = (key[1], key[0]) if self.window_close else (None, key)
+        bucket = self.buckets.get(window)
+        return None if bucket is None else bucket.get(inner)
+
+    def entry_columns(self, entries: list) -> dict[str, Any]:
+        """Entries (lists, see _BT.._BASE) as columns: packed ints where the field is always an int;
+        windowed keys as inner key, window start and end (no Windowed object pickled one by one)."""
+        if self.window_close:
+            keys = [e[_KEY] for e in entries]
+            key_columns = {
+                "keys": [k[0] for k in keys],
+                "starts": array("q", [k[1][0] for k in keys]),
+                "ends": array("q", [k[1][1] for k in keys]),
+            }
+        else:
+            key_columns = {"keys": [e[_KEY] for e in entries]}
+        return {
+            **key_columns,
+            "bt": array("q", [e[_BT] for e in entries]),
+            "kb": [e[_KB] for e in entries],
+            "new": [e[_NEW] for e in entries],
+            "old": [e[_OLD] for e in entries],
+            "prior": [e[_PRIOR] for e in entries],
+            "ts": array("q", [e[_TS] for e in entries]),
+            "hdr": [e[_HDR] for e in entries],
+            "size": array("q", [e[_SIZE] for e in entries]),
+            "seq": array("q", [e[_SEQ] for e in entries]),
+        }
+
+    def load_entries(self, columns: dict[str, Any]) -> None:
+        """Add entries saved by `entry_columns` to the buckets and the (not yet heapified) heap."""
+        window_close, buckets, heap = self.window_close, self.buckets, self.heap
+        keys = columns["keys"]
+        if window_close:
+            new, windows = tuple.__new__, {}
+            keys = [
+                new(
+                    Windowed,
+                    (
+                        key,
+                        windows.get((start, end))
+                        or windows.setdefault((start, end), new(Window, (start, end))),
+                    ),
+                )
+                for key, start, end in zip(keys, columns["starts"], columns["ends"], strict=True)
+            ]
+        rows = zip(
+            keys,
+            columns["bt"],
+            columns["kb"],
+            columns["new"],
+            columns["old"],
+            columns["prior"],
+            columns["ts"],
+            columns["hdr"],
+            columns["size"],
+            columns["seq"],
+            strict=True,
+        )
+        bucket_window: Any = NO_WINDOW
+        bucket: dict = {}
+        for key, bt, kb, new, old, prior, ts, hdr, size, seq in rows:
+            window, inner = (key[1], key[0]) if window_close else (None, key)
+            if window != bucket_window:
+                bucket = buckets.get(window)
+                if bucket is None:
+                    bucket = buckets[window] = {}
+                bucket_window = window
+            base = 8 + len(kb) + (8 if type(prior) is int else value_size(prior))
+            bucket[inner] = [bt, kb, new, old, prior, ts, hdr, size, seq, key, base]
+            heap.append((bt, kb, seq, key))
+
+    def snapshot_columns(self) -> dict[str, Any]:
+        entries = sorted(
+            (e for bucket in self.buckets.values() for e in bucket.values()), key=lambda e: e[_SEQ]
+        )
+        return self.entry_columns(entries)
+
+    def restore_columns(self, columns: dict[str, Any]) -> None:
+        self.buckets, self.heap, self.touched, self.touched_keys = {}, [], set(), set()
+        self.load_entries(columns)
+        heapify(self.heap)
+
+    # Parts: "<start>:<end>.<key bucket>" the entries of one window whose keys fall in one bucket
+    # (KeyBuckets) for until_window_closes, "all.<key bucket>" for until_time_limit.
+    def export_parts(self, changed_only: bool, count: int) -> tuple[dict[str, Any], list[str]]:
+        parts: dict[str, Any] = {}
+        buckets, names, key_buckets = self.buckets, self.part_names, self.key_buckets
+        for window in list(names):
+            if window not in buckets:
+                del names[window]
+        if not changed_only:
+            names.clear()
+        dirty = {key_buckets.bucket(key) for key in self.touched_keys} if changed_only else None
+        for window in self.touched if changed_only else buckets:
+            bucket = buckets.get(window)
+            if bucket is None:
+                continue
+            groups = key_buckets.group(bucket, dirty)
+            exported = names.setdefault(window, set())
+            gone = exported - set(groups) if dirty is None else (exported & dirty) - set(groups)
+            exported -= gone
+            for b, inners in groups.items():
+                parts[f"{_part_name(window)}.{b}"] = self.entry_columns([bucket[k] for k in inners])
+                exported.add(b)
+        self.touched, self.touched_keys = set(), set()
+        if len(key_buckets.bucket_of) > 2 * count + 1024:
+            key_buckets.forget(key for bucket in buckets.values() for key in bucket)
+        return parts, [f"{_part_name(w)}.{b}" for w, bs in names.items() for b in bs]
+
+    def import_parts(self, parts: dict[str, Any]) -> None:
+        self.buckets, self.heap, self.touched, self.touched_keys = {}, [], set(), set()
+        self.part_names = {}
+        for name, columns in parts.items():
+            self.load_entries(columns)
+            if columns["keys"]:
+                window = None if not self.window_close else _columns_window(columns)
+                self.part_names.setdefault(window, set()).add(int(name.rsplit(".", 1)[1]))
+        heapify(self.heap)
+
+
+def _columns_window(columns: dict[str, Any]) -> Window:
+    return tuple.__new__(Window, (columns["starts"][0], columns["ends"][0]))
+
+
+def _part_name(window: Any) -> str:
+    return "all" if window is None else f"{window[0]}:{window[1]}"
