@@ -137,7 +137,7 @@ def _export_engine(task) -> tuple[dict[str, bytes], list[str]]:
 
 
 def _import_engine(topology, parts: Mapping[str, bytes]):
-    from spark_jobs.streams.task import StreamTask
+    from spark_jobs.streams import StreamTask
 
     if hasattr(StreamTask, "import_state"):
         return StreamTask.import_state(topology, parts)
@@ -145,7 +145,7 @@ def _import_engine(topology, parts: Mapping[str, bytes]):
 
 
 def new_task_state(topology, partition: int, initial_wall_clock_ms: int) -> TaskState:
-    from spark_jobs.streams.task import StreamTask
+    from spark_jobs.streams import StreamTask
 
     task = StreamTask(topology, partition=partition, initial_wall_clock_ms=initial_wall_clock_ms)
     return TaskState(task, {"wall_clock": initial_wall_clock_ms})

@@ -1,14 +1,16 @@
 """Kafka Streams' Processor API, DSL, punctuation and Suppress in pure Python.
 
-Semantics: docs/semantics.md. Runtime: `task.StreamTask` (docs/TASK_INTERFACE.md), which the
-TopologyTestDriver, the Spark runtime and the benchmark all use.
+Semantics: docs/semantics.md. Layers: this module is the public API; dsl/ holds the DSL builders
+(StreamsBuilder, KStream, KTable, ...); runtime/ the StreamTask (docs/TASK_INTERFACE.md), which the
+TopologyTestDriver, the Spark runtime and the benchmarks all use, its punctuation and the TaskContext its
+nodes see; nodes/ the processor nodes a task wires together.
 """
 
 from .dsl import KGroupedStream, KGroupedTable, KStream, KTable, StreamsBuilder, WindowedKStream
 from .processor import Cancellable, Processor, ProcessorContext, PunctuationType
 from .records import Record, To, Window, Windowed
+from .runtime.task import OutputBatch, StateExport, StreamTask
 from .suppress import BufferConfig, BufferFullError, Suppressed
-from .task import OutputBatch, StreamTask
 from .testing import TopologyTestDriver
 from .timeutil import next_aligned
 from .topology import Topology
@@ -36,6 +38,7 @@ __all__ = [
     "next_aligned",
     "StreamTask",
     "OutputBatch",
+    "StateExport",
     "KStream",
     "KTable",
     "KGroupedStream",

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .dsl.aggregations import TimeWindowAggregateNode
-from .dsl.operators import FilterNode, PassThroughNode, PeekNode
-from .node import Node, UserProcessorNode
-from .suppress import SuppressNode
+from .nodes.aggregations import TimeWindowAggregateNode
+from .nodes.base import Node, UserProcessorNode
+from .nodes.operators import FilterNode, PassThroughNode, PeekNode
+from .nodes.suppress import SuppressNode
 from .topology import Topology
 
 

@@ -10,7 +10,7 @@ from .records import Record, To
 from .timeutil import Duration
 
 if TYPE_CHECKING:
-    from .node import UserProcessorNode
+    from .nodes.base import UserProcessorNode
 
 
 class PunctuationType(enum.Enum):

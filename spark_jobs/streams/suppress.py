@@ -1,19 +1,13 @@
-"""Suppress (docs/semantics.md section 5): configuration objects and the node's emit policy (its buffer
-is time_ordered_buffer.TimeOrderedKeyValueBuffer)."""
+"""Suppress (docs/semantics.md section 5): the configuration objects (the node is nodes/suppress.py)."""
 
 from __future__ import annotations
 
-from heapq import heappush
-from itertools import repeat
 from typing import Any
 
-from .node import Batch, Node
-from .serde import headers_size, key_bytes, value_size
-from .time_ordered_buffer import _HDR, _NEW, _OLD, _PRIOR, _SIZE, _TS, NO_WINDOW, TimeOrderedKeyValueBuffer
-from .timeutil import INT64_MAX, Duration, to_millis
+from .timeutil import Duration, to_millis
 
 _EMIT_EARLY = "emit_early_when_full"
-_SHUT_DOWN = "shut_down_when_full"
+SHUT_DOWN = "shut_down_when_full"
 
 
 class BufferFullError(RuntimeError):
@@ -48,7 +42,7 @@ class BufferConfig:
 
     @staticmethod
     def unbounded() -> BufferConfig:
-        return BufferConfig(None, None, _SHUT_DOWN)
+        return BufferConfig(None, None, SHUT_DOWN)
 
     @_ConfigMethod
     def max_records(self, records: int) -> BufferConfig:
@@ -71,12 +65,12 @@ class BufferConfig:
         return BufferConfig(self.records_limit, self.bytes_limit, _EMIT_EARLY)
 
     def shut_down_when_full(self) -> BufferConfig:
-        return BufferConfig(self.records_limit, self.bytes_limit, _SHUT_DOWN)
+        return BufferConfig(self.records_limit, self.bytes_limit, SHUT_DOWN)
 
     @property
     def is_strict(self) -> bool:
         """Strict configs never emit a result early: unbounded, or bounded with shut_down_when_full."""
-        return self.policy == _SHUT_DOWN
+        return self.policy == SHUT_DOWN
 
     def __repr__(self) -> str:
         return f"BufferConfig(max_records={self.records_limit}, max_bytes={self.bytes_limit}, {self.policy})"
@@ -125,247 +119,3 @@ class Suppressed:
     def __repr__(self) -> str:
         kind = "until_window_closes" if self.window_close else f"until_time_limit({self.time_limit})"
         return f"Suppressed.{kind}({self.buffer_config!r}, name={self.name!r})"
-
-
-_NEVER = float("inf")
-
-
-class SuppressNode(Node):
-    """The emit policy of suppress over its TimeOrderedKeyValueBuffer: puts every update, emits the entries
-    whose buffer time has passed (observed time - D), then enforces the capacity (emit early or shut down),
-    and keeps the buffer's size metrics. The put of an update is inlined here: it runs once per record."""
-
-    def __init__(self, name: str, suppressed: Suppressed, duration: int, parent_name: str) -> None:
-        super().__init__(name)
-        self.window_close = suppressed.window_close
-        self.duration = duration  # D: time limit, or the upstream window's grace (+ gap for sessions)
-        config = suppressed.buffer_config
-        self.max_records = INT64_MAX if config.records_limit is None else config.records_limit
-        self.max_bytes = INT64_MAX if config.bytes_limit is None else config.bytes_limit
-        self.shut_down = config.policy == _SHUT_DOWN
-        self.parent_name = parent_name
-        self.observed = -1
-        self.buffer = TimeOrderedKeyValueBuffer(self.window_close)
-        self.count = 0
-        self.num_bytes = 0
-        self.next_seq = 0
-        # Metric samples are taken after every put and every eviction pass, plus one at init (as Kafka).
-        self.samples = 1
-        self.size_sum = self.count_sum = 0
-        self.size_max = self.count_max = 0
-
-    def process_columns(self, keys, values, olds, timestamps, headers):
-        buffer = self.buffer
-        buckets, heap, touched, touched_keys = (
-            buffer.buckets,
-            buffer.heap,
-            buffer.touched,
-            buffer.touched_keys,
-        )
-        pop_head = buffer.pop_head
-        bucket_window: Any = NO_WINDOW
-        bucket: dict = {}
-        observed, duration = self.observed, self.duration
-        window_close = self.window_close
-        max_records, max_bytes = self.max_records, self.max_bytes
-        bounded = max_records < INT64_MAX or max_bytes < INT64_MAX
-        evict_at = heap[0][0] + duration if heap else _NEVER  # observed time at which the head goes out
-        # observed >= evict_at can only become true when observed time advances or an insert lowers
-        # evict_at: test it there, not per row (comparing large ints is a slow generic call in CPython)
-        due = observed >= evict_at
-        count, num_bytes, seq = self.count, self.num_bytes, self.next_seq
-        samples, size_sum, count_sum = self.samples, self.size_sum, self.count_sum
-        # Each put's sample adds the buffer's size and count to the sums. They change only on an insert, a
-        # put that resizes an entry, or an eviction, so the samples of rows [mark, i) are added in one go
-        # there (and at the end): rows that only update an entry in place do no arithmetic for them.
-        mark = 0
-        size_max, count_max = self.size_max, self.count_max
-        topic = self.task_context.current_topic
-        context_size = 20 + (len(topic) if topic else 0)  # timestamp, offset, partition + topic name
-        vsize = value_size
-        out_k: list = []
-        out_v: list = []
-        out_o: list = []
-        out_t: list = []
-        out_h: list | None = None if headers is None else []
-        src: list = []
-        rows = zip(
-            range(len(keys)),
-            keys,
-            values,
-            repeat(None) if olds is None else olds,
-            timestamps,
-            repeat(None) if headers is None else headers,
-            strict=False,
-        )
-        for i, key, new, old, ts, hdr in rows:
-            if ts > observed:
-                observed = ts
-                if observed >= evict_at:
-                    due = True
-            new_size = 8 if type(new) is int else vsize(new)
-            if window_close:
-                window, inner = key[1], key[0]
-            else:
-                window, inner = None, key
-            if window is not bucket_window:
-                bucket = buckets.get(window)
-                if bucket is None:
-                    bucket = buckets[window] = {}
-                bucket_window = window
-                touched.add(window)
-            touched_keys.add(inner)
-            try:
-                entry = bucket[inner]
-            except KeyError:
-                size_sum += num_bytes * (i - mark)
-                count_sum += count * (i - mark)
-                mark = i
-                kb = key_bytes(key)
-                # buffer time, key and prior value: fixed while the key stays buffered; the first update's
-                # old value is the prior value, counted once
-                base = 8 + len(kb) + (8 if type(old) is int else vsize(old))
-                size = base + new_size + context_size + (headers_size(hdr) if hdr else 0)
-                bt = key[1][1] if window_close else ts
-                bucket[inner] = [bt, kb, new, old, old, ts, hdr, size, seq, key, base]
-                heappush(heap, (bt, kb, seq, key))
-                if bt + duration < evict_at:
-                    evict_at = bt + duration
-                    if observed >= evict_at:
-                        due = True
-                seq += 1
-                count += 1
-                num_bytes += size
-                # the maxima only move when a put makes the buffer larger
-                if count > count_max:
-                    count_max = count
-                if num_bytes > size_max:
-                    size_max = num_bytes
-            else:
-                # entry fields by position (see _BT.._BASE): this runs once per buffered update
-                size = entry[10] + new_size + context_size + (headers_size(hdr) if hdr else 0)
-                if old != entry[4]:  # _PRIOR
-                    size += 8 if type(old) is int else vsize(old)
-                grown = size - entry[7]  # _SIZE
-                if grown:
-                    size_sum += num_bytes * (i - mark)
-                    count_sum += count * (i - mark)
-                    mark = i
-                    num_bytes += grown
-                    entry[7] = size
-                    if num_bytes > size_max:
-                        size_max = num_bytes
-                entry[2] = new  # _NEW
-                entry[3] = old  # _OLD
-                entry[5] = ts  # _TS
-                entry[6] = hdr  # _HDR
-            # emit every entry whose buffer time has passed, then enforce the capacity
-            if due or (bounded and (count > max_records or num_bytes > max_bytes)):
-                size_sum += num_bytes * (i + 1 - mark)  # the samples up to this row's put
-                count_sum += count * (i + 1 - mark)
-                mark = i + 1
-                limit = observed - duration
-                for by_capacity in (False, True):
-                    if by_capacity and self.shut_down and (count > max_records or num_bytes > max_bytes):
-                        self._save(
-                            observed,
-                            count,
-                            num_bytes,
-                            seq,
-                            samples + i + 1,
-                            size_sum,
-                            count_sum,
-                            size_max,
-                            count_max,
-                        )
-                        raise BufferFullError(
-                            f"{self.name} buffer exceeded its max capacity. Currently [{count}/{max_records}] "
-                            f"records and [{num_bytes}/{max_bytes}] bytes."
-                        )
-                    evicted = False
-                    while heap and (
-                        (count > max_records or num_bytes > max_bytes) if by_capacity else heap[0][0] <= limit
-                    ):
-                        ekey, entry = pop_head()
-                        count -= 1
-                        num_bytes -= entry[_SIZE]
-                        evicted = True
-                        if entry[_NEW] is not None or not window_close:  # final results drop tombstones
-                            out_k.append(ekey)
-                            out_v.append(entry[_NEW])
-                            out_o.append(entry[_OLD])
-                            out_t.append(entry[_TS])
-                            if out_h is not None:
-                                out_h.append(entry[_HDR])
-                            src.append(i)
-                    if evicted:
-                        evict_at = heap[0][0] + duration if heap else _NEVER
-                        due = observed >= evict_at  # False: every entry due by observed time went out
-                        bucket_window = NO_WINDOW  # an eviction may have deleted the cached bucket
-                        samples += 1
-                        size_sum += num_bytes
-                        count_sum += count
-        samples += len(keys)  # one sample per put
-        size_sum += num_bytes * (len(keys) - mark)
-        count_sum += count * (len(keys) - mark)
-        self._save(observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max, count_max)
-        if out_h is not None and all(h is None for h in out_h):
-            out_h = None
-        return Batch(out_k, out_v, out_o, out_t, out_h, src)
-
-    def _save(
-        self, observed, count, num_bytes, seq, samples, size_sum, count_sum, size_max, count_max
-    ) -> None:
-        self.observed, self.count, self.num_bytes, self.next_seq = observed, count, num_bytes, seq
-        self.samples, self.size_sum, self.count_sum = samples, size_sum, count_sum
-        self.size_max, self.count_max = size_max, count_max
-
-    def get(self, key: Any) -> tuple[Any, int] | None:
-        """A join reading the suppressed table sees the last emitted value while the key is buffered."""
-        entry = self.buffer.entry(key)
-        if entry is not None:
-            prior = entry[_PRIOR]
-            return None if prior is None else (prior, -1)
-        return self.task_context.value_getter(self.parent_name)(key)
-
-    def metrics(self) -> dict[str, float]:
-        return {
-            "suppression-buffer-size-current": self.num_bytes,
-            "suppression-buffer-size-avg": self.size_sum / self.samples,
-            "suppression-buffer-size-max": self.size_max,
-            "suppression-buffer-count-current": self.count,
-            "suppression-buffer-count-avg": self.count_sum / self.samples,
-            "suppression-buffer-count-max": self.count_max,
-        }
-
-    def _scalars(self) -> tuple:
-        return (
-            self.observed,
-            self.count,
-            self.num_bytes,
-            self.next_seq,
-            self.samples,
-            self.size_sum,
-            self.count_sum,
-            self.size_max,
-            self.count_max,
-        )
-
-    def snapshot_state(self) -> Any:
-        state = self.buffer.snapshot_columns()
-        state["scalars"] = self._scalars()
-        return state
-
-    def restore_state(self, state: Any) -> None:
-        self.buffer.restore_columns(state)
-        self._save(*state["scalars"])
-
-    # State parts: "" holds the scalars, the buffer's parts hold its entries.
-    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
-        parts, names = self.buffer.export_parts(changed_only, self.count)
-        parts[""] = self._scalars()
-        return parts, ["", *names]
-
-    def import_parts(self, parts: dict[str, Any]) -> None:
-        self._save(*parts.pop(""))
-        self.buffer.import_parts(parts)

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .records import Record
-from .task import StreamTask
+from .runtime.task import StreamTask
 from .timeutil import Duration, to_millis
 from .topology import Topology
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .node import Node, SinkNode, SourceNode, UserProcessorNode
+from .nodes.base import Node, SinkNode, SourceNode, UserProcessorNode
 from .processor import Processor
 
 

@@ -19,7 +19,7 @@ from spark_jobs.spark.in_memory import landing_files
 from spark_jobs.spark.job import JobSpec
 from spark_jobs.spark.runtime import RunConfig, run_job
 from spark_jobs.streams import TopologyTestDriver
-from spark_jobs.streams.task import StreamTask
+from spark_jobs.streams.runtime.task import StreamTask
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SENSOR_ALERTS = "spark_jobs.jobs.sensor_alerts"

@@ -18,7 +18,7 @@ from spark_jobs.streams import (
     Topology,
     TopologyTestDriver,
 )
-from spark_jobs.streams.task import StreamTask
+from spark_jobs.streams.runtime.task import StreamTask
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Worked examples transcribed from Kafka Streams' own tests (data, kept with the tests that replay them).

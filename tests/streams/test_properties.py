@@ -20,7 +20,7 @@ from spark_jobs.streams import (
     TopologyTestDriver,
     next_aligned,
 )
-from spark_jobs.streams.task import StreamTask
+from spark_jobs.streams.runtime.task import StreamTask
 from spark_jobs.streams.timeutil import INT64_MAX
 
 from .helpers import recorder_topology, run_task

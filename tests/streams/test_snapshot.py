@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from spark_jobs.streams import Processor, PunctuationType, Record, Topology
-from spark_jobs.streams.task import StreamTask
+from spark_jobs.streams.runtime.task import StreamTask
 
 from .helpers import drain, run_task, sensor_topology
 

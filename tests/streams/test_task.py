@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spark_jobs.streams import JoinWindows, Record, StreamsBuilder, Windowed
-from spark_jobs.streams.task import OutputBatch, StreamTask
+from spark_jobs.streams.runtime.task import OutputBatch, StreamTask
 
 from .helpers import sensor_topology
 

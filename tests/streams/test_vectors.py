@@ -21,7 +21,7 @@ from spark_jobs.streams import (
     Topology,
     TopologyTestDriver,
 )
-from spark_jobs.streams.punctuation import PunctuationQueue, PunctuationSchedule
+from spark_jobs.streams.runtime.punctuation import PunctuationQueue, PunctuationSchedule
 
 from .helpers import load_vectors, pipe_all, read, recorder_topology
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..node import Node
+from ..nodes.base import Node
 from ..topology import Topology
 
 if TYPE_CHECKING:
@@ -50,8 +50,8 @@ class StreamsBuilder:
         return KStream(self, name)
 
     def table(self, topic: str) -> KTable:
+        from ..nodes.operators import TableSourceNode
         from .ktable import KTable
-        from .operators import TableSourceNode
 
         source = self.new_name("KSTREAM-SOURCE")
         self.topology.add_source(source, topic)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..windows import AnyWindows, SessionWindows, SlidingWindows, TimeWindows
-from .aggregations import (
+from ..nodes.aggregations import (
     Aggregation,
     SessionWindowAggregateNode,
     SlidingWindowAggregateNode,
@@ -14,6 +13,7 @@ from .aggregations import (
     TableAggregateNode,
     TimeWindowAggregateNode,
 )
+from ..windows import AnyWindows, SessionWindows, SlidingWindows, TimeWindows
 from .ktable import KTable
 
 if TYPE_CHECKING:

@@ -5,12 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..node import UserProcessorNode
-from ..processor import Processor
-from ..windows import JoinWindows
-from .grouped import KGroupedStream
-from .joins import LEFT, RIGHT, StreamStreamJoinNode, StreamTableJoinNode
-from .operators import (
+from ..nodes.base import UserProcessorNode
+from ..nodes.joins import LEFT, RIGHT, StreamStreamJoinNode, StreamTableJoinNode
+from ..nodes.operators import (
     FilterNode,
     FlatMapNode,
     MapNode,
@@ -19,6 +16,9 @@ from .operators import (
     PeekNode,
     SelectKeyNode,
 )
+from ..processor import Processor
+from ..windows import JoinWindows
+from .grouped import KGroupedStream
 
 if TYPE_CHECKING:
     from .builder import StreamsBuilder

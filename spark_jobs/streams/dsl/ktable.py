@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..suppress import Suppressed, SuppressNode
+from ..nodes.joins import LEFT, RIGHT, TableTableJoinNode
+from ..nodes.operators import PassThroughNode, TableFilterNode, TableGroupByNode, TableMapValuesNode
+from ..nodes.suppress import SuppressNode
+from ..suppress import Suppressed
 from ..windows import AnyWindows, SessionWindows
-from .joins import LEFT, RIGHT, TableTableJoinNode
-from .operators import PassThroughNode, TableFilterNode, TableGroupByNode, TableMapValuesNode
 
 if TYPE_CHECKING:
     from .builder import StreamsBuilder

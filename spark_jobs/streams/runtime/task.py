@@ -7,7 +7,7 @@ columns where that cannot change anything:
   (which read state other nodes own), each built-in node processes the whole batch as columns. Each node
   then sees exactly the rows it would see record by record, in the same order, so its state and outputs
   are the same; the task restores the depth-first interleaving of the sinks' rows with the `src` index
-  every node returns (see node.py).
+  every node returns (see nodes/base.py).
 - User processors that are children of such a source ("islands") run row by row, in lockstep, with the
   task's stream time set for each row as it would be record by record; their state depends on nothing
   else. If one of them creates or cancels a schedule, the batch is cut after that row.
@@ -27,14 +27,14 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
+from ..nodes.base import Node, SinkNode, SourceNode, UserProcessorNode
+from ..records import Record, Windowed, make_record, make_windowed
+from ..timeutil import INT64_MAX, Duration, to_millis
+from ..topology import Topology, topology_fingerprint
 from . import batching
 from .batching import EMPTY, Columns
 from .context import TaskContext
-from .node import Node, SinkNode, SourceNode, UserProcessorNode
 from .punctuation import PunctuationManager, PunctuationSchedule
-from .records import Record, Windowed, make_record, make_windowed
-from .timeutil import INT64_MAX, Duration, to_millis
-from .topology import Topology, topology_fingerprint
 
 _first, _second = itemgetter(0), itemgetter(1)
 _NO_OLD = object()  # a serial row that belongs to a batch without an `olds` column

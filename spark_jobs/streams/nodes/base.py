@@ -2,7 +2,7 @@
 
 Every built-in operator implements one method, `process_columns`, over a batch of rows held as parallel
 lists. Per-record processing is a batch of one; a task feeds larger batches only where the result cannot
-differ (see task.py). Output is a `Batch` tuple `(keys, values, olds, timestamps, headers, src)`:
+differ (see runtime/task.py). Output is a `Batch` tuple `(keys, values, olds, timestamps, headers, src)`:
 
 - `olds` is the previous value of a table row (KTable changes), None for streams or when not tracked;
 - `headers` is None when no row carries headers;
@@ -19,12 +19,12 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .processor import Cancellable, Processor, ProcessorContext
-from .records import Record, To, make_record
-from .serde import key_bytes
+from ..processor import Cancellable, Processor, ProcessorContext
+from ..records import Record, To, make_record
+from ..serde import key_bytes
 
 if TYPE_CHECKING:
-    from .context import TaskContext
+    from ..runtime.context import TaskContext
 
 
 class Batch(NamedTuple):

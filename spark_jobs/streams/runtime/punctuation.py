@@ -6,8 +6,8 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
-from .processor import Cancellable, PunctuationType
-from .timeutil import INT64_MAX, Duration, next_aligned, normalize_shift, to_millis
+from ..processor import Cancellable, PunctuationType
+from ..timeutil import INT64_MAX, Duration, next_aligned, normalize_shift, to_millis
 
 
 class PunctuationSchedule(Cancellable):

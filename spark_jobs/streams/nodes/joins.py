@@ -7,9 +7,9 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from typing import Any
 
-from ..node import Batch, Node
 from ..serde import key_bytes
 from ..windows import JoinWindows
+from .base import Batch, Node
 
 LEFT, RIGHT = 0, 1
 

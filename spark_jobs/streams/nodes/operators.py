@@ -10,7 +10,7 @@ from collections.abc import Callable
 from itertools import compress
 from typing import Any
 
-from ..node import Batch, Node
+from .base import Batch, Node
 from .stores import TimestampedStoreNode
 
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .processor import Cancellable, PunctuationType
+    from ..processor import Cancellable, PunctuationType
+    from ..timeutil import Duration
     from .task import StreamTask
-    from .timeutil import Duration
 
 
 class TaskContext:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
-from ..node import Node
+from .base import Node
 
 
 def int_column(values: list) -> Any:

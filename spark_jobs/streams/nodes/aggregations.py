@@ -17,9 +17,9 @@ from heapq import heappop, heappush
 from itertools import repeat
 from typing import Any
 
-from ..node import Batch, KeyBuckets, Node
 from ..records import Window, Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
+from .base import Batch, KeyBuckets, Node
 from .stores import TimestampedStoreNode, int_column
 
 

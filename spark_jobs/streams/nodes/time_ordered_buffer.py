@@ -3,7 +3,7 @@
 Entries are indexed by window, then key (`until_time_limit`: one bucket, by key): windowed keys of one
 window share a Window object upstream, so the bucket is found by identity without hashing. They are
 ordered by (buffer time, key bytes) in a heap; an update keeps its entry's place. The suppress node
-(suppress.py) holds the emit policy: when entries are due or the buffer is over capacity.
+(nodes/suppress.py) holds the emit policy: when entries are due or the buffer is over capacity.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from array import array
 from heapq import heapify, heappop
 from typing import Any
 
-from .node import KeyBuckets
-from .records import Window, Windowed
-from .serde import value_size
+from ..records import Window, Windowed
+from ..serde import value_size
+from .base import KeyBuckets
 
 # Entry fields, in a list per buffered key (mutated in place on update).
 _BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _KEY, _BASE = range(11)
