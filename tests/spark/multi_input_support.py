@@ -77,6 +77,6 @@ def frame_rows(frame) -> dict[int, list[tuple]]:
     """A topic's output (pandas, in (partition, seq) order) as partition -> (key, decoded value, ts)."""
     out: dict[int, list[tuple]] = {}
     for row in frame.itertuples(index=False):
-        value = None if row.value is None else json.loads(row.value)
+        value = json.loads(row.value) if isinstance(row.value, str) else row.value  # JSON text or a struct
         out.setdefault(int(row.partition), []).append((row.key, value, int(row.timestamp)))
     return out

@@ -32,3 +32,15 @@ def build_topology() -> Topology:
     orders.join(payments, lambda order, payment: {"order": order, "paid": payment}, windows).to(PAID)
     orders.group_by_key().count().to_stream().to(COUNTS)
     return builder.build()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from spark_jobs.spark.cli import run_cli
+
+    return run_cli("tests.spark.jobs.orders_enriched", __doc__.split("\n")[0], [], argv)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
