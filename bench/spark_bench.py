@@ -1,21 +1,29 @@
 """Spark benchmark: our windowed count + suppress (the sensor-alerts path) against Spark's native equivalent.
 
-    python bench/spark_bench.py [--events N] [--scaling] [--partitions N] [--max-files-per-trigger N]
+    python bench/spark_bench.py [--events N] [--sensors N [N ...]] [--window-size 10min] [--mode session|e2e|both]
+                                [--scaling] [--partitions N] [--max-files-per-trigger N] [--repeat N]
 
-On the same generated files (100k events each), in one local[2] session, with the same micro-batches
-(10 files = 1M events each by default, so that every size runs with the same batch size):
+On the same generated files (100k events each), with the same micro-batches (10 files = 1M events each by
+default, so that every size runs with the same batch size):
 
-- ours: `spark_jobs.jobs.window_finals` on the Spark runtime (2-minute tumbling windows, 2 minutes grace,
-  suppressed until the window closes: one final count per sensor and window), exactly once into Parquet;
-- native: `withWatermark("2 minutes") + groupBy(window("2 minutes"), key).count()` in append mode into
+- ours: `spark_jobs.jobs.window_finals` on the Spark runtime (tumbling windows of `--window-size`, 2 minutes
+  grace, suppressed until the window closes: one final count per sensor and window), exactly once into
+  Parquet;
+- native: `withWatermark("2 minutes") + groupBy(window(--window-size), key).count()` in append mode into
   Parquet, Spark's own way to emit one final count per window.
 
-Prints events/s for both and their ratio (ours / native; the goal is >= 1); `--repeat N` alternates N
-runs of each and keeps each one's best (the machine may be shared). `--scaling` repeats at 1, 5 and
-20 million events and adds the peak memory of the whole process tree (driver, JVM, Python workers), so
-the growth of cost is visible. A warm-up run of each on one file comes first: the first query of a JVM
-pays for class loading and JIT, which would otherwise go to whichever ran first. Results are appended to
-var/bench/spark/results.jsonl.
+`--sensors` is the key-cardinality axis (e.g. `--sensors 200 100000 1000000`): with windows of 10 minutes
+most keys hold state across micro-batches. Two modes:
+
+- session: both run in one warm local[2] session (a warm-up run of each on one file first: the first
+  query of a JVM pays for class loading and JIT, which would otherwise go to whichever ran first);
+- e2e: each run is its own process (`python bench/spark_bench.py --one ours|native ...`, its own local[2]
+  JVM and Python workers), timed from launch to exit, as every scheduled spark-submit pays it.
+
+Prints events/s for both and their ratio (ours / native; the goal is >= 1) per cardinality and mode, and
+every run; `--repeat N` alternates N runs of each and keeps each one's best (the machine may be shared).
+`--scaling` repeats at 1, 5 and 20 million events and adds the peak memory of the whole process tree
+(driver, JVM, Python workers). Results are appended to var/bench/spark/results.jsonl.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -36,13 +45,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from spark_jobs.jobs import generate_events  # noqa: E402
-from spark_jobs.spark.job import JobSpec  # noqa: E402
+from spark_jobs.spark.job import JobSpec, parse_duration_ms  # noqa: E402
 from spark_jobs.spark.runtime import RunConfig, TopologyRuntime  # noqa: E402
 from spark_jobs.spark.session import local_spark_session  # noqa: E402
 
 WORK = REPO_ROOT / "var" / "bench" / "spark"
 SHUFFLE_PARTITIONS = 2
 NATIVE_SCHEMA = "key string, value struct<temperature: double>, timestamp long"
+GRACE = "2 minutes"
 
 
 class PeakMemory:
@@ -101,8 +111,10 @@ def dataset(events: int, sensors: int, files: int) -> Path:
     return directory
 
 
-def run_ours(spark, input_dir: Path, scratch: Path, partitions: int, max_files: int | None) -> dict:
-    spec = JobSpec("spark_jobs.jobs.window_finals", {}, partitions)
+def run_ours(
+    spark, input_dir: Path, scratch: Path, partitions: int, max_files: int | None, window_ms: int
+) -> dict:
+    spec = JobSpec("spark_jobs.jobs.window_finals", {"window_size": window_ms}, partitions)
     config = RunConfig(
         str(input_dir),
         str(scratch / "out"),
@@ -122,7 +134,7 @@ def run_ours(spark, input_dir: Path, scratch: Path, partitions: int, max_files: 
     }
 
 
-def run_native(spark, input_dir: Path, scratch: Path, max_files: int | None) -> dict:
+def run_native(spark, input_dir: Path, scratch: Path, max_files: int | None, window_ms: int) -> dict:
     from pyspark.sql import functions as F
 
     reader = spark.readStream.schema(NATIVE_SCHEMA)
@@ -131,8 +143,8 @@ def run_native(spark, input_dir: Path, scratch: Path, max_files: int | None) -> 
     counts = (
         reader.json(str(input_dir))
         .withColumn("event_time", F.timestamp_millis("timestamp"))
-        .withWatermark("event_time", "2 minutes")
-        .groupBy(F.window("event_time", "2 minutes"), "key")
+        .withWatermark("event_time", GRACE)
+        .groupBy(F.window("event_time", f"{window_ms} milliseconds"), "key")
         .count()
     )
     previous = spark.conf.get("spark.sql.shuffle.partitions")
@@ -168,24 +180,91 @@ def measure(spark, name: str, fn, *args) -> dict:
     return result
 
 
-def compare(spark, events: int, args) -> dict:
+def run_in_own_process(name: str, input_dir: Path, args, window_ms: int) -> dict:
+    """One run as its own process (its own JVM and Python workers), timed from launch to exit."""
+    scratch = WORK / "scratch" / f"e2e-{name}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--one",
+        name,
+        "--input",
+        str(input_dir),
+        "--scratch",
+        str(scratch),
+        "--partitions",
+        str(args.partitions),
+        "--window-size",
+        str(window_ms),
+    ]
+    if args.max_files_per_trigger:
+        command += ["--max-files-per-trigger", str(args.max_files_per_trigger)]
+    started = time.monotonic()
+    with PeakMemory() as memory:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} run failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["in_process_seconds"] = result["seconds"]
+    result["seconds"] = seconds
+    result["peak_rss_mb"] = round(memory.peak / 2**20)
+    result["events_per_s"] = round(result["events"] / seconds)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+def one_run(args) -> int:
+    """--one: a single run in this process's own local[2] session; prints its result as JSON."""
+    spark = local_spark_session(
+        f"spark-bench-{args.one}",
+        master="local[2]",
+        shuffle_partitions=SHUFFLE_PARTITIONS,
+        extra_conf={"spark.ui.enabled": "false"},
+    )
+    scratch = Path(args.scratch)
+    scratch.mkdir(parents=True, exist_ok=True)
+    window_ms = parse_duration_ms(args.window_size)
+    try:
+        if args.one == "ours":
+            result = run_ours(
+                spark, Path(args.input), scratch, args.partitions, args.max_files_per_trigger, window_ms
+            )
+        else:
+            result = run_native(spark, Path(args.input), scratch, args.max_files_per_trigger, window_ms)
+    finally:
+        spark.stop()
+    print(json.dumps(result))
+    return 0
+
+
+def compare(spark, events: int, sensors: int, mode: str, args) -> dict:
     """Both on the same files; with --repeat, alternately (ours first, then native first, ...), keeping
     each one's best run: the machine may be shared, and the fastest run is the least disturbed one."""
     files = max(args.files, events // 100_000)
-    input_dir = dataset(events, args.sensors, files)
+    input_dir = dataset(events, sensors, files)
     max_files = args.max_files_per_trigger
+    window_ms = parse_duration_ms(args.window_size)
     runs: dict[str, list[dict]] = {"ours": [], "native": []}
     for i in range(args.repeat):
         order = ["ours", "native"] if i % 2 == 0 else ["native", "ours"]
         for name in order:
-            if name == "ours":
-                runs[name].append(measure(spark, name, run_ours, input_dir, args.partitions, max_files))
+            if mode == "e2e":
+                runs[name].append(run_in_own_process(name, input_dir, args, window_ms))
+            elif name == "ours":
+                runs[name].append(
+                    measure(spark, name, run_ours, input_dir, args.partitions, max_files, window_ms)
+                )
             else:
-                runs[name].append(measure(spark, name, run_native, input_dir, max_files))
+                runs[name].append(measure(spark, name, run_native, input_dir, max_files, window_ms))
     ours = max(runs["ours"], key=lambda r: r["events_per_s"])
     native = max(runs["native"], key=lambda r: r["events_per_s"])
     row = {
+        "mode": mode,
         "events": events,
+        "sensors": sensors,
+        "window_ms": window_ms,
         "files": files,
         "max_files_per_trigger": max_files,
         "partitions": args.partitions,
@@ -196,10 +275,11 @@ def compare(spark, events: int, args) -> dict:
         "load_average": os.getloadavg(),
     }
     print(
-        f"{events:>12,} events | ours {ours['events_per_s']:>9,} ev/s ({ours['seconds']:.0f} s, "
-        f"{ours['finals']:,} finals, peak {ours['peak_rss_mb']:,} MB) | native {native['events_per_s']:>9,} ev/s "
-        f"({native['seconds']:.0f} s, {native['finals']:,} finals, peak {native['peak_rss_mb']:,} MB) | "
-        f"ratio {row['ratio']} | runs {row['all_runs_events_per_s']} | load {os.getloadavg()[0]:.1f}",
+        f"{mode:>7} | {sensors:>9,} keys | {events:>11,} events | ours {ours['events_per_s']:>9,} ev/s "
+        f"({ours['seconds']:.0f} s, {ours['finals']:,} finals, peak {ours['peak_rss_mb']:,} MB) | native "
+        f"{native['events_per_s']:>9,} ev/s ({native['seconds']:.0f} s, {native['finals']:,} finals, peak "
+        f"{native['peak_rss_mb']:,} MB) | ratio {row['ratio']} | runs {row['all_runs_events_per_s']} | "
+        f"load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     return row
@@ -209,7 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=5_000_000)
     parser.add_argument("--scaling", action="store_true", help="1, 5 and 20 million events")
-    parser.add_argument("--sensors", type=int, default=200)
+    parser.add_argument("--sensors", type=int, nargs="+", default=[200], help="key cardinalities to run")
+    parser.add_argument("--window-size", default="2min", help="tumbling window, both sides (e.g. 10min)")
+    parser.add_argument("--mode", choices=["session", "e2e", "both"], default="session")
     parser.add_argument("--files", type=int, default=50, help="at least; one file per 100k events")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument(
@@ -219,29 +301,53 @@ def main(argv: list[str] | None = None) -> int:
         help="files per micro-batch, both sides (default 10 = 1M events)",
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs of each, alternating; the best counts")
+    parser.add_argument("--one", choices=["ours", "native"], help=argparse.SUPPRESS)
+    parser.add_argument("--input", help=argparse.SUPPRESS)
+    parser.add_argument("--scratch", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.one:
+        return one_run(args)
 
     WORK.mkdir(parents=True, exist_ok=True)
-    spark = local_spark_session("spark-bench", master="local[2]", shuffle_partitions=SHUFFLE_PARTITIONS)
-    try:
-        warmup = dataset(20_000, args.sensors, 1)
-        measure(spark, "warmup-ours", run_ours, warmup, args.partitions, None)
-        measure(spark, "warmup-native", run_native, warmup, None)
-        sizes = [1_000_000, 5_000_000, 20_000_000] if args.scaling else [args.events]
-        rows = [compare(spark, events, args) for events in sizes]
-    finally:
-        spark.stop()
+    modes = ["session", "e2e"] if args.mode == "both" else [args.mode]
+    sizes = [1_000_000, 5_000_000, 20_000_000] if args.scaling else [args.events]
+    window_ms = parse_duration_ms(args.window_size)
+    rows = []
+    for mode in modes:
+        spark = None
+        if mode == "session":
+            spark = local_spark_session(
+                "spark-bench", master="local[2]", shuffle_partitions=SHUFFLE_PARTITIONS
+            )
+        try:
+            if spark is not None:
+                warmup = dataset(20_000, 200, 1)
+                measure(spark, "warmup-ours", run_ours, warmup, args.partitions, None, window_ms)
+                measure(spark, "warmup-native", run_native, warmup, None, window_ms)
+            for sensors in args.sensors:
+                rows += [compare(spark, events, sensors, mode, args) for events in sizes]
+        finally:
+            if spark is not None:
+                spark.stop()
     with open(WORK / "results.jsonl", "a") as f:
         for row in rows:
             f.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **row}) + "\n")
+    print("ours / native:")
+    for row in rows:
+        print(
+            f"  {row['mode']:>7} {row['sensors']:>9,} keys {row['events']:>11,} events: {row['ratio']}x "
+            f"(runs ours {row['all_runs_events_per_s']['ours']}, native {row['all_runs_events_per_s']['native']})"
+        )
     if args.scaling:
         print("growth (relative to 1M):")
         for row in rows:
-            scale = row["events"] / rows[0]["events"]
+            first = next(r for r in rows if r["mode"] == row["mode"] and r["sensors"] == row["sensors"])
+            scale = row["events"] / first["events"]
             print(
-                f"  {row['events']:>12,}: x{scale:g} events -> ours x{row['ours']['seconds'] / rows[0]['ours']['seconds']:.1f} "
-                f"time, {row['ours']['peak_rss_mb']:,} MB; native x{row['native']['seconds'] / rows[0]['native']['seconds']:.1f} "
-                f"time, {row['native']['peak_rss_mb']:,} MB"
+                f"  {row['mode']} {row['sensors']:,} keys {row['events']:>12,}: x{scale:g} events -> ours "
+                f"x{row['ours']['seconds'] / first['ours']['seconds']:.1f} time, {row['ours']['peak_rss_mb']:,} MB; "
+                f"native x{row['native']['seconds'] / first['native']['seconds']:.1f} time, "
+                f"{row['native']['peak_rss_mb']:,} MB"
             )
     return 0
 
