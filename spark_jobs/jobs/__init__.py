@@ -4,4 +4,4 @@
 own, in any importable package, gets one the same way (see dags/).
 """
 
-PIPELINE_JOBS: tuple[str, ...] = ("spark_jobs.jobs.sensor_alerts",)
+PIPELINE_JOBS: tuple[str, ...] = ("spark_jobs.jobs.sensor_alerts", "spark_jobs.jobs.sensor_enrichment")

@@ -23,7 +23,12 @@ from pipeline_airflow.spark import spark_connection_id, spark_job_env
 from pipeline_airflow.timetables import AlignedIntervalTimetable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DAG_IDS = {"sensor_alerts_pipeline", "wall_clock_ticks", "window_finals_consumer"}
+DAG_IDS = {
+    "sensor_alerts_pipeline",
+    "sensor_enrichment_pipeline",
+    "wall_clock_ticks",
+    "window_finals_consumer",
+}
 MIN = dt.timedelta(minutes=1)
 
 
