@@ -71,3 +71,28 @@ def test_generator_lands_tombstones_and_interleaved_files(landing):
     assert any(r["value"] is None for r in registry)
     mtimes = {t: sorted(p.stat().st_mtime for p in (landing / t).glob("*.jsonl")) for t in job.INPUT_TOPICS}
     assert mtimes[job.REGISTRY][-1] <= mtimes[job.READINGS][-1]
+
+
+def test_hand_written_rules_name_existing_topics_and_columns():
+    """A rule naming a column the topic does not have would not check what it says."""
+    from pathlib import Path
+
+    rules = json.loads((Path(job.__file__).parent / job.QUALITY_RULES).read_text())
+    assert set(rules) == set(job.OUTPUT_TOPICS)
+    for topic, topic_rules in rules.items():
+        schema = job.OUTPUT_TOPICS[topic].arrow_schema()
+        for rule in topic_rules:
+            kwargs = rule["kwargs"]
+            for name in [kwargs.get(k) for k in ("column", "column_A", "column_B")] + kwargs.get(
+                "columns", []
+            ):
+                if name is None:
+                    continue
+                head, _, field = name.partition(".")
+                assert head in schema.names, (topic, name)
+                if field:
+                    assert schema.field(head).type.get_field_index(field) >= 0, (topic, name)
+    kip259 = {
+        (r["kwargs"].get("column_A"), r["kwargs"].get("column_B")) for r in rules[job.MAINTENANCE_READINGS]
+    }
+    assert kip259 == {("timestamp", "value.reading_time"), ("timestamp", "value.maintenance_time")}
