@@ -164,7 +164,7 @@ def test_dag_runs_on_postgres_and_spark_cluster(postgres: PostgresServer, tmp_pa
     missing = [
         p
         for p in (
-            "dags/sensor_alerts_pipeline.py",
+            "dags/pipelines.py",
             "spark_jobs/jobs/sensor_alerts.py",
             "spark_jobs/jobs/generate_events.py",
             "spark_jobs/quality/validate.py",

@@ -1,7 +1,8 @@
 """The pipeline DAG's run follows the data-quality verdict (`airflow dags test sensor_alerts_pipeline`).
 
-The DAG runs twice (scripts/airflow_demo.sh: the Spark job, then `validate_outputs`, then the report)
-in a throwaway `SPARK_JOBS_VAR`: on the job's own output, then after a broken promise was added to it.
+The DAG runs twice (scripts/airflow_demo.sh: the Spark job, then `validate_outputs` of what it published,
+then the report) in a throwaway `SPARK_JOBS_VAR`: on the job's own output, then after a broken promise
+was added to the batch the second run publishes.
 Minutes.
 """
 
@@ -30,10 +31,10 @@ def _env(var: Path) -> dict[str, str]:
     return env
 
 
-def _generate_events(var: Path) -> None:
+def _generate_events(var: Path, start: str = "2025-01-01T00:00:00Z") -> None:
     subprocess.run(
         [sys.executable, "-m", "spark_jobs.jobs.generate_events", "--output", str(var / "data" / JOB / "input"),
-         "--events", "1500", "--sensors", "8", "--files", "2"],
+         "--events", "1500", "--sensors", "8", "--files", "2", "--start", start],
         cwd=REPO_ROOT, env={**_env(var), "PYTHONPATH": str(REPO_ROOT)}, check=True, capture_output=True,
     )  # fmt: skip
 
@@ -67,13 +68,17 @@ def test_the_dag_run_succeeds_with_the_report_built_then_fails_when_validation_f
     for check in SENSOR_ALERTS_SUITES:
         assert f"PASSED {check.suite}: " in logs
 
-    # Then the output breaks a promise: one window's final emitted twice, in a batch the job itself
-    # will not write. The next run's job runs as usual; its validation must catch it and fail the run.
-    finals = read_topic(var / "data" / JOB / "output", "window-finals")
-    twice = finals[0]
+    # Then the output breaks a promise: one window's final emitted twice, in the batch the next run
+    # publishes (its wall-clock batch; the sink leaves a batch folder that exists alone). The next run's
+    # job runs as usual; its validation, of what that run published, must catch it and fail the run.
+    output = var / "data" / JOB / "output"
+    next_batch = 1 + max(json.loads((output / "_runs" / "latest.json").read_text())["batches"])
+    finals = read_topic(output, "window-finals")
+    twice = finals[-1]
     bad_batch = tmp_path / "bad-batch"
     write_topic([dict(twice, seq=10**9), dict(twice, seq=10**9 + 1)], bad_batch, batches=1)
-    (bad_batch / "batch_id=0").rename(var / "data" / JOB / "output" / "window-finals" / "batch_id=999999")
+    (bad_batch / "batch_id=0").rename(output / "window-finals" / f"batch_id={next_batch}")
+    _generate_events(var, start="2025-01-01T01:00:00Z")  # so that the next run has readings to publish
 
     code, logs = _run_dag(var, tmp_path / "second-run.log")
 
@@ -81,6 +86,7 @@ def test_the_dag_run_succeeds_with_the_report_built_then_fails_when_validation_f
     assert "FAILED window-finals: " in logs
     assert "expect_emitted_at_most_once_per_key_and_window" in logs
     assert "PASSED window-counts: " in logs
+    assert next_batch in json.loads((output / "_runs" / "latest.json").read_text())["batches"]
     verdicts = json.loads((reports / "verdicts.json").read_text())
     assert verdicts["success"] is False and verdicts["run_name"] != "" and verdicts["run_name"] in logs
     assert (reports / "data_docs" / "index.html").is_file()  # the failure is there for people to see
