@@ -17,13 +17,15 @@ import pandas as pd
 import pytest
 
 from spark_jobs.jobs import sensor_enrichment as job
+from spark_jobs.quality.validate import validate_output
+from tests.quality.support import copy_output, read_topic, rewrite_topic
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_one_dag_run_of_the_join_job_leaves_checked_outputs_and_data_docs(tmp_path):
+def test_one_dag_run_of_the_join_job_leaves_checked_outputs_and_data_docs(spark, tmp_path):
     var = tmp_path / "var"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env["SPARK_JOBS_VAR"] = str(var)
@@ -59,3 +61,22 @@ def test_one_dag_run_of_the_join_job_leaves_checked_outputs_and_data_docs(tmp_pa
     verdicts = json.loads((reports / "verdicts.json").read_text())
     assert verdicts["success"] and {s["suite"] for s in verdicts["suites"]} >= set(job.OUTPUT_TOPICS)
     assert (reports / "data_docs" / "index.html").is_file()
+
+    # Then the joins' KIP-259 timestamps are broken in a copy: its suites must fail on them.
+    broken = copy_output(output, tmp_path / "broken")
+    enriched_rows = read_topic(broken, job.ENRICHED)
+    enriched_rows[0] = dict(enriched_rows[0], timestamp=enriched_rows[0]["timestamp"] + 1)
+    rewrite_topic(broken, job.ENRICHED, enriched_rows)
+    correlated_rows = read_topic(broken, job.MAINTENANCE_READINGS)
+    first = correlated_rows[0]
+    earlier = min(first["value"]["reading_time"], first["value"]["maintenance_time"]) - 1
+    correlated_rows[0] = dict(first, timestamp=earlier)
+    rewrite_topic(broken, job.MAINTENANCE_READINGS, correlated_rows)
+    verdicts = {v.suite: v for v in validate_output(spark, broken, tmp_path / "broken-reports", batches=None)}
+    assert not verdicts[job.ENRICHED].success
+    assert any("expect_column_pair_values_to_be_equal" in f for f in verdicts[job.ENRICHED].failures)
+    assert not verdicts[job.MAINTENANCE_READINGS].success
+    assert any(
+        "expect_column_pair_values_a_to_be_greater_than_b" in f
+        for f in verdicts[job.MAINTENANCE_READINGS].failures
+    )
