@@ -18,15 +18,29 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections import Counter
 from typing import Any, ClassVar
 
+import pandas as pd
 from great_expectations.compatibility import pydantic
+from great_expectations.constants import MAX_RESULT_RECORDS
 from great_expectations.core.suite_parameters import SuiteParameterDict
+from great_expectations.execution_engine import PandasExecutionEngine
 from great_expectations.expectations import UnexpectedRowsExpectation
 from great_expectations.expectations.expectation import render_suite_parameter_string
 from great_expectations.render import LegacyDiagnosticRendererType, LegacyRendererType
 from great_expectations.render.components import RenderedStringTemplateContent, RenderedTableContent
 from great_expectations.render.renderer.renderer import renderer
+
+from spark_jobs.quality.local_frames import (
+    column,
+    in_order,
+    previous,
+    records,
+    row_keys,
+    running_max_before,
+    topic_frame,
+)
 
 # Marks rows that a validation run reads as context only (spark_jobs.quality.scope).
 CONTEXT_COLUMN = "_context"
@@ -104,6 +118,32 @@ class RowsRuleExpectation(UnexpectedRowsExpectation, ABC):
     @abstractmethod
     def rows_query(self) -> str:
         """Spark SQL selecting the offending rows of `{batch}`."""
+
+    @abstractmethod
+    def flagged_rows(self, batch: pd.DataFrame) -> pd.DataFrame:
+        """The rows `rows_query` selects, from a pandas batch (local validation, see local_frames.py);
+        the same rows, with the same added columns."""
+
+    def get_validation_dependencies(self, execution_engine=None, runtime_configuration=None):
+        dependencies = super().get_validation_dependencies(
+            execution_engine=execution_engine, runtime_configuration=runtime_configuration
+        )
+        if isinstance(execution_engine, PandasExecutionEngine):
+            # GX has no pandas version of the query metrics: `_validate` evaluates `flagged_rows` instead.
+            for name in dependencies.get_metric_names():
+                dependencies.remove_metric_configuration(name)
+        return dependencies
+
+    def _validate(self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None):
+        if isinstance(execution_engine, PandasExecutionEngine):
+            flagged = self.flagged_rows(execution_engine.get_domain_records(domain_kwargs={}))
+            if CONTEXT_COLUMN in flagged.columns:
+                flagged = flagged[~flagged[CONTEXT_COLUMN].astype(bool)]
+            metrics = {
+                "unexpected_rows_query.table": records(flagged, MAX_RESULT_RECORDS),
+                "unexpected_rows_query.row_count": len(flagged),
+            }
+        return super()._validate(metrics, runtime_configuration, execution_engine)
 
     def _get_success_kwargs(self) -> dict[str, Any]:
         kwargs = super()._get_success_kwargs()
@@ -207,6 +247,17 @@ class ExpectValuesToNeverDecreasePerKey(RowsRuleExpectation):
             f"FROM {{batch}}) WHERE {previous} IS NOT NULL AND {column} {comparison} {previous}"
         )
 
+    def flagged_rows(self, batch: pd.DataFrame) -> pd.DataFrame:
+        ordered = in_order(batch, self.key_columns, self.order_columns)
+        names = list(dict.fromkeys([self.column, *self.order_columns]))
+        before = previous(ordered, self.key_columns, names)
+        value, last = column(ordered, self.column), before[self.column]
+        worse = value <= last if self.strictly else value < last
+        flagged = ordered[last.notna() & worse.fillna(False).astype(bool)].copy()
+        for name in [self.column, *self.order_columns]:
+            flagged[_alias("previous", name).strip("`")] = before.loc[flagged.index, name]
+        return flagged
+
 
 class ExpectTimestampsToNeverGoBackwardsPerKey(ExpectValuesToNeverDecreasePerKey):
     """The project's first promise: per key, in emission order, output timestamps never go backwards."""
@@ -236,6 +287,14 @@ class ExpectEmittedAtMostOncePerKeyAndWindow(RowsRuleExpectation):
             f"WHERE `emissions` > 1"
         )
 
+    def flagged_rows(self, batch: pd.DataFrame) -> pd.DataFrame:
+        keys = row_keys(batch, self.key_columns + self.window_columns)
+        counts = Counter(keys)
+        emissions = pd.Series([counts[key] for key in keys], index=batch.index, dtype="int64")
+        flagged = batch[emissions > 1].copy()
+        flagged["emissions"] = emissions[emissions > 1]
+        return flagged
+
 
 class ExpectTimestampsWithinWindow(RowsRuleExpectation):
     """A windowed result's timestamp lies in its window: window_start <= timestamp < window_end."""
@@ -263,6 +322,14 @@ class ExpectTimestampsWithinWindow(RowsRuleExpectation):
             f"OR {ts} < {start} OR {ts} >= {end}"
         )
 
+    def flagged_rows(self, batch: pd.DataFrame) -> pd.DataFrame:
+        ts, start, end = (
+            column(batch, self.timestamp_column),
+            column(batch, self.window_start_column),
+            column(batch, self.window_end_column),
+        )
+        return batch[ts.isna() | start.isna() | end.isna() | (ts < start) | (ts >= end)]
+
 
 class ExpectWindowLengthToEqual(RowsRuleExpectation):
     """Every window is `size_ms` long: window_end - window_start = size_ms."""
@@ -284,6 +351,12 @@ class ExpectWindowLengthToEqual(RowsRuleExpectation):
             f"SELECT *, {end} - {start} AS `window_length` FROM {{batch}} "
             f"WHERE {start} IS NULL OR {end} IS NULL OR {end} - {start} <> {size}"
         )
+
+    def flagged_rows(self, batch: pd.DataFrame) -> pd.DataFrame:
+        length = column(batch, self.window_end_column) - column(batch, self.window_start_column)
+        flagged = batch[length.isna() | (length != int(self.size_ms))].copy()
+        flagged["window_length"] = length[flagged.index]
+        return flagged
 
 
 class ExpectTimestampsOnAlignedGrid(RowsRuleExpectation):
@@ -307,6 +380,15 @@ class ExpectTimestampsOnAlignedGrid(RowsRuleExpectation):
         offset = f"pmod({ts} - {shift % interval}, {interval})"
         return f"SELECT *, {offset} AS `off_grid_by_ms` FROM {{batch}} WHERE {ts} IS NULL OR {offset} <> 0"
 
+    def flagged_rows(self, batch: pd.DataFrame) -> pd.DataFrame:
+        interval, shift = int(self.interval_ms), int(self.shift_ms)
+        if interval < 1:
+            raise ValueError(f"interval_ms must be at least 1, got {interval}")
+        offset = (column(batch, self.timestamp_column) - shift % interval) % interval  # pmod: never negative
+        flagged = batch[offset.isna() | (offset != 0)].copy()
+        flagged["off_grid_by_ms"] = offset[flagged.index]
+        return flagged
+
 
 class ExpectColumnValuesToBeNonBlank(RowsRuleExpectation):
     """Every row has a value in `column` that is not null and not only whitespace."""
@@ -320,6 +402,12 @@ class ExpectColumnValuesToBeNonBlank(RowsRuleExpectation):
     def rows_query(self) -> str:
         column = _quote(self.column)
         return f"SELECT * FROM {{batch}} WHERE {column} IS NULL OR trim(CAST({column} AS STRING)) = ''"
+
+    def flagged_rows(self, batch: pd.DataFrame) -> pd.DataFrame:
+        values = column(batch, self.column)
+        # Spark's trim removes spaces only.
+        blank = values.map(lambda v: isinstance(v, str) and v.strip(" ") == "").astype(bool)
+        return batch[values.isna() | blank]
 
 
 class ExpectRowsToAppearInTopic(RowsRuleExpectation):
@@ -354,6 +442,11 @@ class ExpectRowsToAppearInTopic(RowsRuleExpectation):
             f"ON {matches}"
         )
 
+    def flagged_rows(self, batch: pd.DataFrame) -> pd.DataFrame:
+        present = set(row_keys(topic_frame(self.topic), self.columns))
+        missing = [key not in present for key in row_keys(batch, self.columns)]
+        return batch[pd.Series(missing, index=batch.index, dtype=bool)]
+
 
 class ExpectNoUpdatesAfterWindowCloses(RowsRuleExpectation):
     """No window update is emitted after its window closed (window_end + grace <= the task's time then).
@@ -382,6 +475,14 @@ class ExpectNoUpdatesAfterWindowCloses(RowsRuleExpectation):
             f"{task} ORDER BY {order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS `task_time_before` "
             f"FROM {{batch}}) WHERE `task_time_before` >= `window_end` + {grace}"
         )
+
+    def flagged_rows(self, batch: pd.DataFrame) -> pd.DataFrame:
+        ordered = in_order(batch, [self.task_column], [self.order_column])
+        before = running_max_before(ordered, self.task_column, column(ordered, "timestamp"))
+        late = (before >= column(ordered, "window_end") + int(self.grace_ms)).fillna(False).astype(bool)
+        flagged = ordered[late].copy()
+        flagged["task_time_before"] = before[late]
+        return flagged
 
 
 class ExpectEmittedAfterWindowCloses(RowsRuleExpectation):
@@ -425,6 +526,44 @@ class ExpectEmittedAfterWindowCloses(RowsRuleExpectation):
             f"WHERE timed.task_time_before IS NULL OR timed.task_time_before < row.`window_end` + {grace}"
         )
 
+    def flagged_rows(self, batch: pd.DataFrame) -> pd.DataFrame:
+        task, order = self.task_column, self.order_column
+        updates = topic_frame(self.topic)
+        emissions = pd.concat(
+            [
+                pd.DataFrame(
+                    {
+                        "task": column(updates, task).to_numpy(),
+                        "position": column(updates, order).to_numpy(),
+                        "update_time": column(updates, "timestamp").astype("float64").to_numpy(),
+                        "row": -1,
+                    }
+                ),
+                pd.DataFrame(
+                    {
+                        "task": column(batch, task).to_numpy(),
+                        "position": column(batch, order).to_numpy(),
+                        "update_time": float("nan"),
+                        "row": range(len(batch)),
+                    }
+                ),
+            ],
+            ignore_index=True,
+        )
+        timed = in_order(emissions, ["task"], ["position"])
+        before = running_max_before(timed, "task", timed["update_time"])
+        rows = timed["row"] >= 0
+        task_known = timed["task"].notna()
+        before_row = pd.Series(float("nan"), index=range(len(batch)))
+        before_row[timed.loc[rows & task_known, "row"].to_numpy()] = before[rows & task_known].to_numpy()
+        end = column(batch, "window_end").to_numpy()
+        early = before_row.isna() | (before_row < end + int(self.grace_ms))
+        # A row whose task or position is null joins no timed emission in SQL, so is never selected.
+        early &= pd.Series((column(batch, task).notna() & column(batch, order).notna()).to_numpy())
+        flagged = batch[early.to_numpy()].copy()
+        flagged["task_time_before"] = before_row[early].to_numpy()
+        return flagged
+
 
 class ExpectNothingLaterInTopic(RowsRuleExpectation):
     """Nothing in `topic` matching a row on `columns` comes later in the same task: the row is the last
@@ -456,6 +595,24 @@ class ExpectNothingLaterInTopic(RowsRuleExpectation):
             f"SELECT row.* FROM {{batch}} AS row LEFT SEMI JOIN `{topic_view_name(self.topic)}` AS other "
             f"ON other.{task} = row.{task} AND other.{order} > row.{order}{matches}"
         )
+
+    def flagged_rows(self, batch: pd.DataFrame) -> pd.DataFrame:
+        task, order = self.task_column, self.order_column
+        other = topic_frame(self.topic)
+        other = other[column(other, task).notna() & column(other, order).notna()]
+        last: dict[tuple, Any] = {}
+        for key, position in zip(
+            row_keys(other, [task, *self.columns]), column(other, order).tolist(), strict=True
+        ):
+            if key not in last or position > last[key]:
+                last[key] = position
+        later = [
+            position is not None and position == position and key in last and last[key] > position
+            for key, position in zip(
+                row_keys(batch, [task, *self.columns]), column(batch, order).tolist(), strict=True
+            )
+        ]
+        return batch[pd.Series(later, index=batch.index, dtype=bool)]
 
 
 CUSTOM_EXPECTATIONS = (

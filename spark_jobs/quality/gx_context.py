@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import great_expectations as gx
-from great_expectations.checkpoint import Checkpoint, UpdateDataDocsAction
+from great_expectations.checkpoint import Checkpoint
 from great_expectations.core import ExpectationSuite, ValidationDefinition
 from great_expectations.data_context import FileDataContext
 from great_expectations.exceptions import ExpectationNotFoundError
@@ -84,11 +84,15 @@ def _expectation(suite: str, config: dict):
         ) from error
 
 
-def add_suites(context: FileDataContext, suites: Sequence) -> dict[str, Checkpoint]:
+def add_suites(context: FileDataContext, suites: Sequence, engine: str = "spark") -> dict[str, Checkpoint]:
     """Store each suite (`.suite` name, `.topic`, `.expectations` in stored form) with its validation
-    definition on a dataframe asset of its topic, and a checkpoint of the same name that updates Data
-    Docs. Returns the checkpoints by suite name, loaded back and checked like any stored one."""
-    source = context.data_sources.add_spark(name=DATASOURCE)
+    definition on a dataframe asset of its topic (Spark or pandas dataframes, as `engine` says), and a
+    checkpoint of the same name. Returns the checkpoints by suite name, loaded back and checked like any
+    stored one. Data Docs are built once after all of them ran (`context.build_data_docs()`)."""
+    if engine not in ("spark", "local"):
+        raise ValueError(f"engine must be spark or local, got {engine!r}")
+    sources = context.data_sources
+    source = sources.add_spark(name=DATASOURCE) if engine == "spark" else sources.add_pandas(name=DATASOURCE)
     for entry in suites:
         asset = source.add_dataframe_asset(name=entry.suite)
         batch = asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION)
@@ -104,7 +108,6 @@ def add_suites(context: FileDataContext, suites: Sequence) -> dict[str, Checkpoi
             Checkpoint(
                 name=entry.suite,
                 validation_definitions=[definition],
-                actions=[UpdateDataDocsAction(name="update_data_docs")],
                 result_format=result_format,
             )
         )

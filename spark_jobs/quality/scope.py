@@ -58,7 +58,7 @@ def scoped_frame(spark, frame, topic: str, reports: Path, batches: list[int] | N
     else:
         new = frame.where(F.col(BATCH_COLUMN).isin(batches)) if batches else frame.limit(0)
     new = new.withColumn(CONTEXT_COLUMN, F.lit(False))
-    kept = _context_path(reports, topic)
+    kept = context_path(reports, topic)
     if batches is None or topic == QUARANTINE_TOPIC or not kept.is_dir():
         return new, new
     context = spark.read.parquet(str(kept)).withColumn(CONTEXT_COLUMN, F.lit(True))
@@ -81,7 +81,7 @@ def keep_context(spark, frame, topic: str, reports: Path, reach_ms: int) -> int:
             "WHERE key_rank = 1 OR task_rank = 1 "
             f"OR (`window_end` IS NOT NULL AND `window_end` + {int(reach_ms)} > task_time)"
         )
-        target = _context_path(reports, topic)
+        target = context_path(reports, topic)
         staging = target.with_name(f"{target.name}.staging")  # Spark ignores paths starting with "."
         shutil.rmtree(staging, ignore_errors=True)
         kept.write.parquet(str(staging))
@@ -93,5 +93,5 @@ def keep_context(spark, frame, topic: str, reports: Path, reach_ms: int) -> int:
         spark.catalog.dropTempView(view)
 
 
-def _context_path(reports: Path, topic: str) -> Path:
+def context_path(reports: Path, topic: str) -> Path:
     return Path(reports) / CONTEXT_DIR / topic

@@ -15,6 +15,7 @@ fails or cannot run (a missing topic, a suite naming an unknown expectation), so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -29,6 +30,14 @@ from typing import Any
 from spark_jobs.quality.data_docs import make_self_contained
 from spark_jobs.quality.derived import TopicSuite, topic_suites
 from spark_jobs.quality.expectations import topic_view_name
+from spark_jobs.quality.local_frames import local_topics
+from spark_jobs.quality.local_scope import (
+    LOCAL_ROW_LIMIT,
+    LocalTopic,
+    keep_local_context,
+    read_scope,
+    scope_rows,
+)
 from spark_jobs.quality.scope import (
     BATCH_COLUMN,
     context_reach,
@@ -44,10 +53,17 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TopicCheck:
-    """A topic's suite, and the topic's Spark schema for when it has no rows (no folder) yet."""
+    """A topic's suite, and the topic's Arrow schema for when it has no rows (no folder) yet."""
 
     definition: TopicSuite
-    empty_schema: Any
+    arrow_schema: Any
+
+    @property
+    def empty_schema(self) -> Any:
+        """The same schema for Spark."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(self.arrow_schema)
 
     @property
     def suite(self) -> str:
@@ -60,8 +76,6 @@ class TopicCheck:
 
 def topic_checks(spec) -> list[TopicCheck]:
     """The checks of a job's output: one per topic it declares, then the quarantine's."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     from spark_jobs.spark.topics import DEFAULT_TOPIC_SCHEMA, QUARANTINE_SCHEMA
 
     schemas = spec.topic_schemas
@@ -72,7 +86,7 @@ def topic_checks(spec) -> list[TopicCheck]:
             if suite.topic == QUARANTINE_TOPIC
             else schemas.get(suite.topic, DEFAULT_TOPIC_SCHEMA).arrow_schema()
         )
-        checks.append(TopicCheck(suite, from_arrow_schema(arrow)))
+        checks.append(TopicCheck(suite, arrow))
     return checks
 
 
@@ -184,12 +198,17 @@ def validate_output(
     only: Sequence[str] | None = None,
     keep_results: int = 100,
     batches: Sequence[int] | None | str = "latest",
+    engine: str = "auto",
+    master: str | None = None,
 ) -> list[SuiteVerdict]:
     """Validate each topic of `output` with the suite its job's contract gives it; results and Data Docs
     go under `reports`.
 
     `batches`: the batch ids to validate, with the context earlier runs kept (scope.py); "latest" (the
     default) takes those the latest run published; None validates the whole history.
+    `engine`: "local" evaluates the scope in this process (pandas), "spark" on Spark (`spark`, or a
+    session started on `master` when None); "auto" takes local for a scope of batches up to
+    `LOCAL_ROW_LIMIT` rows and Spark for the whole history or a larger scope.
     `only` names the suites to run (default all); every topic is still read, since rules compare topics.
     Each suite keeps its newest `keep_results` results, this run's included (0: keep all).
     """
@@ -223,24 +242,39 @@ def validate_output(
     if unknown:
         raise ValueError(f"no such suites: {sorted(unknown)}; {spec.module} has {[c.suite for c in checks]}")
     parameters = spec.effective_options()
-    try:
-        checkpoints = add_suites(context, [check.definition for check in selected])
-    except SuiteIntegrityError as error:
-        verdicts = [SuiteVerdict(c.suite, c.topic, False, error=str(error)) for c in selected]
-        _finish(context, reports, run_id, output, verdicts)
-        return verdicts
     present = topic_folders(output)
     if batches == "latest":
         batches = latest_run_batches(output)
     batches = None if batches is None else sorted(batches)
-    logger.info("validating %s", "every batch" if batches is None else f"batches {batches}")
+    engine = choose_engine(engine, output, [c.topic for c in checks], reports, batches)
+    logger.info("validating %s on %s", "every batch" if batches is None else f"batches {batches}", engine)
+    try:
+        checkpoints = add_suites(context, [check.definition for check in selected], engine=engine)
+    except SuiteIntegrityError as error:
+        verdicts = [SuiteVerdict(c.suite, c.topic, False, error=str(error)) for c in selected]
+        _finish(context, reports, run_id, output, verdicts)
+        return verdicts
+    if engine == "spark" and spark is None:
+        spark = local_spark_session("validate-outputs", master=master)
 
-    # Every topic is read and exposed as a view first: rules may compare a topic with another one.
+    # Every topic is read first: rules may compare a topic with another one.
     frames: dict[str, Any] = {}
     new_rows: dict[str, Any] = {}
     absent: set[str] = set()
     read_errors: dict[str, str] = {}
+    local: dict[str, LocalTopic] = {}
     for check in checks:
+        if engine == "local":
+            try:
+                local[check.topic] = read_scope(output, check.topic, reports, batches, check.arrow_schema)
+            except Exception as error:
+                read_errors[check.topic] = f"cannot read {output / check.topic}: {_first_line(error)}"
+                continue
+            frames[check.topic] = local[check.topic].frame()
+            new_rows[check.topic] = local[check.topic].new_rows
+            if local[check.topic].absent:
+                absent.add(check.topic)
+            continue
         frame, is_absent, error = _read_topic(spark, output / check.topic, check.empty_schema)
         if frame is None:
             read_errors[check.topic] = error
@@ -253,7 +287,11 @@ def validate_output(
         frames[check.topic] = frame
 
     verdicts = []
-    try:
+    with contextlib.ExitStack() as cleanup:
+        if engine == "local":
+            cleanup.enter_context(local_topics(frames))  # the topics cross-topic rules read
+        else:
+            cleanup.callback(_release_views, spark, frames)
         for check in selected:
             if check.topic in read_errors:
                 verdicts.append(SuiteVerdict(check.suite, check.topic, False, error=read_errors[check.topic]))
@@ -264,7 +302,8 @@ def validate_output(
                 result = checkpoints[check.suite].run(
                     batch_parameters={"dataframe": frame}, expectation_parameters=parameters, run_id=run_id
                 )
-                rows = new_rows[check.topic].count()
+                rows = new_rows[check.topic]
+                rows = rows if isinstance(rows, int) else rows.count()
             except Exception as error:  # one broken topic must not hide the verdicts of the others
                 logger.exception("suite %s could not run", check.suite)
                 message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -304,23 +343,46 @@ def validate_output(
             started = time.monotonic()
             reach = context_reach(spec)
             kept = {
-                topic: keep_context(spark, frame, topic, reports, reach) for topic, frame in frames.items()
+                topic: keep_local_context(local[topic], topic, reports, reach)
+                if engine == "local"
+                else keep_context(spark, frame, topic, reports, reach)
+                for topic, frame in frames.items()
             }
             logger.info("context kept for the next run: %s rows in %.1f s", kept, time.monotonic() - started)
-    finally:
-        for topic, frame in frames.items():
-            frame.unpersist()
-            spark.catalog.dropTempView(topic_view_name(topic))
-
     _finish(context, reports, run_id, output, verdicts)
     return verdicts
 
 
+def _release_views(spark, frames: dict[str, Any]) -> None:
+    for topic, frame in frames.items():
+        frame.unpersist()
+        spark.catalog.dropTempView(topic_view_name(topic))
+
+
+def choose_engine(
+    requested: str, output: Path, topics: list[str], reports: Path, batches: list[int] | None
+) -> str:
+    """Where the scope is validated: "local" (in this process) or "spark" (see `validate_output`)."""
+    if requested not in ("auto", "local", "spark"):
+        raise ValueError(f"engine must be auto, local or spark, got {requested!r}")
+    if requested == "local" and batches is None:
+        raise ValueError("the whole history (--full) is validated on Spark, not locally")
+    if requested != "auto":
+        return requested
+    if batches is None:
+        return "spark"
+    rows = scope_rows(output, topics, reports, batches)
+    return "local" if rows <= LOCAL_ROW_LIMIT else "spark"
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
+
+
 def _finish(context: Any, reports: Path, run_id: Any, output: Path, verdicts: list[SuiteVerdict]) -> None:
     site = reports / "data_docs"
-    if not any(v.evaluated for v in verdicts) or not (site / "index.html").is_file():
-        # No checkpoint ran (so none rebuilt the index after pruning): still give people a current page.
-        context.build_data_docs()
+    context.build_data_docs()  # once, after every suite ran (checkpoints do not build it each)
     make_self_contained(site)
     _write_verdicts(reports, run_id, output, verdicts)
 
@@ -383,6 +445,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=100,
         help="results (and Data Docs pages) kept per suite, this run's included; 0 keeps all (default 100)",
     )
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "local", "spark"),
+        default="auto",
+        help="where rules run: local (this process, pandas) or spark; auto (default) is local for a "
+        f"run's batches up to {LOCAL_ROW_LIMIT:,} rows with their context, spark for --full or more",
+    )
     parser.add_argument("--master", default=None, help="Spark master (default $SPARK_MASTER or local[2])")
     return parser
 
@@ -391,9 +460,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logger.setLevel(logging.INFO)  # one line per suite, with its time; GX's own INFO lines are noise
-    spark = local_spark_session("validate-outputs", master=args.master)
     verdicts = validate_output(
-        spark,
+        None,  # a Spark session starts only if the engine is Spark
+        master=args.master,
+        engine=args.engine,
         output=args.output,
         reports=args.reports,
         context_root=args.context_root,

@@ -32,8 +32,19 @@ from tests.quality.support import (
 pytestmark = pytest.mark.spark
 
 
+@pytest.fixture(params=["local", "spark"])
+def engine(request) -> str:
+    """Each corruption is caught by both engines: in process (every scheduled run) and on Spark (--full,
+    large scopes)."""
+    return request.param
+
+
 def _validate_one(spark, output: Path, reports: Path, suite: str, **kwargs):
-    [verdict] = validate_output(spark, output, reports, only=[suite], run_name=f"broken-{suite}", **kwargs)
+    # Every batch, as the run that published them all would validate them (no context before it).
+    batches = sorted({int(folder.name.split("=")[1]) for folder in output.glob("*/batch_id=*")})
+    [verdict] = validate_output(
+        spark, output, reports, only=[suite], run_name=f"broken-{suite}", batches=batches, **kwargs
+    )
     [result] = stored_results(reports, suite)
     return verdict, result
 
@@ -58,14 +69,14 @@ def test_results_verdicts_and_self_contained_docs_are_stored(validated_correct_o
     assert {str(p): external_resources(p.read_text()) for p in pages} == {str(p): [] for p in pages}
 
 
-def test_a_window_emitted_twice_fails_window_finals(spark, correct_output, tmp_path):
+def test_a_window_emitted_twice_fails_window_finals(spark, correct_output, tmp_path, engine):
     output = copy_output(correct_output, tmp_path / "output")
     finals = read_topic(output, "window-finals")
     twice = finals[len(finals) // 2]
     finals.append(dict(twice, seq=next_seq(output, twice["partition"])))
     rewrite_topic(output, "window-finals", finals)
 
-    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-finals")
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-finals", engine=engine)
 
     assert not verdict.success
     assert any(f.startswith("expect_emitted_at_most_once_per_key_and_window (2 ") for f in verdict.failures)
@@ -76,7 +87,7 @@ def test_a_window_emitted_twice_fails_window_finals(spark, correct_output, tmp_p
     assert len(rows) == 2
 
 
-def test_a_timestamp_going_backwards_fails_window_finals(spark, correct_output, tmp_path):
+def test_a_timestamp_going_backwards_fails_window_finals(spark, correct_output, tmp_path, engine):
     output = copy_output(correct_output, tmp_path / "output")
     finals = read_topic(output, "window-finals")
     earlier, later = consecutive_pair(finals, ("key",))
@@ -84,7 +95,7 @@ def test_a_timestamp_going_backwards_fails_window_finals(spark, correct_output, 
     earlier["seq"], later["seq"] = later["seq"], earlier["seq"]  # emitted in the wrong order
     rewrite_topic(output, "window-finals", finals)
 
-    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-finals")
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-finals", engine=engine)
 
     assert not verdict.success
     [row] = failing_rows(result, "expect_timestamps_to_never_go_backwards_per_key")
@@ -95,14 +106,14 @@ def test_a_timestamp_going_backwards_fails_window_finals(spark, correct_output, 
     )
 
 
-def test_a_count_going_down_in_its_window_fails_window_counts(spark, correct_output, tmp_path):
+def test_a_count_going_down_in_its_window_fails_window_counts(spark, correct_output, tmp_path, engine):
     output = copy_output(correct_output, tmp_path / "output")
     counts = read_topic(output, "window-counts")
     first, second = consecutive_pair(counts, ("key", "window_start"))
     first["value"], second["value"] = second["value"], first["value"]
     rewrite_topic(output, "window-counts", counts)
 
-    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-counts")
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-counts", engine=engine)
 
     assert not verdict.success
     [row] = failing_rows(result, "expect_values_to_never_decrease_per_key")
@@ -114,7 +125,7 @@ def test_a_count_going_down_in_its_window_fails_window_counts(spark, correct_out
     )
 
 
-def test_an_update_after_its_window_closed_fails_window_counts(spark, correct_output, tmp_path):
+def test_an_update_after_its_window_closed_fails_window_counts(spark, correct_output, tmp_path, engine):
     output = copy_output(correct_output, tmp_path / "output")
     counts = read_topic(output, "window-counts")
     first = counts[0]
@@ -129,7 +140,7 @@ def test_an_update_after_its_window_closed_fails_window_counts(spark, correct_ou
     counts.append(late)
     rewrite_topic(output, "window-counts", counts)
 
-    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-counts")
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-counts", engine=engine)
 
     assert not verdict.success
     [row] = failing_rows(result, "expect_no_updates_after_window_closes")
@@ -145,7 +156,7 @@ def _spread_seqs(output: Path, factor: int = 10) -> None:
             rewrite_topic(output, check.topic, [dict(r, seq=r["seq"] * factor) for r in rows])
 
 
-def test_a_final_emitted_before_its_window_closed_fails_window_finals(spark, correct_output, tmp_path):
+def test_a_final_emitted_before_its_window_closed_fails_window_finals(spark, correct_output, tmp_path, engine):
     output = copy_output(correct_output, tmp_path / "output")
     _spread_seqs(output)
     counts, finals = read_topic(output, "window-counts"), read_topic(output, "window-finals")
@@ -155,7 +166,7 @@ def test_a_final_emitted_before_its_window_closed_fails_window_finals(spark, cor
     final["seq"] = last_update["seq"] + 5  # right after its window's last update, window still open
     rewrite_topic(output, "window-finals", finals)
 
-    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-finals")
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "window-finals", engine=engine)
 
     assert not verdict.success
     [row] = failing_rows(result, "expect_emitted_after_window_closes")
@@ -168,7 +179,7 @@ def test_a_final_emitted_before_its_window_closed_fails_window_finals(spark, cor
     assert [f for f in verdict.failures if "expect_emitted_after_window_closes" not in f] == []
 
 
-def test_an_alert_that_is_not_low_or_twice_fails_low_activity_alerts(spark, correct_output, tmp_path):
+def test_an_alert_that_is_not_low_or_twice_fails_low_activity_alerts(spark, correct_output, tmp_path, engine):
     output = copy_output(correct_output, tmp_path / "output")
     alerts, finals = read_topic(output, "low-activity-alerts"), read_topic(output, "window-finals")
     busy = next(f for f in finals if f["value"] >= 4)
@@ -176,7 +187,7 @@ def test_an_alert_that_is_not_low_or_twice_fails_low_activity_alerts(spark, corr
     alerts.append(dict(alerts[0], seq=next_seq(output, alerts[0]["partition"]) + 1))
     rewrite_topic(output, "low-activity-alerts", alerts)
 
-    verdict, result = _validate_one(spark, output, tmp_path / "reports", "low-activity-alerts")
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "low-activity-alerts", engine=engine)
 
     assert not verdict.success
     [index] = failing_rows(result, "expect_column_values_to_be_between")
@@ -189,13 +200,13 @@ def test_an_alert_that_is_not_low_or_twice_fails_low_activity_alerts(spark, corr
     assert {(r["key"], r["window_start"]) for r in twice} == {(alerts[0]["key"], alerts[0]["window_start"])}
 
 
-def test_an_alert_that_is_no_final_fails_low_activity_alerts(spark, correct_output, tmp_path):
+def test_an_alert_that_is_no_final_fails_low_activity_alerts(spark, correct_output, tmp_path, engine):
     output = copy_output(correct_output, tmp_path / "output")
     alerts = read_topic(output, "low-activity-alerts")
     alerts[0]["value"] -= 1 if alerts[0]["value"] > 1 else -1  # a count the window never had as final
     rewrite_topic(output, "low-activity-alerts", alerts)
 
-    verdict, result = _validate_one(spark, output, tmp_path / "reports", "low-activity-alerts")
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "low-activity-alerts", engine=engine)
 
     assert not verdict.success
     # Both the hand-written rule (an alert is a final) and the derived one (a final is an update) see it.
@@ -204,34 +215,34 @@ def test_an_alert_that_is_no_final_fails_low_activity_alerts(spark, correct_outp
         assert (row["key"], row["seq"]) == (alerts[0]["key"], alerts[0]["seq"])
 
 
-def test_a_summary_off_its_grid_fails_summaries(spark, correct_output, tmp_path):
+def test_a_summary_off_its_grid_fails_summaries(spark, correct_output, tmp_path, engine):
     output = copy_output(correct_output, tmp_path / "output")
     summaries = read_topic(output, "summaries")
     summaries[1]["timestamp"] += 1
     rewrite_topic(output, "summaries", summaries)
 
-    verdict, result = _validate_one(spark, output, tmp_path / "reports", "summaries")
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "summaries", engine=engine)
 
     assert not verdict.success
     [row] = failing_rows(result, "expect_timestamps_on_aligned_grid")
     assert (row["seq"], row["off_grid_by_ms"]) == (summaries[1]["seq"], 1)
 
 
-def test_summaries_must_be_strictly_increasing_per_task(spark, correct_output, tmp_path):
+def test_summaries_must_be_strictly_increasing_per_task(spark, correct_output, tmp_path, engine):
     output = copy_output(correct_output, tmp_path / "output")
     summaries = read_topic(output, "summaries")
     again = dict(summaries[0], seq=next_seq(output, summaries[0]["partition"]))
     summaries.append(again)  # the same boundary twice: not strictly increasing
     rewrite_topic(output, "summaries", summaries)
 
-    verdict, result = _validate_one(spark, output, tmp_path / "reports", "summaries")
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "summaries", engine=engine)
 
     assert not verdict.success
     rows = failing_rows(result, "expect_timestamps_to_never_go_backwards_per_key")
     assert [r["seq"] for r in rows] == [again["seq"]]
 
 
-def test_a_second_alert_in_one_silence_episode_fails_silent_sensors(spark, correct_output, tmp_path):
+def test_a_second_alert_in_one_silence_episode_fails_silent_sensors(spark, correct_output, tmp_path, engine):
     output = copy_output(correct_output, tmp_path / "output")
     alerts = read_topic(output, "silent-sensors")
     repeat = dict(
@@ -240,21 +251,21 @@ def test_a_second_alert_in_one_silence_episode_fails_silent_sensors(spark, corre
     alerts.append(repeat)
     rewrite_topic(output, "silent-sensors", alerts)
 
-    verdict, result = _validate_one(spark, output, tmp_path / "reports", "silent-sensors")
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "silent-sensors", engine=engine)
 
     assert not verdict.success
     [row] = failing_rows(result, "expect_values_to_never_decrease_per_key")
     assert (row["key"], row["seq"]) == (repeat["key"], repeat["seq"])
 
 
-def test_a_quarantine_row_without_reason_fails_quarantine(spark, correct_output, tmp_path):
+def test_a_quarantine_row_without_reason_fails_quarantine(spark, correct_output, tmp_path, engine):
     output = copy_output(correct_output, tmp_path / "output")
     rows = read_topic(output, "_quarantine")
     rows[1]["reason"] = None
     rows.append(dict(rows[0], reason="  ", line=99))
     rewrite_topic(output, "_quarantine", rows)
 
-    verdict, result = _validate_one(spark, output, tmp_path / "reports", "quarantine")
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "quarantine", engine=engine)
 
     assert not verdict.success
     failing = failing_rows(result, "expect_column_values_to_be_non_blank")
