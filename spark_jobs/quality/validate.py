@@ -457,7 +457,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.full and args.engine == "local":
+        parser.error("--full validates the whole history on Spark: leave out --engine local")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logger.setLevel(logging.INFO)  # one line per suite, with its time; GX's own INFO lines are noise
     verdicts = validate_output(

@@ -161,3 +161,28 @@ def test_old_results_and_their_pages_are_pruned_per_suite(tmp_path):
     assert (tmp_path / "validations" / "summaries" / "manual").is_dir()
     assert prune_old_results(tmp_path, keep=0) == 3
     assert not any((tmp_path / "validations" / "window-finals").iterdir())
+
+
+def test_a_run_scope_is_validated_in_process_and_the_history_or_a_large_scope_on_spark(tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spark_jobs.quality import validate
+
+    output, reports = tmp_path / "output", tmp_path / "reports"
+    for batch, rows in ((0, 3), (1, 4)):
+        folder = output / "counts" / f"batch_id={batch}"
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"seq": list(range(rows))}), folder / "part-00000.parquet")
+
+    assert validate.scope_rows(output, ["counts"], reports, [1]) == 4
+    assert validate.choose_engine("auto", output, ["counts"], reports, [0, 1]) == "local"
+    assert validate.choose_engine("auto", output, ["counts"], reports, None) == "spark"
+    monkeypatch.setattr(validate, "LOCAL_ROW_LIMIT", 6)
+    assert validate.choose_engine("auto", output, ["counts"], reports, [0, 1]) == "spark"
+    assert validate.choose_engine("auto", output, ["counts"], reports, [1]) == "local"
+    assert validate.choose_engine("spark", output, ["counts"], reports, [1]) == "spark"
+    with pytest.raises(ValueError, match="on Spark"):
+        validate.choose_engine("local", output, ["counts"], reports, None)
+    with pytest.raises(SystemExit):
+        validate.main(["--output", str(output), "--reports", str(reports), "--full", "--engine", "local"])
