@@ -4,7 +4,8 @@
    set, not that a Fernet key is a Fernet key.
 2. Writes the SimpleAuthManager passwords file from AIRFLOW_ADMIN_PASSWORD, so the admin password is the
    one the operator chose instead of one Airflow generates and prints into the logs.
-3. Migrates the metadata database (`airflow db migrate`), failing loudly if that fails.
+3. Migrates the metadata database (`airflow db migrate`), failing loudly if that fails, then adds the
+   pipelines' Spark connection from SPARK_MASTER unless it exists (scripts/define_spark_connection.py).
 
 Runs with the Airflow image's Python, and natively (tests/deploy uses it against a local PostgreSQL).
 Exit codes: 0 done, 2 a secret is missing or invalid, other: `airflow db migrate` failed.
@@ -95,7 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.skip_migrate:
         return 0
     print("airflow-init: migrating the metadata database", flush=True)
-    return subprocess.run(["airflow", "db", "migrate"], check=False).returncode
+    migrated = subprocess.run(["airflow", "db", "migrate"], check=False).returncode
+    if migrated != 0:
+        return migrated
+    # The pipelines' Spark connection, from SPARK_MASTER, unless one exists (then it is kept as edited).
+    define = Path(__file__).resolve().parents[1] / "scripts" / "define_spark_connection.py"
+    return subprocess.run([sys.executable, str(define)], check=False).returncode
 
 
 if __name__ == "__main__":

@@ -4,10 +4,10 @@
 #   scripts/airflow_demo.sh [LOGICAL_DATE]
 #   PIPELINE_CONF='{"window_size": 300000}' scripts/airflow_demo.sh   (DAG params, as the trigger form sets them)
 #
-# 1. migrates the metadata database in var/airflow (scripts/airflow_env.sh);
+# 1. migrates the metadata database in var/airflow (scripts/airflow_env.sh) and adds the Spark connection
+#    `spark_pipeline` (from SPARK_MASTER, default local[*]) unless it exists;
 # 2. generates sensor events into the DAG's input folder if it holds none yet;
-# 3. `airflow dags test sensor_alerts_pipeline`: the Spark job (local[*] unless SPARK_MASTER says
-#    otherwise) for the latest complete aligned interval (or LOGICAL_DATE's), its validation, its report.
+# 3. `airflow dags test sensor_alerts_pipeline`: the Spark job (on the connection's master) for the latest complete aligned interval (or LOGICAL_DATE's), its validation, its report.
 # Exits non-zero when the DAG run fails (a failed data-quality suite fails it).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/airflow_env.sh"
@@ -17,6 +17,7 @@ say() { printf '[airflow-demo] %s\n' "$*"; }
 say "metadata database: $AIRFLOW_HOME"
 airflow db migrate > "$AIRFLOW_HOME/db-migrate.log" 2>&1 \
   || { cat "$AIRFLOW_HOME/db-migrate.log" >&2; exit 1; }
+python "$(dirname "${BASH_SOURCE[0]}")/define_spark_connection.py"   # from SPARK_MASTER, unless it exists
 
 # The folders the DAG uses, from the DAG's own settings (pipeline_airflow.paths).
 mapfile -t paths < <(PYTHONPATH="$AIRFLOW__CORE__PLUGINS_FOLDER:$PYTHONPATH" python -c '

@@ -5,9 +5,9 @@
 #
 # State (SQLite database, logs, generated admin password) lives in $SPARK_JOBS_VAR/airflow, i.e. the
 # repository's var/airflow unless SPARK_JOBS_VAR says otherwise: never ~/airflow. The DAGs' data lives
-# under $SPARK_JOBS_VAR too. Set SPARK_MASTER=spark://host:7077 to run the Spark jobs on a standalone
-# cluster instead of local[*]: the DAGs define their connection `spark_pipeline` from it (or set
-# AIRFLOW_CONN_SPARK_PIPELINE yourself). The UI listens on 127.0.0.1:8080; AIRFLOW__API__HOST and
+# under $SPARK_JOBS_VAR too. The Spark jobs run on the Airflow connection `spark_pipeline`, which
+# scripts/define_spark_connection.py adds from SPARK_MASTER (default local[*]) when a state has none;
+# edit it in Admin > Connections or set AIRFLOW_CONN_SPARK_PIPELINE. The UI listens on 127.0.0.1:8080; AIRFLOW__API__HOST and
 # AIRFLOW__API__PORT change that.
 
 _spark_jobs_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

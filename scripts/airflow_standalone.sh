@@ -4,7 +4,8 @@
 # (scripts/airflow_env.sh). Once the UI answers, prints its URL and the admin password. Ctrl-C stops it.
 #
 # AIRFLOW__API__PORT=8081 scripts/airflow_standalone.sh     another port
-# SPARK_MASTER=spark://host:7077 scripts/airflow_standalone.sh   Spark jobs on a standalone cluster
+# SPARK_MASTER=spark://host:7077 scripts/airflow_standalone.sh   a new state's Spark connection on a cluster
+#   (an existing connection `spark_pipeline` is kept: edit it in Admin > Connections)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/airflow_env.sh"
 
@@ -19,6 +20,11 @@ then
   echo "Port $AIRFLOW__API__PORT is already in use: stop what listens there or set AIRFLOW__API__PORT" >&2
   exit 1
 fi
+
+# The Spark connection lives in the metadata database like any other (editable in the UI): add it once.
+airflow db migrate > "$AIRFLOW_HOME/db-migrate.log" 2>&1 \
+  || { cat "$AIRFLOW_HOME/db-migrate.log" >&2; exit 1; }
+python "$(dirname "${BASH_SOURCE[0]}")/define_spark_connection.py"
 
 # Standalone prints a generated password only the first time; this prints it every time, from the file.
 password_file="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE:-$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated}"

@@ -1,14 +1,15 @@
-"""How the DAGs run this project's Spark jobs: which master, which environment, which code.
+"""How the DAGs run this project's Spark jobs: which connection, which environment, which code.
 
-One variable chooses the cluster: `SPARK_MASTER` (`local[*]` when unset, `spark://host:7077` for a
-standalone cluster). It defines the Airflow connection `spark_pipeline` unless
-`AIRFLOW_CONN_SPARK_PIPELINE` is set explicitly, and it is passed on to the job so that the job's own
-session settings agree with spark-submit's `--master`.
+The Spark cluster is an ordinary Airflow connection, `spark_pipeline` (type spark, host = the master URL:
+`local[*]`, `spark://host:7077`, ...). Users define and edit it where they define connections: Admin >
+Connections, `airflow connections`, or `AIRFLOW_CONN_SPARK_PIPELINE` (which wins over the database).
+`scripts/define_spark_connection.py` adds it from `SPARK_MASTER` when it does not exist yet (run by
+`make demo`, `make airflow` and the Docker stack's init); nothing defines it at import. A task that finds
+no such connection fails and says how to define it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
@@ -21,30 +22,53 @@ SPARK_CONN_ID = "spark_pipeline"
 DEFAULT_MASTER = "local[*]"
 
 
-def spark_master() -> str:
-    return os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
-
-
 def spark_connection_id() -> str:
-    """The pipeline's Spark connection, defined from the environment unless the user defined it."""
-    os.environ.setdefault(
-        f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}", json.dumps({"conn_type": "spark", "host": spark_master()})
-    )
     return SPARK_CONN_ID
+
+
+def connection_for_master(master: str) -> dict[str, str]:
+    """The connection `define_spark_connection.py` adds (Airflow's JSON connection format)."""
+    return {
+        "conn_type": "spark",
+        "host": master,
+        "description": "Where the spark_jobs pipelines run (spark-submit --master)",
+    }
+
+
+def resolved_master(conn_id: str = SPARK_CONN_ID) -> str:
+    """The master URL of the connection, as the Spark provider reads it; a clear error when it is missing
+    (the provider alone would fall back to yarn)."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    try:
+        SparkSubmitHook.get_connection(conn_id)
+    except Exception as error:
+        raise LookupError(
+            f"no Airflow connection {conn_id!r}: define it (type spark, host = the master, e.g. local[*] or "
+            f"spark://host:7077) in Admin > Connections, with `airflow connections add {conn_id} "
+            f"--conn-type spark --conn-host 'local[*]'`, with AIRFLOW_CONN_{conn_id.upper()}, or run "
+            f"scripts/define_spark_connection.py ({type(error).__name__}: {error})"
+        ) from error
+    return SparkSubmitHook(conn_id=conn_id)._resolve_connection()["master"]
 
 
 def spark_job_env() -> dict[str, str]:
     """What spark-submit's driver and Python workers need on top of the worker's environment."""
     project_root = str(spark_jobs_package_dir().parent)
     python_path = os.pathsep.join(p for p in (project_root, os.environ.get("PYTHONPATH")) if p)
-    env = {
+    return {
         "PYTHONPATH": python_path,
         "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable,
         "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON") or sys.executable,
-        "SPARK_MASTER": spark_master(),
     }
-    if spark_master().startswith("local") and not os.environ.get("SPARK_LOCAL_IP"):
-        env["SPARK_LOCAL_IP"] = "127.0.0.1"  # executors of a cluster must reach the driver: not there
+
+
+def master_env(master: str) -> dict[str, str]:
+    """What depends on the master, decided when the task runs: a local driver binds to the loopback
+    address (executors of a cluster must reach the driver, so not there)."""
+    env = {"SPARK_MASTER": master}
+    if master.startswith("local") and not os.environ.get("SPARK_LOCAL_IP"):
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"
     return env
 
 
@@ -61,6 +85,10 @@ class SparkJobSubmitOperator(SparkSubmitOperator):
     """
 
     def __init__(self, *, script: str, **kwargs: Any) -> None:
-        kwargs.setdefault("conn_id", spark_connection_id())
+        kwargs.setdefault("conn_id", SPARK_CONN_ID)
         kwargs.setdefault("env_vars", spark_job_env())
         super().__init__(application=str(spark_jobs_package_dir() / script), **kwargs)
+
+    def execute(self, context: Any) -> Any:
+        self.env_vars = {**master_env(resolved_master(self._conn_id)), **(self.env_vars or {})}
+        return super().execute(context)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,7 +21,13 @@ from airflow.sdk.definitions.param import ParamValidationError
 from airflow.serialization.encoders import encode_timetable
 from airflow.serialization.serialized_objects import DagSerialization
 from pipeline_airflow.sensors import WallClockPunctuationSensor
-from pipeline_airflow.spark import spark_connection_id, spark_job_env
+from pipeline_airflow.spark import (
+    connection_for_master,
+    master_env,
+    resolved_master,
+    spark_connection_id,
+    spark_job_env,
+)
 from pipeline_airflow.timetables import AlignedIntervalTimetable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -182,40 +190,73 @@ class TestSensorAlertsPipeline:
 
 
 class TestSparkSettings:
+    """The Spark cluster is the Airflow connection `spark_pipeline`, resolved when a task runs."""
+
     @pytest.fixture(autouse=True)
-    def no_spark_connection_yet(self, monkeypatch):
-        # setenv first so that monkeypatch records the variable and removes what the code sets.
-        monkeypatch.setenv("AIRFLOW_CONN_SPARK_PIPELINE", "")
-        monkeypatch.delenv("AIRFLOW_CONN_SPARK_PIPELINE")
+    def no_spark_connection(self, monkeypatch):
+        monkeypatch.delenv("AIRFLOW_CONN_SPARK_PIPELINE", raising=False)
 
-    def master_seen_by_the_provider(self) -> str:
-        return SparkSubmitHook(conn_id=spark_connection_id())._resolve_connection()["master"]
+    def test_importing_the_dags_defines_no_connection(self, monkeypatch, dags):
+        monkeypatch.setenv("SPARK_MASTER", "spark://not-a-connection:7077")
+        assert "sensor_alerts_pipeline" in dags
+        assert "AIRFLOW_CONN_SPARK_PIPELINE" not in os.environ
+        assert dags["sensor_alerts_pipeline"].get_task("run_sensor_alerts")._conn_id == spark_connection_id()
 
-    def test_local_by_default(self, monkeypatch):
-        monkeypatch.delenv("SPARK_MASTER", raising=False)
-        assert self.master_seen_by_the_provider() == "local[*]"
-        assert spark_job_env()["SPARK_MASTER"] == "local[*]"
+    def test_a_missing_connection_fails_saying_how_to_define_it(self):
+        with pytest.raises(LookupError, match="airflow connections add spark_pipeline --conn-type spark"):
+            resolved_master()
 
-    def test_a_cluster_by_setting_spark_master(self, monkeypatch):
-        monkeypatch.setenv("SPARK_MASTER", "spark://spark-master:7077")
-        assert self.master_seen_by_the_provider() == "spark://spark-master:7077"
-        env = spark_job_env()
-        assert env["SPARK_MASTER"] == "spark://spark-master:7077"
-
-    def test_an_explicit_connection_wins(self, monkeypatch):
-        monkeypatch.setenv(
-            "AIRFLOW_CONN_SPARK_PIPELINE", json.dumps({"conn_type": "spark", "host": "local[2]"})
-        )
+    @pytest.mark.parametrize("master", ["local[2]", "spark://spark-master:7077"])
+    def test_the_master_is_the_connection_host_as_the_provider_reads_it(self, monkeypatch, master):
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_PIPELINE", json.dumps(connection_for_master(master)))
         monkeypatch.setenv("SPARK_MASTER", "spark://ignored:7077")
-        assert self.master_seen_by_the_provider() == "local[2]"
+        assert resolved_master() == master
+        assert SparkSubmitHook(conn_id=spark_connection_id())._resolve_connection()["master"] == master
 
-    def test_jobs_import_this_checkout_with_this_interpreter(self, monkeypatch):
-        monkeypatch.delenv("SPARK_MASTER", raising=False)
+    def test_a_local_driver_binds_to_loopback_and_a_cluster_driver_does_not(self, monkeypatch):
         monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+        assert master_env("local[*]") == {"SPARK_MASTER": "local[*]", "SPARK_LOCAL_IP": "127.0.0.1"}
+        assert master_env("spark://spark-master:7077") == {"SPARK_MASTER": "spark://spark-master:7077"}
+        monkeypatch.setenv("SPARK_LOCAL_IP", "10.0.0.5")  # what the user set wins
+        assert master_env("local[*]") == {"SPARK_MASTER": "local[*]"}
+
+    def test_jobs_import_this_checkout_with_this_interpreter(self):
         env = spark_job_env()
         assert env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO_ROOT)
         assert Path(env["PYSPARK_PYTHON"]).exists()
-        assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
+
+    @pytest.mark.airflow
+    def test_the_setup_script_adds_the_connection_once_and_keeps_an_edited_one(self, tmp_path):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "SPARK_MASTER"))}
+        env.update(AIRFLOW_HOME=str(tmp_path), AIRFLOW__CORE__LOAD_EXAMPLES="False")
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+
+        def run(*command, **extra):
+            done = subprocess.run(command, env={**env, **extra}, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+            return done.stdout
+
+        def master_in_database():
+            [connection] = json.loads(run("airflow", "connections", "get", "spark_pipeline", "-o", "json"))
+            return connection["host"]
+
+        define = [sys.executable, str(REPO_ROOT / "scripts" / "define_spark_connection.py")]
+        run("airflow", "db", "migrate")
+        assert "added with master spark://cluster:7077" in run(*define, SPARK_MASTER="spark://cluster:7077")
+        assert master_in_database() == "spark://cluster:7077"
+        run("airflow", "connections", "delete", "spark_pipeline")
+        run(
+            "airflow",
+            "connections",
+            "add",
+            "spark_pipeline",
+            "--conn-type",
+            "spark",
+            "--conn-host",
+            "local[2]",
+        )
+        assert "kept as it is" in run(*define)  # SPARK_MASTER unset would say local[*]: the edit wins
+        assert master_in_database() == "local[2]"
 
 
 class TestWallClockTicks:

@@ -38,6 +38,7 @@ def test_one_dag_run_of_the_join_job_leaves_checked_outputs_and_data_docs(spark,
     script = (
         f"source {REPO_ROOT / 'scripts' / 'airflow_env.sh'} && "
         'airflow db migrate > "$AIRFLOW_HOME/db-migrate.log" 2>&1 && '
+        f"python {REPO_ROOT / 'scripts' / 'define_spark_connection.py'} && "
         "airflow dags test sensor_enrichment_pipeline"
     )
     log = tmp_path / "airflow.log"
