@@ -1,12 +1,13 @@
-"""The pipeline DAG of every job in `spark_jobs.jobs.PIPELINE_JOBS` (`<job>_pipeline`), each built from
-its job's contract by `pipeline_airflow.pipeline.pipeline_dag`: params, schedule, Assets and all."""
+"""The DAGs of every job in `spark_jobs.jobs.PIPELINE_JOBS`, built from its job's contract by
+`pipeline_airflow.pipeline`: `<job>_pipeline` (params, schedule, Assets and all) and the weekly
+`<job>_full_validation`."""
 
 from __future__ import annotations
 
-from pipeline_airflow.pipeline import pipeline_dag
+from pipeline_airflow.pipeline import full_validation_dag, pipeline_dag
 
 from spark_jobs.jobs import PIPELINE_JOBS
 
 for _module in PIPELINE_JOBS:
-    _dag = pipeline_dag(_module)
-    globals()[_dag.dag_id] = _dag
+    for _dag in (pipeline_dag(_module), full_validation_dag(_module)):
+        globals()[_dag.dag_id] = _dag

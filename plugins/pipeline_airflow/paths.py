@@ -39,6 +39,12 @@ class JobPaths:
     checkpoint: Path
     reports: Path
 
+    @property
+    def full_reports(self) -> Path:
+        """The weekly full-history validation's reports, beside the runs' (`<reports>_full_history`): it
+        keeps its own context, so it never overwrites what the next scheduled validation reads."""
+        return self.reports.with_name(f"{self.reports.name}_full_history")
+
     @classmethod
     def for_job(cls, job: str) -> JobPaths:
         """`<VAR>/data/<job>/{input,output}`, `<VAR>/checkpoints/<job>`, `<VAR>/reports/<job>`;

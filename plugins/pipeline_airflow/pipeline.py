@@ -10,7 +10,10 @@
 - scheduled on the epoch-aligned grid `k * interval + shift` (`<JOB>_INTERVAL_MINUTES`,
   `<JOB>_SHIFT_MINUTES`, default every 10 minutes at +2).
 
-A job of one's own gets its DAG by calling this from a DAG file, or by listing its module in
+`full_validation_dag` gives `<job>_full_validation`: weekly, every batch ever published (`--full`, on
+Spark), into its own reports folder (shown in Data Docs as `<job>_full_history`).
+
+A job of one's own gets its DAGs by calling these from a DAG file, or by listing its module in
 `spark_jobs.jobs.PIPELINE_JOBS`.
 """
 
@@ -158,4 +161,50 @@ def pipeline_dag(job_module: str, **dag_kwargs: Any) -> DAG:
 
         # A teardown runs whatever the verdict and does not decide the run's state: validate_outputs does.
         run_job >> validate_outputs >> publish_outputs() >> report_outputs().as_teardown()
+    return dag
+
+
+def full_validation_dag(job_module: str, **dag_kwargs: Any) -> DAG:
+    """`<job>_full_validation`: the whole history of the job's output against its suites, weekly.
+
+    A scheduled run validates only what it published (with a small context); this one re-reads every
+    batch on Spark, so a rule that only the whole history can show still gets checked.
+    """
+    from spark_jobs.spark.job import JobContract
+
+    contract = JobContract.of(job_module)
+    job = contract.name
+    paths = JobPaths.for_job(job)
+    with DAG(
+        dag_id=f"{job}_full_validation",
+        description=f"Every batch {job} ever published, validated against its suites (weekly)",
+        doc_md=f"""
+### {job}: full-history validation
+
+Validates every batch in `{paths.output}` on Spark (`validate.py --full`) with the suites derived from
+the job's contract. Reports and Data Docs go to `{paths.full_reports}` (Data Docs: `{paths.full_reports.name}`),
+apart from the scheduled runs' reports and context in `{paths.reports}`. A failed suite fails the run.
+""",
+        schedule=dag_kwargs.pop("schedule", "@weekly"),
+        start_date=dag_kwargs.pop("start_date", dt.datetime(2025, 1, 1, tzinfo=dt.UTC)),
+        catchup=False,
+        max_active_runs=1,
+        tags=["spark", "data-quality", job],
+        **dag_kwargs,
+    ) as dag:
+        SparkJobSubmitOperator(
+            task_id="validate_full_history",
+            name=f"validate_{job}_full_history",
+            script="quality/validate.py",
+            application_args=[
+                "--output",
+                str(paths.output),
+                "--reports",
+                str(paths.full_reports),
+                "--full",
+                "--run-name",
+                "{{ run_id }}",
+            ],  # fmt: skip
+            retries=0,  # a verdict on the data: retrying cannot change it
+        )
     return dag

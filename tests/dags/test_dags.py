@@ -33,7 +33,9 @@ from pipeline_airflow.timetables import AlignedIntervalTimetable
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DAG_IDS = {
     "sensor_alerts_pipeline",
+    "sensor_alerts_full_validation",
     "sensor_enrichment_pipeline",
+    "sensor_enrichment_full_validation",
     "wall_clock_ticks",
     "window_finals_consumer",
 }
@@ -189,6 +191,33 @@ class TestSensorAlertsPipeline:
         ]  # fmt: skip
 
 
+class TestFullValidation:
+    def test_weekly_every_batch_on_spark_into_its_own_reports(self, monkeypatch, tmp_path):
+        monkeypatch.setenv("SPARK_JOBS_VAR", str(tmp_path))
+        dags = load_dags().dags
+        dag = serialize_round_trip(dags["sensor_alerts_full_validation"])
+        assert dag.timetable.summary == "0 0 * * 0" and dag.max_active_runs == 1  # @weekly: Sundays 00:00
+        [task] = dags["sensor_alerts_full_validation"].tasks
+        assert task.application == str(REPO_ROOT / "spark_jobs" / "quality" / "validate.py")
+        output = tmp_path / "data" / "sensor_alerts" / "output"
+        assert task.application_args == [
+            "--output", str(output),
+            "--reports", str(tmp_path / "reports" / "sensor_alerts_full_history"),
+            "--full",
+            "--run-name", "{{ run_id }}",
+        ]  # fmt: skip
+        # The scheduled runs' context stays theirs: the weekly run never writes into their reports.
+        runs = dags["sensor_alerts_pipeline"].get_task("validate_outputs").application_args
+        assert runs[runs.index("--reports") + 1] != task.application_args[3]
+
+    def test_the_full_flag_parses_to_the_whole_history_on_spark(self):
+        from spark_jobs.quality.validate import build_parser
+
+        [task] = load_dags().dags["sensor_alerts_full_validation"].tasks
+        args = build_parser().parse_args([a.replace("{{ run_id }}", "manual") for a in task.application_args])
+        assert args.full and args.engine == "auto" and args.run_name == "manual"
+
+
 class TestSparkSettings:
     """The Spark cluster is the Airflow connection `spark_pipeline`, resolved when a task runs."""
 
@@ -212,6 +241,10 @@ class TestSparkSettings:
         monkeypatch.setenv("SPARK_MASTER", "spark://ignored:7077")
         assert resolved_master() == master
         assert SparkSubmitHook(conn_id=spark_connection_id())._resolve_connection()["master"] == master
+
+    def test_the_uri_form_the_readme_shows_resolves_to_the_cluster(self, monkeypatch):
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_PIPELINE", "spark://127.0.0.1:7077")
+        assert resolved_master() == "spark://127.0.0.1:7077"
 
     def test_a_local_driver_binds_to_loopback_and_a_cluster_driver_does_not(self, monkeypatch):
         monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
