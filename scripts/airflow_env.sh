@@ -37,9 +37,8 @@ case ":$PATH:" in
 esac
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$_spark_jobs_repo/.venv/bin/python}"
 export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PYSPARK_PYTHON}"
-case "${SPARK_MASTER:-local}" in
-  local*) export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}" ;;
-esac
+# No SPARK_LOCAL_IP here: a task sets it (loopback) only when its connection's master is local, so a
+# connection edited to a cluster does not inherit a driver bound to 127.0.0.1.
 
 mkdir -p "$AIRFLOW_HOME"
 unset _spark_jobs_repo
