@@ -66,8 +66,8 @@ def spark_job_env() -> dict[str, str]:
 def master_env(master: str) -> dict[str, str]:
     """What depends on the master, decided when the task runs: a local driver binds to the loopback
     address (executors of a cluster must reach the driver, so not there). SPARK_MASTER repeats the
-    connection's master because the job's session prefers a SPARK_MASTER it inherits from the worker's
-    environment (the Docker stack sets one) to spark-submit's --master: the connection must win."""
+    connection's master so that the job's environment agrees with spark-submit's --master instead of
+    carrying the worker's own (the Docker stack sets one); the job's session keeps --master either way."""
     env = {"SPARK_MASTER": master}
     if master.startswith("local") and not os.environ.get("SPARK_LOCAL_IP"):
         env["SPARK_LOCAL_IP"] = "127.0.0.1"

@@ -42,16 +42,15 @@ def local_spark_session(
     """A SparkSession for jobs and tests, with `SESSION_DEFAULTS` where the user set nothing.
 
     `master` defaults to `$SPARK_MASTER` or `local[2]`, except under `spark-submit`, whose `--master`
-    is kept. Spark's UI stays on (its default): tests turn it off through `extra_conf`. Arguments given
+    is kept (an inherited `$SPARK_MASTER` does not override it). Spark's UI stays on (its default): tests turn it off through `extra_conf`. Arguments given
     here (`shuffle_partitions`, `extra_conf`) are explicit, so they win.
     """
     prepare_environment()
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    master = master or os.environ.get("SPARK_MASTER")
-    if master is None and not launched_by_spark_submit():
-        master = "local[2]"
+    if master is None and not launched_by_spark_submit():  # spark-submit's --master is the user's choice
+        master = os.environ.get("SPARK_MASTER") or "local[2]"
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.config("spark.master", master)
