@@ -24,8 +24,13 @@ def key_bytes(key: Any) -> bytes:
     """The serialized key; windowed keys append the window start."""
     if type(key) is Windowed:
         inner = key[0]  # a string mostly: encoded here, which saves two calls per buffered window
-        return (inner.encode() if type(inner) is str else key_bytes(inner)) + _int_bytes(key[1][0])
+        return (inner.encode() if type(inner) is str else key_bytes(inner)) + window_start_bytes(key[1][0])
     return _to_bytes(key)
+
+
+def window_start_bytes(start: int) -> bytes:
+    """The suffix a window's start adds to the bytes of its windowed keys."""
+    return _int_bytes(start)
 
 
 def _int_bytes(value: int) -> bytes:

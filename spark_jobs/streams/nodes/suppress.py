@@ -6,7 +6,8 @@ from heapq import heappush
 from itertools import repeat
 from typing import Any
 
-from ..serde import headers_size, key_bytes, value_size
+from ..records import Windowed
+from ..serde import headers_size, key_bytes, value_size, window_start_bytes
 from ..suppress import SHUT_DOWN, BufferFullError, Suppressed
 from ..timeutil import INT64_MAX
 from .base import Batch, Node
@@ -50,6 +51,7 @@ class SuppressNode(Node):
         pop_head = buffer.pop_head
         bucket_window: Any = NO_WINDOW
         bucket: dict = {}
+        start_bytes = b""  # the bucket window's start serialized: the suffix of its keys' bytes
         observed, duration = self.observed, self.duration
         window_close = self.window_close
         max_records, max_bytes = self.max_records, self.max_bytes
@@ -99,6 +101,8 @@ class SuppressNode(Node):
                     bucket = buckets[window] = {}
                 bucket_window = window
                 touched.add(window)
+                if window_close:
+                    start_bytes = window_start_bytes(window[0])
             touched_keys.add(inner)
             try:
                 entry = bucket[inner]
@@ -106,14 +110,17 @@ class SuppressNode(Node):
                 size_sum += num_bytes * (i - mark)
                 count_sum += count * (i - mark)
                 mark = i
-                kb = key_bytes(key)
+                if window_close and type(key) is Windowed:  # key_bytes(key), with the suffix computed once
+                    kb = (inner.encode() if type(inner) is str else key_bytes(inner)) + start_bytes
+                else:
+                    kb = key_bytes(key)
                 # buffer time, key and prior value: fixed while the key stays buffered; the first update's
                 # old value is the prior value, counted once
                 base = 8 + len(kb) + (8 if type(old) is int else vsize(old))
                 size = base + new_size + context_size + (headers_size(hdr) if hdr else 0)
                 bt = key[1][1] if window_close else ts
-                bucket[inner] = [bt, kb, new, old, old, ts, hdr, size, seq, key, base]
-                heappush(heap, (bt, kb, seq, key))
+                bucket[inner] = (bt, kb, new, old, old, ts, hdr, size, seq, base)
+                heappush(heap, (bt, kb, seq, inner, window[0] if window_close else None))
                 if bt + duration < evict_at:
                     evict_at = bt + duration
                     if observed >= evict_at:
@@ -128,8 +135,9 @@ class SuppressNode(Node):
                     size_max = num_bytes
             else:
                 # entry fields by position (see _BT.._BASE): this runs once per buffered update
-                size = entry[10] + new_size + context_size + (headers_size(hdr) if hdr else 0)
-                if old != entry[4]:  # _PRIOR
+                base, prior = entry[9], entry[4]  # _BASE, _PRIOR
+                size = base + new_size + context_size + (headers_size(hdr) if hdr else 0)
+                if old != prior:
                     size += 8 if type(old) is int else vsize(old)
                 grown = size - entry[7]  # _SIZE
                 if grown:
@@ -137,13 +145,10 @@ class SuppressNode(Node):
                     count_sum += count * (i - mark)
                     mark = i
                     num_bytes += grown
-                    entry[7] = size
                     if num_bytes > size_max:
                         size_max = num_bytes
-                entry[2] = new  # _NEW
-                entry[3] = old  # _OLD
-                entry[5] = ts  # _TS
-                entry[6] = hdr  # _HDR
+                # _BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _BASE
+                bucket[inner] = (entry[0], entry[1], new, old, prior, ts, hdr, size, entry[8], base)
             # emit every entry whose buffer time has passed, then enforce the capacity
             if due or (bounded and (count > max_records or num_bytes > max_bytes)):
                 size_sum += num_bytes * (i + 1 - mark)  # the samples up to this row's put

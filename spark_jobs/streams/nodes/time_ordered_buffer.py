@@ -10,22 +10,29 @@ from __future__ import annotations
 
 from array import array
 from heapq import heapify, heappop
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from ..records import Window, Windowed
 from ..serde import value_size
 from .base import KeyBuckets
 
-# Entry fields, in a list per buffered key (mutated in place on update).
-_BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _KEY, _BASE = range(11)
+# Entry fields, in a tuple per buffered key (replaced on update). The entry and its heap item hold only
+# the inner key and plain values, no list and no Windowed key: tuples of untracked objects leave the cyclic
+# GC's lists at its next young collection, so a buffer of 250k keys adds nothing to every full collection.
+_BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _BASE = range(10)
 NO_WINDOW = object()
+_new_tuple = tuple.__new__
 
 
 class TimeOrderedKeyValueBuffer:
     def __init__(self, window_close: bool) -> None:
         self.window_close = window_close
         self.buckets: dict[Any, dict[Any, list]] = {}
-        self.heap: list[tuple] = []  # (buffer time, key bytes, seq, key)
+        # (buffer time, key bytes, seq, inner key, window start or None): for until_window_closes the buffer
+        # time is the window's end, so the item names its window without holding a Window object
+        self.heap: list[tuple] = []
         self.touched: set = set()  # windows (None: the one bucket of until_time_limit) changed since export
         self.touched_keys: set = set()  # keys (inner keys of windowed ones) changed since then
         self.key_buckets = KeyBuckets()
@@ -33,11 +40,17 @@ class TimeOrderedKeyValueBuffer:
 
     def pop_head(self) -> tuple[Any, list]:
         """Remove the entry first in (buffer time, key bytes) order: `(key, entry)`."""
-        key = heappop(self.heap)[3]
-        return key, self.pop(key)
+        bt, _, _, inner, start = heappop(self.heap)
+        if not self.window_close:
+            return inner, self._pop(None, inner)
+        window = _new_tuple(Window, (start, bt))
+        return _new_tuple(Windowed, (inner, window)), self._pop(window, inner)
 
-    def pop(self, key: Any) -> list:
+    def pop(self, key: Any) -> tuple:
         window, inner = (key[1], key[0]) if self.window_close else (None, key)
+        return self._pop(window, inner)
+
+    def _pop(self, window: Any, inner: Any) -> tuple:
         bucket = self.buckets[window]
         entry = bucket.pop(inner)
         self.touched.add(window)
@@ -46,23 +59,23 @@ class TimeOrderedKeyValueBuffer:
             del self.buckets[window]
         return entry
 
-    def entry(self, key: Any) -> list | None:
+    def entry(self, key: Any) -> tuple | None:
         window, inner = (key[1], key[0]) if self.window_close else (None, key)
         bucket = self.buckets.get(window)
         return None if bucket is None else bucket.get(inner)
 
-    def entry_columns(self, entries: list) -> dict[str, Any]:
-        """Entries (lists, see _BT.._BASE) as columns: packed ints where the field is always an int;
-        windowed keys as inner key, window start and end (no Windowed object pickled one by one)."""
+    def entry_columns(self, windows: list, inners: list, entries: list) -> dict[str, Any]:
+        """Entries (tuples, see _BT.._BASE) of the given windows and inner keys as columns: packed ints
+        where the field is always an int; windowed keys as inner key, window start and end (no Windowed
+        object pickled one by one)."""
         if self.window_close:
-            keys = [e[_KEY] for e in entries]
             key_columns = {
-                "keys": [k[0] for k in keys],
-                "starts": array("q", [k[1][0] for k in keys]),
-                "ends": array("q", [k[1][1] for k in keys]),
+                "keys": inners,
+                "starts": array("q", [w[0] for w in windows]),
+                "ends": array("q", [w[1] for w in windows]),
             }
         else:
-            key_columns = {"keys": [e[_KEY] for e in entries]}
+            key_columns = {"keys": inners}
         return {
             **key_columns,
             "bt": array("q", [e[_BT] for e in entries]),
@@ -80,21 +93,12 @@ class TimeOrderedKeyValueBuffer:
         """Add entries saved by `entry_columns` to the buckets and the (not yet heapified) heap."""
         window_close, buckets, heap = self.window_close, self.buckets, self.heap
         keys = columns["keys"]
-        if window_close:
-            new, windows = tuple.__new__, {}
-            keys = [
-                new(
-                    Windowed,
-                    (
-                        key,
-                        windows.get((start, end))
-                        or windows.setdefault((start, end), new(Window, (start, end))),
-                    ),
-                )
-                for key, start, end in zip(keys, columns["starts"], columns["ends"], strict=True)
-            ]
+        starts = columns["starts"] if window_close else repeat(None, len(keys))
+        ends = columns["ends"] if window_close else repeat(None, len(keys))
         rows = zip(
             keys,
+            starts,
+            ends,
             columns["bt"],
             columns["kb"],
             columns["new"],
@@ -106,24 +110,30 @@ class TimeOrderedKeyValueBuffer:
             columns["seq"],
             strict=True,
         )
-        bucket_window: Any = NO_WINDOW
+        bucket_start: Any = NO_WINDOW
+        bucket_end: Any = NO_WINDOW
         bucket: dict = {}
-        for key, bt, kb, new, old, prior, ts, hdr, size, seq in rows:
-            window, inner = (key[1], key[0]) if window_close else (None, key)
-            if window != bucket_window:
+        for inner, start, end, bt, kb, new, old, prior, ts, hdr, size, seq in rows:
+            if start != bucket_start or end != bucket_end:
+                window = None if not window_close else _new_tuple(Window, (start, end))
                 bucket = buckets.get(window)
                 if bucket is None:
                     bucket = buckets[window] = {}
-                bucket_window = window
+                bucket_start, bucket_end = start, end
             base = 8 + len(kb) + (8 if type(prior) is int else value_size(prior))
-            bucket[inner] = [bt, kb, new, old, prior, ts, hdr, size, seq, key, base]
-            heap.append((bt, kb, seq, key))
+            bucket[inner] = (bt, kb, new, old, prior, ts, hdr, size, seq, base)
+            heap.append((bt, kb, seq, inner, start))
 
     def snapshot_columns(self) -> dict[str, Any]:
-        entries = sorted(
-            (e for bucket in self.buckets.values() for e in bucket.values()), key=lambda e: e[_SEQ]
+        rows = sorted(
+            (
+                (entry[_SEQ], window, inner, entry)
+                for window, bucket in self.buckets.items()
+                for inner, entry in bucket.items()
+            ),
+            key=itemgetter(0),
         )
-        return self.entry_columns(entries)
+        return self.entry_columns([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
 
     def restore_columns(self, columns: dict[str, Any]) -> None:
         self.buckets, self.heap, self.touched, self.touched_keys = {}, [], set(), set()
@@ -150,7 +160,9 @@ class TimeOrderedKeyValueBuffer:
             gone = exported - set(groups) if dirty is None else (exported & dirty) - set(groups)
             exported -= gone
             for b, inners in groups.items():
-                parts[f"{_part_name(window)}.{b}"] = self.entry_columns([bucket[k] for k in inners])
+                parts[f"{_part_name(window)}.{b}"] = self.entry_columns(
+                    [window] * len(inners), inners, [bucket[k] for k in inners]
+                )
                 exported.add(b)
         self.touched, self.touched_keys = set(), set()
         if len(key_buckets.bucket_of) > 2 * count + 1024:
