@@ -235,16 +235,21 @@ class StreamTask:
             if not n:
                 return
         self.current_topic = topic
+        # A batch keeps objects of its rows (windowed keys, output columns) alive until it ends, and none of
+        # the engine's are in a reference cycle: without the pause, each batch's rows reach the oldest GC
+        # generation and set off full collections that rescan every container of the task's state. Cyclic
+        # garbage a user function makes is collected at the first collection after the batch.
         try:
-            runner = self._columnar[topic]
-            if runner is None:
-                serial = self._serial_runners[source.name]
-                for i in range(n):
-                    self._process_serial(
-                        serial, keys[i], values[i], timestamps[i], None if headers is None else headers[i]
-                    )
-            else:
-                self._process_columnar(runner, keys, values, timestamps, headers)
+            with _NoCyclicGC():
+                runner = self._columnar[topic]
+                if runner is None:
+                    serial = self._serial_runners[source.name]
+                    for i in range(n):
+                        self._process_serial(
+                            serial, keys[i], values[i], timestamps[i], None if headers is None else headers[i]
+                        )
+                else:
+                    self._process_columnar(runner, keys, values, timestamps, headers)
         finally:
             self.current_topic = None
 
