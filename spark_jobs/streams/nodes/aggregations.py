@@ -303,8 +303,8 @@ class TimeWindowAggregateNode(Node):
             for b, keys in groups.items():
                 parts[f"{start}.{b}"] = (
                     keys,
-                    int_column([bucket[key] for key in keys]),
-                    array("q", [bucket_ts[key] for key in keys]),
+                    int_column(list(map(bucket.__getitem__, keys))),
+                    array("q", map(bucket_ts.__getitem__, keys)),
                 )
                 exported.add(b)
             if not groups and not bucket:

@@ -225,14 +225,19 @@ class KeyBuckets:
 
     def group(self, keys: Iterable[Any], only: set[int] | None = None) -> dict[int, list]:
         """Keys by bucket (only the buckets in `only`, when given), in iteration order."""
-        groups: dict[int, list] = {}
+        keys = list(keys)
         bucket_of = self.bucket_of
-        cached, crc32 = bucket_of.get, zlib.crc32
-        for key in keys:
-            b = cached(key)
-            if b is None:
-                data = key.encode() if type(key) is str else key_bytes(key)
-                b = bucket_of[key] = crc32(data) % STATE_BUCKETS
+        buckets = list(map(bucket_of.get, keys))
+        if None in buckets:  # keys not seen yet: their buckets in bulk (C loops for str keys)
+            missing = [key for key, b in zip(keys, buckets, strict=True) if b is None]
+            if set(map(type, missing)) == {str}:
+                data = map(str.encode, missing)
+            else:
+                data = (key.encode() if type(key) is str else key_bytes(key) for key in missing)
+            bucket_of.update(zip(missing, map(STATE_BUCKETS.__rmod__, map(zlib.crc32, data)), strict=True))
+            buckets = list(map(bucket_of.__getitem__, keys))
+        groups: dict[int, list] = {}
+        for key, b in zip(keys, buckets, strict=True):
             if only is None or b in only:
                 group = groups.get(b)
                 if group is None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from array import array
 from heapq import heapify, heappop
-from itertools import repeat
-from operator import itemgetter
+from itertools import islice, repeat
+from operator import add, itemgetter
 from typing import Any
 
 from ..records import Window, Windowed
@@ -76,53 +76,52 @@ class TimeOrderedKeyValueBuffer:
             }
         else:
             key_columns = {"keys": inners}
+        fields = (
+            list(zip(*entries, strict=True)) if entries else [()] * (_BASE + 1)
+        )  # one tuple per field, in C
         return {
             **key_columns,
-            "bt": array("q", [e[_BT] for e in entries]),
-            "kb": [e[_KB] for e in entries],
-            "new": [e[_NEW] for e in entries],
-            "old": [e[_OLD] for e in entries],
-            "prior": [e[_PRIOR] for e in entries],
-            "ts": array("q", [e[_TS] for e in entries]),
-            "hdr": [e[_HDR] for e in entries],
-            "size": array("q", [e[_SIZE] for e in entries]),
-            "seq": array("q", [e[_SEQ] for e in entries]),
+            "bt": array("q", fields[_BT]),
+            "kb": list(fields[_KB]),
+            "new": list(fields[_NEW]),
+            "old": list(fields[_OLD]),
+            "prior": list(fields[_PRIOR]),
+            "ts": array("q", fields[_TS]),
+            "hdr": list(fields[_HDR]),
+            "size": array("q", fields[_SIZE]),
+            "seq": array("q", fields[_SEQ]),
         }
 
     def load_entries(self, columns: dict[str, Any]) -> None:
         """Add entries saved by `entry_columns` to the buckets and the (not yet heapified) heap."""
-        window_close, buckets, heap = self.window_close, self.buckets, self.heap
         keys = columns["keys"]
-        starts = columns["starts"] if window_close else repeat(None, len(keys))
-        ends = columns["ends"] if window_close else repeat(None, len(keys))
-        rows = zip(
-            keys,
-            starts,
-            ends,
-            columns["bt"],
-            columns["kb"],
-            columns["new"],
-            columns["old"],
-            columns["prior"],
-            columns["ts"],
-            columns["hdr"],
-            columns["size"],
-            columns["seq"],
-            strict=True,
-        )
-        bucket_start: Any = NO_WINDOW
-        bucket_end: Any = NO_WINDOW
-        bucket: dict = {}
-        for inner, start, end, bt, kb, new, old, prior, ts, hdr, size, seq in rows:
-            if start != bucket_start or end != bucket_end:
-                window = None if not window_close else _new_tuple(Window, (start, end))
-                bucket = buckets.get(window)
-                if bucket is None:
-                    bucket = buckets[window] = {}
-                bucket_start, bucket_end = start, end
-            base = 8 + len(kb) + (8 if type(prior) is int else value_size(prior))
-            bucket[inner] = (bt, kb, new, old, prior, ts, hdr, size, seq, base)
-            heap.append((bt, kb, seq, inner, start))
+        if not keys:
+            return
+        kb, prior, seq = columns["kb"], columns["prior"], columns["seq"]
+        # the fixed part of each entry's size: buffer time (8), key bytes and prior value (8 for an int)
+        base = list(map(add, map(len, kb), [16 if type(p) is int else 8 + value_size(p) for p in prior]))
+        fields = (columns["bt"], kb, columns["new"], columns["old"], prior, columns["ts"], columns["hdr"])
+        entries = zip(*fields, columns["size"], seq, base, strict=True)  # tuples built in C
+        if not self.window_close:
+            self.buckets.setdefault(None, {}).update(zip(keys, entries, strict=True))
+            self.heap += zip(columns["bt"], kb, seq, keys, repeat(None, len(keys)), strict=True)
+            return
+        starts, ends = columns["starts"], columns["ends"]
+        windows = list(zip(starts, ends, strict=True))
+        n = len(windows)
+        if windows.count(windows[0]) == n:
+            runs = [(0, n)]  # one window, as in every state part
+        else:  # a snapshot: windows interleave in seq order
+            cuts = [i for i in range(1, n) if windows[i] != windows[i - 1]]
+            runs = list(zip([0, *cuts], [*cuts, n], strict=True))
+        entries = iter(entries)
+        for lo, hi in runs:
+            window = _new_tuple(Window, (starts[lo], ends[lo]))
+            bucket = self.buckets.get(window)
+            if bucket is None:
+                bucket = self.buckets[window] = {}
+            bucket.update(zip(keys[lo:hi], islice(entries, hi - lo), strict=True))
+        self.heap += zip(columns["bt"], kb, seq, keys, starts, strict=True)
 
     def snapshot_columns(self) -> dict[str, Any]:
         rows = sorted(
