@@ -7,6 +7,9 @@ those sites read-only under `/data-docs/`:
 
 - `/data-docs/latest` redirects to the most recently built report;
 - `/data-docs/` lists every report with the verdicts of its latest run (`verdicts.json`);
+- `/data-docs/<job>/runs/<run id>` lists one run's suites, verdicts and links to their result pages
+  (the run id quoted whole; the validation task links there; only runs the validation recorded, see
+  `spark_jobs.quality.history`);
 - `/data-docs/<job>/<file>` is a file of that job's site.
 
 Only files inside a site are served: a path with `..`, an absolute path, a symlink leading out of the
@@ -21,26 +24,16 @@ import json
 import os
 import re
 from pathlib import Path, PurePosixPath
+from urllib.parse import quote
 
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from pipeline_airflow.web import SECURITY_HEADERS, airflow_login
 
 URL_PREFIX = "/data-docs"
 SITE_FOLDER = "data_docs"
 _JOB_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-
-# The GX pages run inline scripts; everything they load must come from this server (the validation job
-# vendors their libraries), and only Airflow's own pages may frame them.
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-        "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'self'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-cache",
-}
 
 
 class NotServable(Exception):
@@ -116,6 +109,43 @@ def reports(root: Path) -> list[dict]:
     return sorted(found, key=lambda r: r["built"], reverse=True)
 
 
+def run_record(root: Path, job: str, run_id: str) -> dict:
+    """The record `<root>/<job>/runs/` keeps of `run_id`; `NotServable` unless that run was recorded."""
+    from spark_jobs.quality.history import read_run
+
+    site = site_dir(root, job)  # the job name's checks, and a report that exists
+    if "\x00" in run_id:
+        raise NotServable("bad characters in run id")
+    record = read_run(site.parent, run_id)
+    if record is None:
+        raise NotServable(f"no recorded run {run_id!r} of {job!r}")
+    return record
+
+
+def _run_page(job: str, record: dict) -> str:
+    status = {True: "passed", False: "FAILED"}.get(record.get("success"), "unknown")
+    rows = []
+    for suite in record.get("suites", []):
+        verdict = "passed" if suite.get("success") else "FAILED"
+        page = suite.get("page")
+        # The page is at <job>/runs/<run id>; result pages are at <job>/<page>.
+        link = f'<a href="../{html.escape(quote(page))}">result page</a>' if page else "no result page"
+        rows.append(
+            f"<tr><td>{html.escape(str(suite.get('suite')))}</td><td class='{verdict}'>{verdict}</td>"
+            f"<td>{link}</td><td>{html.escape(str(suite.get('line', '')))}</td></tr>"
+        )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Data Docs of a run</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td{padding:.2em .6em;vertical-align:top}"
+        "td:last-child{font-family:monospace}.FAILED{color:#b00;font-weight:bold}</style></head>"
+        f"<body><h1>{html.escape(job)}: run {html.escape(str(record.get('run_name')))}</h1>"
+        f"<p>Validated {html.escape(str(record.get('run_time')))}: <strong>{status}</strong>. "
+        f'<a href="../index.html">All Data Docs of {html.escape(job)}</a></p>'
+        "<table><tr><th>suite</th><th>verdict</th><th>GX result</th><th>summary</th></tr>"
+        f"{''.join(rows)}</table></body></html>"
+    )
+
+
 def _landing_page(found: list[dict]) -> str:
     if not found:
         body = "<p>No Data Docs yet: they appear after a validation task has run.</p>"
@@ -139,17 +169,9 @@ def _landing_page(found: list[dict]) -> str:
     )
 
 
-def _require_login():
-    """Airflow's own check of the UI's token (401 without one); imported lazily so the path logic can be
-    used, and tested, without the API server."""
-    from airflow.api_fastapi.core_api.security import requires_authenticated
-
-    return requires_authenticated()
-
-
 def create_app(root: Path | None = None, require_login: bool = True) -> FastAPI:
     """The FastAPI app Airflow mounts at `/data-docs`; `root` defaults to `reports_root()` per request."""
-    dependencies = [Depends(_require_login())] if require_login else []
+    dependencies = [Depends(airflow_login())] if require_login else []
     app = FastAPI(
         title="Data Docs", dependencies=dependencies, docs_url=None, redoc_url=None, openapi_url=None
     )
@@ -172,6 +194,14 @@ def create_app(root: Path | None = None, require_login: bool = True) -> FastAPI:
     @app.get("/{job}")
     def report_index(job: str) -> RedirectResponse:
         return RedirectResponse(f"./{job}/index.html" if _JOB_NAME.match(job) else "./", status_code=307)
+
+    @app.get("/{job}/runs/{run_id}", response_class=HTMLResponse)
+    def run_page(job: str, run_id: str) -> HTMLResponse:
+        try:
+            record = run_record(current_root(), job, run_id)
+        except NotServable as error:
+            raise HTTPException(status_code=404, detail="not found") from error
+        return HTMLResponse(_run_page(job, record), headers=SECURITY_HEADERS)
 
     @app.get("/{job}/{path:path}")
     def report(job: str, path: str) -> FileResponse:

@@ -26,6 +26,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset, Param, task
 
+from pipeline_airflow.links import RunDataDocsLink
 from pipeline_airflow.paths import JobPaths
 from pipeline_airflow.spark import SparkJobSubmitOperator
 from pipeline_airflow.timetables import AlignedIntervalTimetable
@@ -141,6 +142,7 @@ def pipeline_dag(job_module: str, **dag_kwargs: Any) -> DAG:
             # A failed suite is a verdict on the data: retrying cannot change it.
             retries=0,
         )
+        validate_outputs.operator_extra_links = (RunDataDocsLink(job=job),)  # this run's verdicts and pages
 
         @task(outlets=assets)
         def publish_outputs(*, outlet_events=None) -> dict:
