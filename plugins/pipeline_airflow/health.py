@@ -75,8 +75,8 @@ def read_runs(output: Path, limit: int = RUNS_SHOWN) -> list[RunPoint]:
     return sorted(runs, key=lambda r: r.time)[-limit:]
 
 
-def nice_ceiling(value: float) -> float:
-    """The smallest 1, 2, 2.5 or 5 times a power of ten that is >= value (an axis' top)."""
+def nice_step(value: float) -> float:
+    """The smallest 1, 2, 2.5 or 5 times a power of ten that is >= value."""
     if value <= 0:
         return 1.0
     power = 10 ** math.floor(math.log10(value))
@@ -86,10 +86,17 @@ def nice_ceiling(value: float) -> float:
     return 10 * power
 
 
+def axis_ticks(highest: float) -> list[float]:
+    """Round y-axis ticks from 0 up to at least `highest`, about four steps."""
+    step = nice_step(highest / 4) if highest > 0 else 1.0
+    count = max(1, math.ceil(highest / step - 1e-9))
+    return [step * i for i in range(count + 1)]
+
+
 def _number(value: float) -> str:
     if value >= 1_000_000:
         return f"{value / 1_000_000:g}M"
-    if value >= 10_000:
+    if value >= 1000:
         return f"{value / 1000:g}k"
     return f"{value:g}"
 
@@ -98,7 +105,7 @@ def _time_label(moment: dt.datetime, span: dt.timedelta) -> str:
     return moment.strftime("%H:%M" if span < dt.timedelta(days=1) else "%m-%d %H:%M")
 
 
-def _frame(title: str, unit: str, top: float, start: dt.datetime, end: dt.datetime) -> list[str]:
+def _frame(title: str, unit: str, ticks: list[float], start: dt.datetime, end: dt.datetime) -> list[str]:
     """Title, axes, y ticks (with `unit`) and x ticks (UTC dates) of a chart."""
     plot_w, plot_h = CHART_WIDTH - _LEFT - _RIGHT, CHART_HEIGHT - _TOP - _BOTTOM
     parts = [
@@ -106,9 +113,8 @@ def _frame(title: str, unit: str, top: float, start: dt.datetime, end: dt.dateti
         f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{_TOP + plot_h}" class="axis"/>',
         f'<line x1="{_LEFT}" y1="{_TOP + plot_h}" x2="{_LEFT + plot_w}" y2="{_TOP + plot_h}" class="axis"/>',
     ]
-    for i in range(5):
-        value = top * i / 4
-        y = _TOP + plot_h - plot_h * i / 4
+    for value in ticks:
+        y = _y(value, ticks[-1])
         parts.append(f'<line x1="{_LEFT - 4}" y1="{y:.1f}" x2="{_LEFT + plot_w}" y2="{y:.1f}" class="grid"/>')
         parts.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" class="ytick">{_number(value)}</text>')
     span = end - start
@@ -162,8 +168,9 @@ def line_chart(title: str, unit: str, points: list[tuple[dt.datetime, float]]) -
     if not points:
         return _empty_chart(title, "no data yet")
     start, end = points[0][0], points[-1][0]
-    top = nice_ceiling(max(v for _, v in points))
-    parts = _frame(title, unit, top, start, end)
+    ticks = axis_ticks(max(v for _, v in points))
+    top = ticks[-1]
+    parts = _frame(title, unit, ticks, start, end)
     xy = [(_x(t, start, end), _y(v, top), t, v) for t, v in points]
     if len(xy) > 1:
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y, _, _ in xy)

@@ -57,10 +57,18 @@ def test_a_run_without_batches_has_no_rate_and_a_missing_folder_no_runs(tmp_path
 
 
 @pytest.mark.parametrize(
-    ("value", "top"), [(0, 1), (0.3, 0.5), (1, 1), (7, 10), (12, 20), (2400, 2500), (31_000, 50_000)]
+    ("highest", "ticks"),
+    [
+        (0, [0, 1]),
+        (2.3, [0, 1, 2, 3]),
+        (5, [0, 2, 4, 6]),
+        (50, [0, 20, 40, 60]),
+        (8300, [0, 2500, 5000, 7500, 10_000]),
+        (0.3, [0, 0.1, 0.2, 0.3]),
+    ],
 )
-def test_axis_tops_are_round_numbers_above_the_data(value, top):
-    assert health.nice_ceiling(value) == pytest.approx(top)
+def test_axis_ticks_are_round_steps_up_to_the_highest_value(highest, ticks):
+    assert health.axis_ticks(highest) == pytest.approx(ticks)
 
 
 def test_a_line_chart_has_a_titled_unit_dated_axis_and_a_point_per_value():
@@ -69,7 +77,7 @@ def test_a_line_chart_has_a_titled_unit_dated_axis_and_a_point_per_value():
     svg = health.line_chart("Throughput", "events/s", points)
     assert svg.startswith("<svg") and svg.count("<circle") == 3 and "<polyline" in svg
     assert "Throughput (events/s)" in svg
-    assert re.findall(r'class="ytick">([^<]+)<', svg) == ["0", "5", "10", "15", "20"]
+    assert re.findall(r'class="ytick">([^<]+)<', svg) == ["0", "5", "10", "15"]
     assert re.findall(r'class="xtick">([^<]+)<', svg) == ["10:00", "10:10", "10:20"]
     assert "run start (UTC, 2026-11-22)" in svg
     # The highest value sits highest (smallest y) and the earliest run leftmost.

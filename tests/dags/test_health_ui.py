@@ -1,0 +1,167 @@
+"""The pipeline health page and a run's Data Docs page as a user meets them in the Airflow UI.
+
+Real `scripts/airflow_standalone.sh` and Debian's Chromium (Playwright); the data is seeded by the code
+that writes it in production (RunSummary.write, the validation's history and run records), without Spark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.quality.history import GX_RUN_TIME_FORMAT, append_history, record_run
+from spark_jobs.spark.cluster import free_port
+from spark_jobs.spark.summary import RunSummary
+from tests.browser import CHROMIUM_FLAGS, system_chromium
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+READY_TIMEOUT_S = 300
+BANNER = re.compile(r"Airflow UI: (?P<url>http://\S+)\s+user:\s+admin\s+password:\s+(?P<password>\S+)")
+START = dt.datetime(2026, 11, 22, 10, 2, tzinfo=dt.UTC)
+SUITES = ("window-finals", "alerts", "quarantine")
+
+
+def seed(var: Path) -> str:
+    """Six runs of sensor_alerts with their validations (the last one failing `alerts`); its run id."""
+    output, reports = var / "data" / "sensor_alerts" / "output", var / "reports" / "sensor_alerts"
+    site = reports / "data_docs"
+    site.mkdir(parents=True)
+    (site / "index.html").write_text("<html><body>all results</body></html>")
+    run_id = ""
+    for i in range(6):
+        started = START + dt.timedelta(minutes=10 * i)
+        summary = RunSummary(
+            "sensor_alerts", "available-now", 4, run_id=f"{started:%Y%m%dT%H%M%SZ}-{100 + i}"
+        )
+        summary.processed, summary.late, summary.quarantined = 20_000 + 5_000 * i, 10 * i, 3 + i % 3
+        for batch in range(3):
+            summary.add_progress(
+                {"batch": batch, "records": summary.processed // 3, "duration_ms": 800 + 300 * i}
+            )
+        summary.write(output)
+
+        run_id = f"scheduled__{started.isoformat()}"
+        validated = started + dt.timedelta(minutes=2)
+        failed = {"alerts"} if i == 5 else set()
+        suites = [
+            {
+                "suite": s,
+                "topic": s,
+                "success": s not in failed,
+                "line": f"{s}: {'FAILED' if s in failed else 'PASSED'}",
+            }
+            for s in SUITES
+        ]
+        verdicts = {
+            "run_name": run_id,
+            "run_time": validated.isoformat(),
+            "success": not failed,
+            "suites": suites,
+        }
+        run_time_folder = validated.strftime(GX_RUN_TIME_FORMAT)
+        for suite in SUITES:  # where GX's site builder puts a result page
+            page = site / "validations" / suite / run_id / run_time_folder / "batch.html"
+            page.parent.mkdir(parents=True)
+            page.write_text(f"<html><body>GX result of {suite}</body></html>")
+        append_history(reports, verdicts)
+        record_run(reports, verdicts, run_time_folder)
+    return run_id
+
+
+@pytest.fixture
+def airflow_ui(tmp_path):
+    """`scripts/airflow_standalone.sh` on free loopback ports, state in tmp_path; (url, password, var)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    var = tmp_path / "var"
+    env.update(
+        SPARK_JOBS_VAR=str(var),
+        AIRFLOW__API__PORT=str(free_port()),
+        AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
+        AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
+    )
+    log_path = tmp_path / "standalone.log"
+    with log_path.open("wb") as log:
+        script = subprocess.Popen(
+            [str(REPO_ROOT / "scripts" / "airflow_standalone.sh")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not (banner := BANNER.search(log_path.read_text(errors="replace"))):
+            if script.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(
+                    f"airflow standalone did not come up:\n{log_path.read_text(errors='replace')[-5000:]}"
+                )
+            time.sleep(1)
+        yield banner["url"], banner["password"], var
+    finally:
+        script.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            script.wait(timeout=120)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(script.pid, signal.SIGKILL)
+        script.wait()
+
+
+def test_the_health_page_charts_the_runs_and_the_link_opens_a_runs_data_docs(airflow_ui, tmp_path):
+    from pipeline_airflow.links import run_docs_url
+    from playwright.sync_api import expect, sync_playwright
+
+    url, password, var = airflow_ui
+    last_run = seed(var)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            tempfile.mkdtemp(dir=tmp_path, prefix="chromium-profile-"),
+            executable_path=str(system_chromium()),
+            args=CHROMIUM_FLAGS,
+            headless=True,
+            viewport={"width": 1400, "height": 1000},
+        )
+        try:
+            page = browser.new_page()
+            page.goto(f"{url}/dags")
+            page.fill("input[name=username]", "admin")
+            page.fill("input[name=password]", password)
+            page.click("button[type=submit]")
+            page.wait_for_url(re.compile(r".*/dags$"), timeout=60_000)
+
+            page.get_by_role("button", name="Browse").click()
+            page.get_by_role("menuitem", name="Pipeline health").click()
+            frame = page.frame_locator("iframe")
+            section = frame.locator("section#sensor_alerts")
+            expect(section.locator("svg.chart")).to_have_count(5, timeout=30_000)
+            expect(section).to_contain_text("45,005 records read, 50 late, 5 quarantined")
+            expect(section).to_contain_text(f"Latest validation {last_run}: FAILED: alerts")
+            expect(section.locator("svg.chart").first).to_contain_text("Throughput (events/s)")
+            expect(section.locator("rect.fail")).to_have_count(1)
+            expect(section.locator("rect.pass")).to_have_count(17)
+            # The other pipeline job has not run: the page says what to do.
+            expect(frame.locator("section#sensor_enrichment")).to_contain_text("No runs yet")
+            page.screenshot(path=tmp_path / "health.png", full_page=True)
+            shutil.copy(tmp_path / "health.png", "/tmp/health.png")
+
+            page.goto(run_docs_url("sensor_alerts", last_run, url))
+            for suite in SUITES:
+                expect(page.get_by_role("cell", name=suite, exact=True)).to_be_visible()
+            expect(page.get_by_text("FAILED").first).to_be_visible()
+            page.get_by_role("link", name="result page").nth(1).click()
+            expect(page.get_by_text("GX result of alerts")).to_be_visible()
+            page.screenshot(path=tmp_path / "run_docs.png")
+        finally:
+            browser.close()
