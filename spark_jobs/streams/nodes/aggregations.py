@@ -19,7 +19,7 @@ from typing import Any
 
 from ..records import Window, Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
-from .base import Batch, KeyBuckets, Node
+from .base import Batch, DirtyKeys, KeyBuckets, Node
 from .stores import TimestampedStoreNode, int_column
 
 
@@ -122,7 +122,7 @@ class TimeWindowAggregateNode(Node):
         self.window_objects: dict[int, Window] = {}
         self.starts: list[int] = []  # heap of the buckets' starts
         self.touched: set[int] = set()  # starts of the windows changed since the last state export
-        self.touched_keys: set = set()  # keys changed since then, in some touched window
+        self.dirty_keys = DirtyKeys()  # keys changed since then, in some touched window
         self.key_buckets = KeyBuckets()
         self.part_names: dict[int, set[int]] = {}  # window start -> its exported key buckets
 
@@ -132,7 +132,8 @@ class TimeWindowAggregateNode(Node):
         close_after = size + windows.grace  # a window closes when end + grace <= observed time
         buckets, max_ts, window_objects, starts = self.buckets, self.max_ts, self.window_objects, self.starts
         new_windowed = tuple.__new__
-        touched, touched_keys = self.touched, self.touched_keys
+        touched = self.touched
+        dirty_slots, dirty_mask = self.dirty_keys.slots, DirtyKeys.MASK
         count = self.aggregation.kind == "count"
         initializer, aggregator = self.aggregation.initializer, self.aggregation.aggregator
         observed = self.observed
@@ -205,7 +206,7 @@ class TimeWindowAggregateNode(Node):
                     slot.append((bucket, max_ts[start], window_objects[start]))
             if slot_dropped:
                 dropped += slot_dropped
-            touched_keys.add(key)
+            dirty_slots[hash(key) & dirty_mask] = 1
             for bucket, bucket_ts, window in slot:
                 old = bucket.get(key, _ABSENT)
                 if old is _ABSENT:
@@ -222,6 +223,7 @@ class TimeWindowAggregateNode(Node):
                         new_ts = bucket_ts[key] = ts
                     if new is None:  # Kafka's store deletes a null aggregate
                         del bucket[key], bucket_ts[key]
+                        self.dirty_keys.removed.add(key)
                     else:
                         bucket[key] = new
                 windowed = new_windowed(Windowed, (key, window))
@@ -266,6 +268,7 @@ class TimeWindowAggregateNode(Node):
     def restore_state(self, state):
         self.observed = state["observed"]
         self.buckets, self.max_ts, self.window_objects, self.touched = {}, {}, {}, set()
+        self.dirty_keys = DirtyKeys()
         for start, keys, aggs, timestamps in state["windows"]:
             self._new_bucket(start).update(zip(keys, aggs, strict=True))
             self.max_ts[start].update(zip(keys, timestamps, strict=True))
@@ -290,7 +293,10 @@ class TimeWindowAggregateNode(Node):
             names.clear()
         dirty = None
         if changed_only:
-            dirty = {key_buckets.bucket(key) for key in self.touched_keys}
+            dirty = {key_buckets.bucket(key) for key in self.dirty_keys.removed}
+            for start in self.touched:
+                if start in buckets:
+                    dirty.update(key_buckets.group(self.dirty_keys.changed_in(buckets[start])))
         for start in self.touched if changed_only else buckets:
             bucket = buckets.get(start)
             if bucket is None:
@@ -310,7 +316,7 @@ class TimeWindowAggregateNode(Node):
             if not groups and not bucket:
                 parts[f"{start}.e"] = ()  # an empty window still exists (it closes like the others)
                 exported.add("e")
-        self.touched, self.touched_keys = set(), set()
+        self.touched, self.dirty_keys = set(), DirtyKeys()
         if len(key_buckets.bucket_of) > 2 * sum(map(len, buckets.values())) + 1024:
             key_buckets.forget(key for bucket in buckets.values() for key in bucket)
         return parts, [""] + [f"{start}.{b}" for start, bs in names.items() for b in bs]
@@ -318,7 +324,7 @@ class TimeWindowAggregateNode(Node):
     def import_parts(self, parts):
         self.observed = parts.pop("")
         self.buckets, self.max_ts, self.window_objects = {}, {}, {}
-        self.touched, self.touched_keys, self.part_names = set(), set(), {}
+        self.touched, self.dirty_keys, self.part_names = set(), DirtyKeys(), {}
         for name, columns in parts.items():
             start_text, b = name.split(".")
             start = int(start_text)

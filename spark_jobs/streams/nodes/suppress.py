@@ -10,7 +10,7 @@ from ..records import Windowed
 from ..serde import headers_size, key_bytes, value_size, window_start_bytes
 from ..suppress import SHUT_DOWN, BufferFullError, Suppressed
 from ..timeutil import INT64_MAX
-from .base import Batch, Node
+from .base import Batch, DirtyKeys, Node
 from .time_ordered_buffer import _HDR, _NEW, _OLD, _PRIOR, _SIZE, _TS, NO_WINDOW, TimeOrderedKeyValueBuffer
 
 _NEVER = float("inf")
@@ -42,12 +42,8 @@ class SuppressNode(Node):
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         buffer = self.buffer
-        buckets, heap, touched, touched_keys = (
-            buffer.buckets,
-            buffer.heap,
-            buffer.touched,
-            buffer.touched_keys,
-        )
+        buckets, heap, touched = buffer.buckets, buffer.heap, buffer.touched
+        dirty_slots, dirty_mask = buffer.dirty_keys.slots, DirtyKeys.MASK
         pop_head = buffer.pop_head
         bucket_window: Any = NO_WINDOW
         bucket: dict = {}
@@ -103,7 +99,7 @@ class SuppressNode(Node):
                 touched.add(window)
                 if window_close:
                     start_bytes = window_start_bytes(window[0])
-            touched_keys.add(inner)
+            dirty_slots[hash(inner) & dirty_mask] = 1
             try:
                 entry = bucket[inner]
             except KeyError:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..records import Window, Windowed
 from ..serde import value_size
-from .base import KeyBuckets
+from .base import DirtyKeys, KeyBuckets
 
 # Entry fields, in a tuple per buffered key (replaced on update). The entry and its heap item hold only
 # the inner key and plain values, no list and no Windowed key: tuples of untracked objects leave the cyclic
@@ -34,7 +34,7 @@ class TimeOrderedKeyValueBuffer:
         # time is the window's end, so the item names its window without holding a Window object
         self.heap: list[tuple] = []
         self.touched: set = set()  # windows (None: the one bucket of until_time_limit) changed since export
-        self.touched_keys: set = set()  # keys (inner keys of windowed ones) changed since then
+        self.dirty_keys = DirtyKeys()  # keys (inner keys of windowed ones) changed since then
         self.key_buckets = KeyBuckets()
         self.part_names: dict[Any, set[int]] = {}  # window -> its exported key buckets
 
@@ -54,7 +54,7 @@ class TimeOrderedKeyValueBuffer:
         bucket = self.buckets[window]
         entry = bucket.pop(inner)
         self.touched.add(window)
-        self.touched_keys.add(inner)
+        self.dirty_keys.removed.add(inner)
         if not bucket:
             del self.buckets[window]
         return entry
@@ -135,7 +135,7 @@ class TimeOrderedKeyValueBuffer:
         return self.entry_columns([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
 
     def restore_columns(self, columns: dict[str, Any]) -> None:
-        self.buckets, self.heap, self.touched, self.touched_keys = {}, [], set(), set()
+        self.buckets, self.heap, self.touched, self.dirty_keys = {}, [], set(), DirtyKeys()
         self.load_entries(columns)
         heapify(self.heap)
 
@@ -149,7 +149,12 @@ class TimeOrderedKeyValueBuffer:
                 del names[window]
         if not changed_only:
             names.clear()
-        dirty = {key_buckets.bucket(key) for key in self.touched_keys} if changed_only else None
+        dirty = None
+        if changed_only:
+            dirty = {key_buckets.bucket(key) for key in self.dirty_keys.removed}
+            for window in self.touched:
+                if window in buckets:
+                    dirty.update(key_buckets.group(self.dirty_keys.changed_in(buckets[window])))
         for window in self.touched if changed_only else buckets:
             bucket = buckets.get(window)
             if bucket is None:
@@ -163,13 +168,13 @@ class TimeOrderedKeyValueBuffer:
                     [window] * len(inners), inners, [bucket[k] for k in inners]
                 )
                 exported.add(b)
-        self.touched, self.touched_keys = set(), set()
+        self.touched, self.dirty_keys = set(), DirtyKeys()
         if len(key_buckets.bucket_of) > 2 * count + 1024:
             key_buckets.forget(key for bucket in buckets.values() for key in bucket)
         return parts, [f"{_part_name(w)}.{b}" for w, bs in names.items() for b in bs]
 
     def import_parts(self, parts: dict[str, Any]) -> None:
-        self.buckets, self.heap, self.touched, self.touched_keys = {}, [], set(), set()
+        self.buckets, self.heap, self.touched, self.dirty_keys = {}, [], set(), DirtyKeys()
         self.part_names = {}
         for name, columns in parts.items():
             self.load_entries(columns)
