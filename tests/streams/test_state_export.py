@@ -11,7 +11,15 @@ import pickle
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_jobs.streams import JoinWindows, SlidingWindows, StreamsBuilder, StreamTask
+from spark_jobs.streams import (
+    BufferConfig,
+    JoinWindows,
+    SlidingWindows,
+    StreamsBuilder,
+    StreamTask,
+    Suppressed,
+    TimeWindows,
+)
 
 from .helpers import drain, run_task, sensor_topology
 from .test_properties import PROPERTY, cuts, records, rich_topology, time_windows
@@ -168,3 +176,32 @@ def test_snapshot_still_works_after_exports() -> None:
     restored = StreamTask.restore(topology, task.snapshot())
     restored.process_batch("readings", ["a", "b"], [1, 1], [12, 30])
     assert first + drain(restored) == run_task(topology, data)
+
+
+def test_deleted_and_evicted_entries_do_not_come_back_after_import() -> None:
+    """A windowed aggregate that turns null deletes its entry (Kafka's store); suppress evicts entries by
+    time and by capacity. Exports between batches must carry these removals, or an import brings the entry
+    back: a deleted aggregate would restart from its old value, an evicted entry would be emitted again."""
+    builder = StreamsBuilder()
+    sums = (
+        builder.stream("readings")
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_and_grace(100, 50))
+        .aggregate(lambda: 0, lambda key, value, agg: None if value < 0 else agg + value)
+    )
+    sums.to_stream().to("sums")
+    limited = Suppressed.until_time_limit(15, BufferConfig.unbounded().max_records(40).emit_early_when_full())
+    sums.suppress(limited).to_stream().to("limited")
+    sums.suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("finals")
+    topology = builder.build()
+    keys = [f"k{i}" for i in range(300)]
+    data = [(key, 1, 10) for key in keys]  # every key in window [0, 100)
+    data += [(key, -1, 20) for key in keys[::3]]  # a third of them deleted
+    data += [(key, 5, 40) for key in keys[::3]]  # and aggregated again from the initializer
+    data += [(key, 2, 45) for key in keys[1::3]]
+    data += [(key, 1, 160) for key in keys[:50]]  # window [0, 100) closes at 150: its finals go out
+    data += [(key, 1, 170) for key in keys[::7]]
+    cuts = [300, 350, 400, 450, 500, 600, 650, 700, 800]
+    expected = run_task(topology, data, cuts=cuts)
+    assert {"sums", "limited", "finals"} <= {row[1] for row in expected}
+    assert run_with_exports(topology, data, cuts, import_at=cuts) == expected
