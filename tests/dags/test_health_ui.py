@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import re
 import shutil
@@ -166,3 +167,49 @@ def test_the_health_page_charts_the_runs_and_the_link_opens_a_runs_data_docs(air
             expect(page.get_by_text("GX result of alerts")).to_be_visible()
         finally:
             browser.close()
+
+
+LINK_CHECK_DAG = """
+import datetime as dt
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.sdk import DAG
+from pipeline_airflow.links import RunDataDocsLink
+
+with DAG("run_docs_link_check", schedule=None, start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC)) as dag:
+    validate = PythonOperator(task_id="validate_outputs", python_callable=lambda: None)
+    validate.operator_extra_links = (RunDataDocsLink(job="sensor_alerts"),)
+"""
+
+
+def test_a_finished_task_leaves_its_run_docs_link_where_the_ui_reads_it(airflow_db, tmp_path, monkeypatch):
+    """Airflow computes the link on the worker when the task ends and keeps it in an XCom; the UI reads
+    that XCom through the serialized DAG's link of the same name."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.models.xcom import XComModel
+    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow.utils.session import create_session
+    from pipeline_airflow.links import run_docs_path
+    from sqlalchemy import select
+
+    (tmp_path / "link_check.py").write_text(LINK_CHECK_DAG)
+    # dag.test() parses the DAG's bundle into the database: one bundle, this folder.
+    bundle = {"name": "link_check", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle"}
+    monkeypatch.setenv(
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST",
+        json.dumps([{**bundle, "kwargs": {"path": str(tmp_path)}}]),
+    )
+    bag = DagBag(dag_folder=tmp_path)
+    assert bag.import_errors == {}
+    dag = bag.dags["run_docs_link_check"]
+    run = dag.test()
+    with create_session() as session:
+        stored = session.scalars(
+            select(XComModel.value).where(
+                XComModel.dag_id == dag.dag_id,
+                XComModel.run_id == run.run_id,
+                XComModel.key == "_link_RunDataDocsLink",
+            )
+        ).all()
+    assert len(stored) == 1 and run_docs_path("sensor_alerts", run.run_id) in str(stored[0])
+    served = DagSerialization.from_dict(DagSerialization.to_dict(dag)).get_task("validate_outputs")
+    assert served.extra_links == ["Data Docs of this run"]
