@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -178,7 +179,12 @@ def test_snapshot_still_works_after_exports() -> None:
     assert first + drain(restored) == run_task(topology, data)
 
 
-def test_deleted_and_evicted_entries_do_not_come_back_after_import() -> None:
+@pytest.mark.parametrize(
+    "cuts",
+    [[300, 350, 400, 450, 500, 600, 650, 700, 800], [300, 500, 600, 850]],
+    ids=["batches small against the store", "large batches"],
+)
+def test_deleted_and_evicted_entries_do_not_come_back_after_import(cuts) -> None:
     """A windowed aggregate that turns null deletes its entry (Kafka's store); suppress evicts entries by
     time and by capacity. Exports between batches must carry these removals, or an import brings the entry
     back: a deleted aggregate would restart from its old value, an evicted entry would be emitted again."""
@@ -197,11 +203,10 @@ def test_deleted_and_evicted_entries_do_not_come_back_after_import() -> None:
     keys = [f"k{i}" for i in range(300)]
     data = [(key, 1, 10) for key in keys]  # every key in window [0, 100)
     data += [(key, -1, 20) for key in keys[::3]]  # a third of them deleted
-    data += [(key, 5, 40) for key in keys[::3]]  # and aggregated again from the initializer
     data += [(key, 2, 45) for key in keys[1::3]]
+    data += [(key, 5, 40) for key in keys[::3]]  # the deleted ones aggregated again from the initializer
     data += [(key, 1, 160) for key in keys[:50]]  # window [0, 100) closes at 150: its finals go out
     data += [(key, 1, 170) for key in keys[::7]]
-    cuts = [300, 350, 400, 450, 500, 600, 650, 700, 800]
     expected = run_task(topology, data, cuts=cuts)
     assert {"sums", "limited", "finals"} <= {row[1] for row in expected}
     assert run_with_exports(topology, data, cuts, import_at=cuts) == expected

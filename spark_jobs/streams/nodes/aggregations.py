@@ -133,7 +133,11 @@ class TimeWindowAggregateNode(Node):
         buckets, max_ts, window_objects, starts = self.buckets, self.max_ts, self.window_objects, self.starts
         new_windowed = tuple.__new__
         touched = self.touched
-        dirty_slots, dirty_mask = self.dirty_keys.slots, DirtyKeys.MASK
+        dirty_keys = self.dirty_keys
+        mark_slots = DirtyKeys.marks_slots(len(keys), sum(map(len, buckets.values())))
+        if mark_slots:
+            dirty_keys.scan = True
+        dirty_slots, dirty_mask, dirty_add = dirty_keys.slots, DirtyKeys.MASK, dirty_keys.keys.add
         count = self.aggregation.kind == "count"
         initializer, aggregator = self.aggregation.initializer, self.aggregation.aggregator
         observed = self.observed
@@ -206,7 +210,10 @@ class TimeWindowAggregateNode(Node):
                     slot.append((bucket, max_ts[start], window_objects[start]))
             if slot_dropped:
                 dropped += slot_dropped
-            dirty_slots[hash(key) & dirty_mask] = 1
+            if mark_slots:
+                dirty_slots[hash(key) & dirty_mask] = 1
+            else:
+                dirty_add(key)
             for bucket, bucket_ts, window in slot:
                 old = bucket.get(key, _ABSENT)
                 if old is _ABSENT:
@@ -223,7 +230,7 @@ class TimeWindowAggregateNode(Node):
                         new_ts = bucket_ts[key] = ts
                     if new is None:  # Kafka's store deletes a null aggregate
                         del bucket[key], bucket_ts[key]
-                        self.dirty_keys.removed.add(key)
+                        dirty_add(key)
                     else:
                         bucket[key] = new
                 windowed = new_windowed(Windowed, (key, window))
@@ -293,8 +300,8 @@ class TimeWindowAggregateNode(Node):
             names.clear()
         dirty = None
         if changed_only:
-            dirty = {key_buckets.bucket(key) for key in self.dirty_keys.removed}
-            for start in self.touched:
+            dirty = {key_buckets.bucket(key) for key in self.dirty_keys.keys}
+            for start in self.touched if self.dirty_keys.scan else ():
                 if start in buckets:
                     dirty.update(key_buckets.group(self.dirty_keys.changed_in(buckets[start])))
         for start in self.touched if changed_only else buckets:

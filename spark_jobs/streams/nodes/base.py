@@ -255,18 +255,26 @@ DIRTY_SLOTS = 1 << 16  # slots of the changed-key table a store marks per row
 
 
 class DirtyKeys:
-    """The keys a store changed since its last state export. A row marks one byte, the slot of its key's
-    `hash()` (this process's hash: nothing of it is exported), in a table small enough to stay in the CPU
-    cache; a set insertion per row instead costs a cache miss per row once the store holds 250k keys.
-    Removed keys go to a set. At an export, the keys of the changed windows whose slot is marked are the
-    changed keys plus a few sharing a slot with one: a superset, which only re-serializes a part the export
-    then finds unchanged."""
+    """The keys a store changed since its last state export, tracked per batch in one of two ways.
+
+    A batch small against the store adds its keys to the set `keys` (a cache miss per row once the store
+    holds 250k keys, but fewer rows than the export would otherwise scan). A larger batch marks, per row,
+    one byte: the slot of its key's `hash()` (this process's hash; nothing of it is exported) in a table
+    that stays in the CPU cache, and sets `scan`: the export then takes the keys of the changed windows
+    whose slot is marked, the changed keys plus a few sharing a slot with one (a superset, which only
+    re-serializes a part the export finds unchanged). Removed keys always go to `keys`."""
 
     MASK = DIRTY_SLOTS - 1
 
     def __init__(self) -> None:
         self.slots = bytearray(DIRTY_SLOTS)
-        self.removed: set = set()
+        self.keys: set = set()
+        self.scan = False
+
+    @staticmethod
+    def marks_slots(rows: int, stored: int) -> bool:
+        """Whether a batch of `rows` marks slots rather than keys, `stored` entries in its store."""
+        return 2 * rows >= stored
 
     def changed_in(self, keys: Iterable[Any]) -> list:
         """Those of `keys` that may have changed."""

@@ -43,7 +43,11 @@ class SuppressNode(Node):
     def process_columns(self, keys, values, olds, timestamps, headers):
         buffer = self.buffer
         buckets, heap, touched = buffer.buckets, buffer.heap, buffer.touched
-        dirty_slots, dirty_mask = buffer.dirty_keys.slots, DirtyKeys.MASK
+        dirty_keys = buffer.dirty_keys
+        mark_slots = DirtyKeys.marks_slots(len(keys), self.count)
+        if mark_slots:
+            dirty_keys.scan = True
+        dirty_slots, dirty_mask, dirty_add = dirty_keys.slots, DirtyKeys.MASK, dirty_keys.keys.add
         pop_head = buffer.pop_head
         bucket_window: Any = NO_WINDOW
         bucket: dict = {}
@@ -99,7 +103,10 @@ class SuppressNode(Node):
                 touched.add(window)
                 if window_close:
                     start_bytes = window_start_bytes(window[0])
-            dirty_slots[hash(inner) & dirty_mask] = 1
+            if mark_slots:
+                dirty_slots[hash(inner) & dirty_mask] = 1
+            else:
+                dirty_add(inner)
             try:
                 entry = bucket[inner]
             except KeyError:

@@ -54,7 +54,7 @@ class TimeOrderedKeyValueBuffer:
         bucket = self.buckets[window]
         entry = bucket.pop(inner)
         self.touched.add(window)
-        self.dirty_keys.removed.add(inner)
+        self.dirty_keys.keys.add(inner)
         if not bucket:
             del self.buckets[window]
         return entry
@@ -151,8 +151,8 @@ class TimeOrderedKeyValueBuffer:
             names.clear()
         dirty = None
         if changed_only:
-            dirty = {key_buckets.bucket(key) for key in self.dirty_keys.removed}
-            for window in self.touched:
+            dirty = {key_buckets.bucket(key) for key in self.dirty_keys.keys}
+            for window in self.touched if self.dirty_keys.scan else ():
                 if window in buckets:
                     dirty.update(key_buckets.group(self.dirty_keys.changed_in(buckets[window])))
         for window in self.touched if changed_only else buckets:
