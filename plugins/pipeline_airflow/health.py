@@ -231,7 +231,7 @@ def job_section(job: str, paths: JobPaths) -> str:
     if not runs and not history:
         return (
             f'<section class="job" id="{name}"><h2>{name}</h2><p class="empty-state">No runs yet. Trigger '
-            f"the <code>{name}_pipeline</code> DAG (or run <code>make demo</code>): each run of the job writes "
+            f"the <code>{name}_pipeline</code> DAG (unpause it, or Trigger in its page): each run of the job writes "
             f"a summary to <code>{html.escape(str(paths.output / RUNS_DIR))}</code> and each validation adds "
             f"a line to <code>{html.escape(str(paths.reports))}/history.jsonl</code>.</p></section>"
         )
