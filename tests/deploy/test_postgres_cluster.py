@@ -18,8 +18,9 @@ scheduler from adding its own scheduled run (catchup=False would otherwise add o
 interval), so the triggered run is the only one.
 
 Passing means: the run succeeded in PostgreSQL's dag_run table, every task succeeded, the Spark master's
-JSON state lists the job's applications as finished on the cluster, validation wrote passing verdicts, and
-the output topics hold rows.
+JSON state lists the job's application as finished on the cluster, the run's validation (in process)
+wrote passing verdicts, the output topics hold rows, and the weekly full validation then runs as a Spark
+application on the cluster and passes.
 """
 
 from __future__ import annotations
@@ -288,12 +289,19 @@ def test_dag_runs_on_postgres_and_spark_cluster(postgres: PostgresServer, tmp_pa
             assert set(task_states.values()) == {"success"}, task_states
             assert api.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}")["state"] == "success"
 
-            # 7. Both Spark applications ran on the cluster: the master lists them, finished, with cores.
+            # 7. The streaming job ran on the cluster: the master lists it, finished, with cores. The run's
+            # own validation (its batches and a small context) ran in process, without a Spark application.
             state_json = cluster.state()
             new_apps = [a for a in state_json.get("completedapps", []) if a["id"] not in apps_before]
             names = sorted(a["name"] for a in new_apps)
             assert any("sensor_alerts" in n for n in names), names  # the streaming job
-            assert any("validat" in n for n in names), names  # the Great Expectations validation
+            assert not any("validat" in n for n in names), names
+            validate_log = "\n".join(
+                p.read_text(errors="replace")
+                for p in Path(env["AIRFLOW_HOME"], "logs").rglob("*.log")
+                if "task_id=validate_outputs" in str(p) and f"dag_id={DAG_ID}" in str(p)
+            )
+            assert "on local" in validate_log, "the run's validation did not run in process"
             assert all(a["state"] == "FINISHED" for a in new_apps), new_apps
             assert all(a["cores"] >= 1 for a in new_apps), new_apps
             assert state_json["aliveworkers"] == 2
@@ -308,6 +316,34 @@ def test_dag_runs_on_postgres_and_spark_cluster(postgres: PostgresServer, tmp_pa
             assert next(v for v in suites if v["suite"] == "window-counts")["rows"] > 0, suites
             output = var / "data" / "sensor_alerts" / "output"
             assert any(output.rglob("*.parquet")), f"no parquet output under {output}"
+
+            # 9. The weekly full-history validation, triggered the same way, runs on the cluster.
+            full_dag = "sensor_alerts_full_validation"
+            wait_for(
+                lambda: query(postgres, "SELECT 1 FROM serialized_dag WHERE dag_id = %s", full_dag),
+                300,
+                f"{full_dag} in serialized_dag",
+                services,
+            )
+            api.request("PATCH", f"/api/v2/dags/{full_dag}", {"is_paused": False})
+            apps_before = {a["id"] for a in cluster.state().get("completedapps", [])}
+            full_run = api.request("POST", f"/api/v2/dags/{full_dag}/dagRuns", {"logical_date": logical_date})
+
+            def full_finished():
+                rows = query(
+                    postgres,
+                    "SELECT state FROM dag_run WHERE dag_id = %s AND run_id = %s",
+                    full_dag,
+                    full_run["dag_run_id"],
+                )
+                return rows and rows[0][0] in ("success", "failed") and rows[0][0]
+
+            full_state = wait_for(full_finished, RUN_TIMEOUT_S, f"{full_dag} run", services, interval=5)
+            assert full_state == "success", f"{full_dag}: {full_state} (logs in {env['AIRFLOW_HOME']}/logs)"
+            new_apps = [a for a in cluster.state().get("completedapps", []) if a["id"] not in apps_before]
+            assert any("validat" in a["name"] and a["state"] == "FINISHED" for a in new_apps), new_apps
+            full = json.loads((var / "reports" / "sensor_alerts_full_history" / "verdicts.json").read_text())
+            assert full["success"] is True and full["run_name"] == full_run["dag_run_id"], full
         finally:
             for svc in reversed(services):
                 svc.stop()
