@@ -1,6 +1,7 @@
 """Throughput of the engine at 200 and at 250k keys per task, its state export share, and a peer.
 
-    python bench/engine_bench.py [--records N] [--batch B] [--keys 200,250000] [--profile KEYS]
+    python bench/engine_bench.py [--records N] [--batch B] [--micro-batches M,...] [--keys 200,250000]
+                                 [--profile KEYS]
 
 Records: K sensor keys drawn at random, each key getting ~4 readings per 2-minute window at every K (the
 event-time step per record is window / (4 K)), up to 5 s of out-of-order jitter and ~1% late records (4 to
@@ -8,9 +9,11 @@ event-time step per record is window / (4 K)), up to 5 s of out-of-order jitter 
 ratio of the rates is what the number of keys costs.
 
 Shapes: window_finals (spark_jobs.jobs.window_finals: count + suppress to one topic) and sensor-alerts (below).
-After the last batch at each K the task's state is exported and imported (`export_state` / `import_state`,
-all parts, then again after one more small batch: only the changed parts) and taken with `snapshot` /
-`restore`; their cost is printed as a share of the time the task took to process the records.
+State, as a runtime pays it: the records are cut into micro-batches of M records (each fed in calls of B),
+and after each micro-batch the task exports what changed (`export_state`), as the Spark runtime does before
+it keeps the live task for the next micro-batch; that export is printed as a share of the processing time,
+for each M. After the last micro-batch the whole state is exported and imported (every part: what a new
+worker or a restart pays, not a micro-batch) and taken with `snapshot` / `restore`, also as shares.
 
 Ours: per-key 2-minute tumbling windows with 2 minutes grace, count(), raw counts to one topic, and
 suppress(until_window_closes(unbounded())) -> filter(count < 4) -> another topic; fed to one StreamTask in
@@ -107,8 +110,28 @@ def run_ours(keys, values, timestamps, batch: int, topology=None) -> tuple[Timer
     return timer, emitted, int(task.metrics()["dropped-records-total"]), task
 
 
+def run_micro_batches(keys, values, timestamps, batch: int, micro: int, topology) -> tuple[float, float, int]:
+    """CPU seconds processing and exporting, micro-batches of `micro` records with an export after each
+    (the live task kept, as the Spark runtime keeps it), and the bytes exported."""
+    task = StreamTask(topology)
+    processing = exporting = 0.0
+    exported = 0
+    for lo in range(0, len(keys), micro):
+        with Timer() as t:
+            for start in range(lo, min(lo + micro, len(keys)), batch):
+                hi = min(start + batch, lo + micro)
+                task.process_batch(TOPIC, keys[start:hi], values[start:hi], timestamps[start:hi])
+                task.drain_output()
+        processing += t.cpu
+        with Timer() as t:
+            export = task.export_state()
+        exporting += t.cpu
+        exported += sum(map(len, export.parts.values()))
+    return processing, exporting, exported
+
+
 def state_costs(task: StreamTask, topology, keys, values, timestamps) -> tuple[dict, dict]:
-    """CPU seconds of snapshot+restore, a full export+import, and an incremental export after a small batch."""
+    """CPU seconds of snapshot+restore, a full export+import, and an export after one small batch more."""
     costs: dict[str, float] = {}
     counts: dict[str, int] = {}
     with Timer() as t:
@@ -192,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=100_000, help="records per process_batch call")
+    parser.add_argument(
+        "--micro-batches",
+        default="100000,1000000",
+        help="records per micro-batch (an export after each), comma-separated",
+    )
     parser.add_argument("--keys", default="200,250000", help="key counts per task, comma-separated")
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {list(SHAPES)}")
     parser.add_argument("--no-peer", action="store_true", help="skip the peer comparison")
@@ -231,7 +259,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name} {value / ours.cpu:.1%} ({value:.3f} s)" for name, value in costs.items()
             )
             counts = ", ".join(f"{name} {value:,}" for name, value in sizes.items())
-            print(f"{'':14s} {'':>9s}       state, share of processing: {shares}; {counts}")
+            print(f"{'':14s} {'':>9s}       whole state, share of processing: {shares}; {counts}")
+            for micro in (int(m) for m in args.micro_batches.split(",")):
+                processing, exporting, exported = run_micro_batches(
+                    *data[k], args.batch, micro, SHAPES[shape]()
+                )
+                print(
+                    f"{'':14s} {'':>9s}       micro-batches of {micro:,}: export after each {exporting / processing:.1%} "
+                    f"of processing ({exporting:.2f} s of {processing:.2f} s CPU; {exported / 1e6:,.1f} MB)"
+                )
         if len(key_counts) > 1:
             lo, hi = min(key_counts), max(key_counts)
             print(f"{shape:14s} rate at {hi:,} keys / rate at {lo:,} keys: {rates[hi] / rates[lo]:.2f}x")

@@ -24,9 +24,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-# Written into the checkpoint's job.json: a checkpoint without it (or with another) was made by a runtime
-# that kept the whole task state in one value, which this one cannot read.
-STATE_LAYOUT = "task-parts-v1"
+# Written into the checkpoint's job.json; a checkpoint with another layout is refused. Without one: the
+# whole task state in one value. "task-parts-v1": windows cut into key-hash buckets, each rewritten whole
+# when one of its keys changed. "task-parts-v2": a base part and deltas per window (nodes/store_log.py).
+STATE_LAYOUT = "task-parts-v2"
 
 # Upper bound of one stored value (Arrow and the state store cap one cell at 2 GB; smaller entries keep
 # memory per row modest). Tests set a tiny value to force many chunks.

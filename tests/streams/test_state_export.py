@@ -21,6 +21,7 @@ from spark_jobs.streams import (
     Suppressed,
     TimeWindows,
 )
+from spark_jobs.streams.nodes.store_log import DELTA_RATIO
 
 from .helpers import drain, run_task, sensor_topology
 from .test_properties import PROPERTY, cuts, records, rich_topology, time_windows
@@ -123,8 +124,8 @@ def test_an_export_holds_only_the_parts_that_changed() -> None:
     first = task.export_state()
     assert "task" in first.parts and first.removed == []
     window_parts = [name for name in first.parts if "/0." in name or "/0:100." in name]
-    # the window store's and the suppress buffer's parts for [0, 100): 50 keys in several key buckets
-    assert 2 < len(window_parts) <= 100
+    # the window store's and the suppress buffer's base parts for [0, 100)
+    assert sorted(name.rsplit("/", 1)[1] for name in window_parts) == ["0.0", "0:100.0"]
     assert task.export_state().parts.keys() <= {"task"}  # nothing processed: nothing changed
 
     task.process_batch("readings", ["k1"], [1], [120])  # a new window [100, 200); [0, 100) untouched
@@ -138,6 +139,37 @@ def test_an_export_holds_only_the_parts_that_changed() -> None:
     restored = StreamTask.import_state(topology, {**first.parts, **second.parts, **third.parts})
     for name in third.removed:
         assert name not in restored.export_state().parts
+
+
+def test_a_window_is_saved_as_a_base_then_deltas_until_they_outgrow_it() -> None:
+    topology = sensor_topology(size=1000, grace=0)
+    task = StreamTask(topology)
+    keys = [f"k{i}" for i in range(100)]
+    task.process_batch("readings", keys, [1] * 100, [10] * 100)
+    task.export_state()
+
+    def window_parts(export):  # the window store's parts of [0, 1000) -> (entries put, keys removed)
+        return {
+            name.rsplit("/", 1)[1]: pickle.loads(data)
+            for name, data in export.parts.items()
+            if name.startswith("KSTREAM-AGGREGATE") and "/0." in name
+        }
+
+    deltas = 5 * DELTA_RATIO  # 20 changes each: the deltas reach DELTA_RATIO x 100 entries
+    for n in range(1, deltas + 1):  # a delta per batch, holding only the keys it changed
+        task.process_batch("readings", keys[:20], [1] * 20, [20] * 20)
+        parts = window_parts(task.export_state())
+        assert list(parts) == [f"0.{n}"] and len(parts[f"0.{n}"][0][0]) == 20
+    task.process_batch("readings", keys[:1], [1], [30])  # one change more than DELTA_RATIO x 100
+    export = task.export_state()
+    parts = window_parts(export)
+    assert list(parts) == ["0.0"] and len(parts["0.0"][0][0]) == 100  # a new base
+    assert {f"KSTREAM-AGGREGATE-0000000003/0.{n}" for n in range(1, deltas + 1)} <= set(export.removed)
+    restored = StreamTask.import_state(topology, {**export.parts})
+    assert (
+        restored.nodes["KSTREAM-AGGREGATE-0000000003"].buckets
+        == task.nodes["KSTREAM-AGGREGATE-0000000003"].buckets
+    )
 
 
 def test_idle_keys_are_not_serialized_again() -> None:

@@ -19,7 +19,8 @@ from typing import Any
 
 from ..records import Window, Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
-from .base import Batch, DirtyKeys, KeyBuckets, Node
+from .base import Batch, Node
+from .store_log import StoreLog
 from .stores import TimestampedStoreNode, int_column
 
 
@@ -121,10 +122,7 @@ class TimeWindowAggregateNode(Node):
         self.max_ts: dict[int, dict[Any, int]] = {}  # start -> {key: max timestamp}
         self.window_objects: dict[int, Window] = {}
         self.starts: list[int] = []  # heap of the buckets' starts
-        self.touched: set[int] = set()  # starts of the windows changed since the last state export
-        self.dirty_keys = DirtyKeys()  # keys changed since then, in some touched window
-        self.key_buckets = KeyBuckets()
-        self.part_names: dict[int, set[int]] = {}  # window start -> its exported key buckets
+        self.log = StoreLog()  # what changed per window since the last state export (groups: starts)
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         windows = self.windows
@@ -132,12 +130,7 @@ class TimeWindowAggregateNode(Node):
         close_after = size + windows.grace  # a window closes when end + grace <= observed time
         buckets, max_ts, window_objects, starts = self.buckets, self.max_ts, self.window_objects, self.starts
         new_windowed = tuple.__new__
-        touched = self.touched
-        dirty_keys = self.dirty_keys
-        mark_slots = DirtyKeys.marks_slots(len(keys), sum(map(len, buckets.values())))
-        if mark_slots:
-            dirty_keys.scan = True
-        dirty_slots, dirty_mask, dirty_add = dirty_keys.slots, DirtyKeys.MASK, dirty_keys.keys.add
+        log_puts = self.log.puts
         count = self.aggregation.kind == "count"
         initializer, aggregator = self.aggregation.initializer, self.aggregation.aggregator
         observed = self.observed
@@ -155,12 +148,12 @@ class TimeWindowAggregateNode(Node):
         # while observed time stays below slot_closes, the earliest close time among the open windows. Reusing
         # it saves the window arithmetic, close checks and bucket look-ups per row (comparing the large ints
         # of epoch milliseconds is a slow generic call in CPython).
-        slot: list[tuple[dict, Window]] = []
+        slot: list[tuple[dict, dict, Window, set]] = []
         slot_dropped = 0
         slot_lo = slot_hi = slot_closes = 0
         # the slot before it, kept for records that alternate across a window boundary (out-of-order
         # records near it) or come back after a late record
-        alt: list[tuple[dict, Window]] = []
+        alt: list[tuple[dict, dict, Window, set]] = []
         alt_dropped = 0
         alt_lo = alt_hi = alt_closes = 0
         extra = src is not None or out_h is not None  # one test per row for the optional columns
@@ -200,21 +193,17 @@ class TimeWindowAggregateNode(Node):
                         continue
                     if closes < slot_closes:
                         slot_closes = closes
-                    touched.add(start)  # every window a slot holds is written to
                     bucket = buckets.get(start)
                     if bucket is None:  # created for this row, which goes into every open window
                         bucket = buckets[start] = {}
                         max_ts[start] = {}
                         window_objects[start] = tuple.__new__(Window, (start, start + size))
                         heappush(starts, start)
-                    slot.append((bucket, max_ts[start], window_objects[start]))
+                    slot.append((bucket, max_ts[start], window_objects[start], log_puts(start)))
             if slot_dropped:
                 dropped += slot_dropped
-            if mark_slots:
-                dirty_slots[hash(key) & dirty_mask] = 1
-            else:
-                dirty_add(key)
-            for bucket, bucket_ts, window in slot:
+            for bucket, bucket_ts, window, puts in slot:
+                puts.add(key)
                 old = bucket.get(key, _ABSENT)
                 if old is _ABSENT:
                     old = 0 if count else initializer()
@@ -230,7 +219,7 @@ class TimeWindowAggregateNode(Node):
                         new_ts = bucket_ts[key] = ts
                     if new is None:  # Kafka's store deletes a null aggregate
                         del bucket[key], bucket_ts[key]
-                        dirty_add(key)
+                        self.log.removes(window[0]).add(key)
                     else:
                         bucket[key] = new
                 windowed = new_windowed(Windowed, (key, window))
@@ -274,8 +263,7 @@ class TimeWindowAggregateNode(Node):
 
     def restore_state(self, state):
         self.observed = state["observed"]
-        self.buckets, self.max_ts, self.window_objects, self.touched = {}, {}, {}, set()
-        self.dirty_keys = DirtyKeys()
+        self.buckets, self.max_ts, self.window_objects, self.log = {}, {}, {}, StoreLog()
         for start, keys, aggs, timestamps in state["windows"]:
             self._new_bucket(start).update(zip(keys, aggs, strict=True))
             self.max_ts[start].update(zip(keys, timestamps, strict=True))
@@ -287,63 +275,37 @@ class TimeWindowAggregateNode(Node):
         self.window_objects[start] = tuple.__new__(Window, (start, start + self.windows.size))
         return bucket
 
-    # State parts: "" holds the observed time, "<window start>.<key bucket>" the entries of one window
-    # whose keys fall in one bucket (KeyBuckets), in columns.
+    # State parts: "" holds the observed time; the windows' entries are in parts "<window start>.<n>" of
+    # the store's log (StoreLog), in columns: keys, aggregates, max timestamps.
     def export_parts(self, changed_only):
-        parts: dict[str, Any] = {"": self.observed}
-        buckets, names = self.buckets, self.part_names
-        for start in list(names):
-            if start not in buckets:
-                del names[start]
-        key_buckets = self.key_buckets
-        if not changed_only:
-            names.clear()
-        dirty = None
-        if changed_only:
-            dirty = {key_buckets.bucket(key) for key in self.dirty_keys.keys}
-            for start in self.touched if self.dirty_keys.scan else ():
-                if start in buckets:
-                    dirty.update(key_buckets.group(self.dirty_keys.changed_in(buckets[start])))
-        for start in self.touched if changed_only else buckets:
-            bucket = buckets.get(start)
-            if bucket is None:
-                continue
-            groups = key_buckets.group(bucket, dirty)
-            exported = names.setdefault(start, set())
-            for b in exported - set(groups) if dirty is None else (exported & dirty) - set(groups):
-                exported.discard(b)  # every key of that bucket left the window
-            bucket_ts = self.max_ts[start]
-            for b, keys in groups.items():
-                parts[f"{start}.{b}"] = (
-                    keys,
-                    int_column(list(map(bucket.__getitem__, keys))),
-                    array("q", map(bucket_ts.__getitem__, keys)),
-                )
-                exported.add(b)
-            if not groups and not bucket:
-                parts[f"{start}.e"] = ()  # an empty window still exists (it closes like the others)
-                exported.add("e")
-        self.touched, self.dirty_keys = set(), DirtyKeys()
-        if len(key_buckets.bucket_of) > 2 * sum(map(len, buckets.values())) + 1024:
-            key_buckets.forget(key for bucket in buckets.values() for key in bucket)
-        return parts, [""] + [f"{start}.{b}" for start, bs in names.items() for b in bs]
+        parts, names = self.log.export(self.buckets, changed_only, str, self._columns)
+        parts[""] = self.observed
+        return parts, ["", *names]
+
+    def _columns(self, start: int, keys: set | None) -> tuple:
+        bucket, bucket_ts = self.buckets[start], self.max_ts[start]
+        if keys is None:  # both dicts hold the same keys in the same order
+            return list(bucket), int_column(list(bucket.values())), array("q", bucket_ts.values())
+        keys = list(keys)
+        aggs = list(map(bucket.get, keys))  # one look-up per key (a stored aggregate is never None)
+        if None in aggs:  # keys put, then deleted
+            keys = [key for key, agg in zip(keys, aggs, strict=True) if agg is not None]
+            aggs = [agg for agg in aggs if agg is not None]
+        return keys, int_column(aggs), array("q", map(bucket_ts.__getitem__, keys))
 
     def import_parts(self, parts):
         self.observed = parts.pop("")
-        self.buckets, self.max_ts, self.window_objects = {}, {}, {}
-        self.touched, self.dirty_keys, self.part_names = set(), DirtyKeys(), {}
-        for name, columns in parts.items():
-            start_text, b = name.split(".")
-            start = int(start_text)
+        self.buckets, self.max_ts, self.window_objects, self.log = {}, {}, {}, StoreLog()
+        for start, (keys, aggs, timestamps), gone in self.log.load(parts, int):
             bucket = self.buckets.get(start)
             if bucket is None:
                 bucket = self._new_bucket(start)
-            self.part_names.setdefault(start, set()).add(b if b == "e" else int(b))
-            if not columns:
-                continue
-            keys, aggs, timestamps = columns
+            bucket_ts = self.max_ts[start]
             bucket.update(zip(keys, aggs, strict=True))
-            self.max_ts[start].update(zip(keys, timestamps, strict=True))
+            bucket_ts.update(zip(keys, timestamps, strict=True))
+            for key in gone:  # a key put and removed between two exports was never saved
+                bucket.pop(key, None)
+                bucket_ts.pop(key, None)
         self.starts = sorted(self.buckets)
 
 

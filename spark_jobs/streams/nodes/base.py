@@ -15,13 +15,11 @@ differ (see runtime/task.py). Output is a `Batch` tuple `(keys, values, olds, ti
 from __future__ import annotations
 
 import inspect
-import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..processor import Cancellable, Processor, ProcessorContext
 from ..records import Record, To, make_record
-from ..serde import key_bytes
 
 if TYPE_CHECKING:
     from ..runtime.context import TaskContext
@@ -203,83 +201,6 @@ class UserProcessorNode(Node):
         if method is None or not inspect.ismethod(method):
             raise ValueError(f"processor {self.name!r} has no method {method_name!r} to re-create a schedule")
         return method
-
-
-STATE_BUCKETS = 1024  # key-hash buckets a big store's state is exported in
-
-
-class KeyBuckets:
-    """Splits a store's keys into STATE_BUCKETS buckets by crc32 of the serialized key (stable across
-    processes, unlike hash()), computed once per key and cached, so a state export re-serializes only the
-    buckets holding a changed key."""
-
-    def __init__(self) -> None:
-        self.bucket_of: dict[Any, int] = {}
-
-    def bucket(self, key: Any) -> int:
-        bucket = self.bucket_of.get(key)
-        if bucket is None:
-            data = key.encode() if type(key) is str else key_bytes(key)
-            bucket = self.bucket_of[key] = zlib.crc32(data) % STATE_BUCKETS
-        return bucket
-
-    def group(self, keys: Iterable[Any], only: set[int] | None = None) -> dict[int, list]:
-        """Keys by bucket (only the buckets in `only`, when given), in iteration order."""
-        keys = list(keys)
-        bucket_of = self.bucket_of
-        buckets = list(map(bucket_of.get, keys))
-        if None in buckets:  # keys not seen yet: their buckets in bulk (C loops for str keys)
-            missing = [key for key, b in zip(keys, buckets, strict=True) if b is None]
-            if set(map(type, missing)) == {str}:
-                data = map(str.encode, missing)
-            else:
-                data = (key.encode() if type(key) is str else key_bytes(key) for key in missing)
-            bucket_of.update(zip(missing, map(STATE_BUCKETS.__rmod__, map(zlib.crc32, data)), strict=True))
-            buckets = list(map(bucket_of.__getitem__, keys))
-        groups: dict[int, list] = {}
-        for key, b in zip(keys, buckets, strict=True):
-            if only is None or b in only:
-                group = groups.get(b)
-                if group is None:
-                    groups[b] = [key]
-                else:
-                    group.append(key)
-        return groups
-
-    def forget(self, keep: Iterable[Any]) -> None:
-        """Drop cached keys no longer in the store (called at exports, so the cache stays bounded)."""
-        self.bucket_of = {key: self.bucket_of[key] for key in keep if key in self.bucket_of}
-
-
-DIRTY_SLOTS = 1 << 16  # slots of the changed-key table a store marks per row
-
-
-class DirtyKeys:
-    """The keys a store changed since its last state export, tracked per batch in one of two ways.
-
-    A batch small against the store adds its keys to the set `keys` (a cache miss per row once the store
-    holds 250k keys, but fewer rows than the export would otherwise scan). A larger batch marks, per row,
-    one byte: the slot of its key's `hash()` (this process's hash; nothing of it is exported) in a table
-    that stays in the CPU cache, and sets `scan`: the export then takes the keys of the changed windows
-    whose slot is marked, the changed keys plus a few sharing a slot with one (a superset, which only
-    re-serializes a part the export finds unchanged). Removed keys always go to `keys`."""
-
-    MASK = DIRTY_SLOTS - 1
-
-    def __init__(self) -> None:
-        self.slots = bytearray(DIRTY_SLOTS)
-        self.keys: set = set()
-        self.scan = False
-
-    @staticmethod
-    def marks_slots(rows: int, stored: int) -> bool:
-        """Whether a batch of `rows` marks slots rather than keys, `stored` entries in its store."""
-        return 2 * rows >= stored
-
-    def changed_in(self, keys: Iterable[Any]) -> list:
-        """Those of `keys` that may have changed."""
-        slots, mask = self.slots, self.MASK
-        return [key for key in keys if slots[hash(key) & mask]]
 
 
 def _is_runtime_handle(value: Any) -> bool:

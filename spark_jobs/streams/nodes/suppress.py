@@ -10,7 +10,7 @@ from ..records import Windowed
 from ..serde import headers_size, key_bytes, value_size, window_start_bytes
 from ..suppress import SHUT_DOWN, BufferFullError, Suppressed
 from ..timeutil import INT64_MAX
-from .base import Batch, DirtyKeys, Node
+from .base import Batch, Node
 from .time_ordered_buffer import _HDR, _NEW, _OLD, _PRIOR, _SIZE, _TS, NO_WINDOW, TimeOrderedKeyValueBuffer
 
 _NEVER = float("inf")
@@ -42,15 +42,11 @@ class SuppressNode(Node):
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         buffer = self.buffer
-        buckets, heap, touched = buffer.buckets, buffer.heap, buffer.touched
-        dirty_keys = buffer.dirty_keys
-        mark_slots = DirtyKeys.marks_slots(len(keys), self.count)
-        if mark_slots:
-            dirty_keys.scan = True
-        dirty_slots, dirty_mask, dirty_add = dirty_keys.slots, DirtyKeys.MASK, dirty_keys.keys.add
+        buckets, heap, log_puts = buffer.buckets, buffer.heap, buffer.log.puts
         pop_head = buffer.pop_head
         bucket_window: Any = NO_WINDOW
         bucket: dict = {}
+        puts: set = set()  # the keys put into the bucket's window since the last state export
         start_bytes = b""  # the bucket window's start serialized: the suffix of its keys' bytes
         observed, duration = self.observed, self.duration
         window_close = self.window_close
@@ -100,13 +96,10 @@ class SuppressNode(Node):
                 if bucket is None:
                     bucket = buckets[window] = {}
                 bucket_window = window
-                touched.add(window)
+                puts = log_puts(window)
                 if window_close:
                     start_bytes = window_start_bytes(window[0])
-            if mark_slots:
-                dirty_slots[hash(inner) & dirty_mask] = 1
-            else:
-                dirty_add(inner)
+            puts.add(inner)
             try:
                 entry = bucket[inner]
             except KeyError:
@@ -255,7 +248,7 @@ class SuppressNode(Node):
 
     # State parts: "" holds the scalars, the buffer's parts hold its entries.
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
-        parts, names = self.buffer.export_parts(changed_only, self.count)
+        parts, names = self.buffer.export_parts(changed_only)
         parts[""] = self._scalars()
         return parts, ["", *names]
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from array import array
 from heapq import heapify, heappop
-from itertools import islice, repeat
+from itertools import chain, islice
 from operator import add, itemgetter
 from typing import Any
 
 from ..records import Window, Windowed
-from ..serde import value_size
-from .base import DirtyKeys, KeyBuckets
+from ..serde import key_bytes, value_size, window_start_bytes
+from .store_log import StoreLog
 
 # Entry fields, in a tuple per buffered key (replaced on update). The entry and its heap item hold only
 # the inner key and plain values, no list and no Windowed key: tuples of untracked objects leave the cyclic
@@ -33,10 +33,9 @@ class TimeOrderedKeyValueBuffer:
         # (buffer time, key bytes, seq, inner key, window start or None): for until_window_closes the buffer
         # time is the window's end, so the item names its window without holding a Window object
         self.heap: list[tuple] = []
-        self.touched: set = set()  # windows (None: the one bucket of until_time_limit) changed since export
-        self.dirty_keys = DirtyKeys()  # keys (inner keys of windowed ones) changed since then
-        self.key_buckets = KeyBuckets()
-        self.part_names: dict[Any, set[int]] = {}  # window -> its exported key buckets
+        # what changed since the last state export, per window (None: the one bucket of until_time_limit),
+        # by inner key
+        self.log = StoreLog()
 
     def pop_head(self) -> tuple[Any, list]:
         """Remove the entry first in (buffer time, key bytes) order: `(key, entry)`."""
@@ -53,8 +52,7 @@ class TimeOrderedKeyValueBuffer:
     def _pop(self, window: Any, inner: Any) -> tuple:
         bucket = self.buckets[window]
         entry = bucket.pop(inner)
-        self.touched.add(window)
-        self.dirty_keys.keys.add(inner)
+        self.log.removes(window).add(inner)
         if not bucket:
             del self.buckets[window]
         return entry
@@ -64,25 +62,33 @@ class TimeOrderedKeyValueBuffer:
         bucket = self.buckets.get(window)
         return None if bucket is None else bucket.get(inner)
 
-    def entry_columns(self, windows: list, inners: list, entries: list) -> dict[str, Any]:
-        """Entries (tuples, see _BT.._BASE) of the given windows and inner keys as columns: packed ints
-        where the field is always an int; windowed keys as inner key, window start and end (no Windowed
-        object pickled one by one)."""
-        if self.window_close:
+    def entry_columns(self, windows: list | Any, inners: list, entries: list) -> dict[str, Any]:
+        """Entries (tuples, see _BT.._BASE) as columns: packed ints where the field is always an int;
+        windowed keys as inner key, window start and end (no Windowed object pickled one by one). `windows`:
+        the window of each entry, or the one window of them all. The key bytes are not saved: they follow
+        from the key (`load_entries` computes them again)."""
+        if not self.window_close:
+            key_columns = {"keys": inners}
+        elif type(windows) is list:
             key_columns = {
                 "keys": inners,
                 "starts": array("q", [w[0] for w in windows]),
                 "ends": array("q", [w[1] for w in windows]),
             }
         else:
-            key_columns = {"keys": inners}
-        fields = (
-            list(zip(*entries, strict=True)) if entries else [()] * (_BASE + 1)
-        )  # one tuple per field, in C
+            n = len(inners)
+            key_columns = {
+                "keys": inners,
+                "starts": array("q", [windows[0]]) * n,
+                "ends": array("q", [windows[1]]) * n,
+            }
+        # the fields of every entry in one flat list, then a slice per field: one pass over the entries
+        # (which lie scattered in memory), where zip(*entries) would visit each entry once per field
+        flat = list(chain.from_iterable(entries))
+        fields = [flat[i :: _BASE + 1] for i in range(_BASE + 1)]
         return {
             **key_columns,
             "bt": array("q", fields[_BT]),
-            "kb": list(fields[_KB]),
             "new": list(fields[_NEW]),
             "old": list(fields[_OLD]),
             "prior": list(fields[_PRIOR]),
@@ -93,18 +99,18 @@ class TimeOrderedKeyValueBuffer:
         }
 
     def load_entries(self, columns: dict[str, Any]) -> None:
-        """Add entries saved by `entry_columns` to the buckets and the (not yet heapified) heap."""
+        """Put entries saved by `entry_columns` into the buckets (then `rebuild_heap`)."""
         keys = columns["keys"]
         if not keys:
             return
-        kb, prior, seq = columns["kb"], columns["prior"], columns["seq"]
+        prior, seq = columns["prior"], columns["seq"]
+        kb = self._key_bytes(columns)
         # the fixed part of each entry's size: buffer time (8), key bytes and prior value (8 for an int)
         base = list(map(add, map(len, kb), [16 if type(p) is int else 8 + value_size(p) for p in prior]))
         fields = (columns["bt"], kb, columns["new"], columns["old"], prior, columns["ts"], columns["hdr"])
         entries = zip(*fields, columns["size"], seq, base, strict=True)  # tuples built in C
         if not self.window_close:
             self.buckets.setdefault(None, {}).update(zip(keys, entries, strict=True))
-            self.heap += zip(columns["bt"], kb, seq, keys, repeat(None, len(keys)), strict=True)
             return
         starts, ends = columns["starts"], columns["ends"]
         windows = list(zip(starts, ends, strict=True))
@@ -121,7 +127,32 @@ class TimeOrderedKeyValueBuffer:
             if bucket is None:
                 bucket = self.buckets[window] = {}
             bucket.update(zip(keys[lo:hi], islice(entries, hi - lo), strict=True))
-        self.heap += zip(columns["bt"], kb, seq, keys, starts, strict=True)
+
+    def _key_bytes(self, columns: dict[str, Any]) -> list[bytes]:
+        """The serialized keys (serde.key_bytes) of saved entries, as the put computed them."""
+        keys = columns["keys"]
+        if not self.window_close:
+            return list(map(key_bytes, keys))
+        suffixes: dict[int, bytes] = {}
+        kb = []
+        for inner, start, end in zip(keys, columns["starts"], columns["ends"], strict=True):
+            suffix = suffixes.get(start)
+            if suffix is None:
+                suffix = suffixes[start] = window_start_bytes(start)
+            if type(inner) is str:
+                kb.append(inner.encode() + suffix)
+            else:
+                kb.append(key_bytes(_new_tuple(Windowed, (inner, _new_tuple(Window, (start, end))))))
+        return kb
+
+    def rebuild_heap(self) -> None:
+        """The heap of every buffered entry (after loading): its order is the entries' own (bt, kb, seq)."""
+        self.heap = [
+            (entry[_BT], entry[_KB], entry[_SEQ], inner, None if window is None else window[0])
+            for window, bucket in self.buckets.items()
+            for inner, entry in bucket.items()
+        ]
+        heapify(self.heap)
 
     def snapshot_columns(self) -> dict[str, Any]:
         rows = sorted(
@@ -135,57 +166,44 @@ class TimeOrderedKeyValueBuffer:
         return self.entry_columns([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
 
     def restore_columns(self, columns: dict[str, Any]) -> None:
-        self.buckets, self.heap, self.touched, self.dirty_keys = {}, [], set(), DirtyKeys()
+        self.buckets, self.log = {}, StoreLog()
         self.load_entries(columns)
-        heapify(self.heap)
+        self.rebuild_heap()
 
-    # Parts: "<start>:<end>.<key bucket>" the entries of one window whose keys fall in one bucket
-    # (KeyBuckets) for until_window_closes, "all.<key bucket>" for until_time_limit.
-    def export_parts(self, changed_only: bool, count: int) -> tuple[dict[str, Any], list[str]]:
-        parts: dict[str, Any] = {}
-        buckets, names, key_buckets = self.buckets, self.part_names, self.key_buckets
-        for window in list(names):
-            if window not in buckets:
-                del names[window]
-        if not changed_only:
-            names.clear()
-        dirty = None
-        if changed_only:
-            dirty = {key_buckets.bucket(key) for key in self.dirty_keys.keys}
-            for window in self.touched if self.dirty_keys.scan else ():
-                if window in buckets:
-                    dirty.update(key_buckets.group(self.dirty_keys.changed_in(buckets[window])))
-        for window in self.touched if changed_only else buckets:
-            bucket = buckets.get(window)
-            if bucket is None:
-                continue
-            groups = key_buckets.group(bucket, dirty)
-            exported = names.setdefault(window, set())
-            gone = exported - set(groups) if dirty is None else (exported & dirty) - set(groups)
-            exported -= gone
-            for b, inners in groups.items():
-                parts[f"{_part_name(window)}.{b}"] = self.entry_columns(
-                    [window] * len(inners), inners, [bucket[k] for k in inners]
-                )
-                exported.add(b)
-        self.touched, self.dirty_keys = set(), DirtyKeys()
-        if len(key_buckets.bucket_of) > 2 * count + 1024:
-            key_buckets.forget(key for bucket in buckets.values() for key in bucket)
-        return parts, [f"{_part_name(w)}.{b}" for w, bs in names.items() for b in bs]
+    # Parts: the store log's (StoreLog) "<start>:<end>.<n>" per window for until_window_closes, "all.<n>"
+    # for until_time_limit, each `entry_columns` and the inner keys removed.
+    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        return self.log.export(self.buckets, changed_only, _part_name, self._columns)
+
+    def _columns(self, window: Any, inners: set | None) -> dict[str, Any]:
+        bucket = self.buckets[window]
+        if inners is None:
+            return self.entry_columns(window, list(bucket), list(bucket.values()))
+        inners = list(inners)
+        entries = list(map(bucket.get, inners))  # one look-up per key (an entry is a tuple, never None)
+        if None in entries:  # keys put, then emitted
+            inners = [inner for inner, entry in zip(inners, entries, strict=True) if entry is not None]
+            entries = [entry for entry in entries if entry is not None]
+        return self.entry_columns(window, inners, entries)
 
     def import_parts(self, parts: dict[str, Any]) -> None:
-        self.buckets, self.heap, self.touched, self.dirty_keys = {}, [], set(), DirtyKeys()
-        self.part_names = {}
-        for name, columns in parts.items():
+        self.buckets, self.log = {}, StoreLog()
+        for window, columns, gone in self.log.load(parts, _window_of_name):
             self.load_entries(columns)
-            if columns["keys"]:
-                window = None if not self.window_close else _columns_window(columns)
-                self.part_names.setdefault(window, set()).add(int(name.rsplit(".", 1)[1]))
-        heapify(self.heap)
+            bucket = self.buckets.get(window)
+            if bucket is not None:
+                for inner in gone:  # a key put and removed between two exports was never saved
+                    bucket.pop(inner, None)
+        for window in [w for w, bucket in self.buckets.items() if not bucket]:
+            del self.buckets[window]
+        self.rebuild_heap()
 
 
-def _columns_window(columns: dict[str, Any]) -> Window:
-    return tuple.__new__(Window, (columns["starts"][0], columns["ends"][0]))
+def _window_of_name(name: str) -> Any:
+    if name == "all":
+        return None
+    start, end = name.split(":")
+    return _new_tuple(Window, (int(start), int(end)))
 
 
 def _part_name(window: Any) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import io
 import pickle
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -145,6 +146,17 @@ class _NoCyclicGC:
 
 def _digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _dumps_plain(obj: Any) -> bytes:
+    """Pickle without the memo: 5-7x faster for columns of str and bytes (no memo entry per object) and the
+    same bytes to load. Only for the parts nodes build of plain columns, which share no object and hold no
+    cycle (the memo would keep a shared object shared; a cycle raises ValueError)."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=5)
+    pickler.fast = True
+    pickler.dump(obj)
+    return buffer.getvalue()
 
 
 class StreamTask:
@@ -432,8 +444,10 @@ class StreamTask:
         `import_state()` of this task (a fresh task: every part), and the names of parts that went away.
 
         Parts: "task" (clocks, output sequence, punctuation, pending output), then per stateful node
-        "<node name>" and, for nodes that split their state, "<node name>/<part>". Parts a node reports as
-        possibly changed are serialized and kept only if their bytes differ from the previous export.
+        "<node name>" and, for nodes that split their state, "<node name>/<part>" (the window store and the
+        suppress buffer: a base and deltas per window, see nodes/store_log.py). A split node exports only
+        the parts that changed; any other part is serialized and kept only if its bytes differ from the
+        previous export.
         """
         with _NoCyclicGC():
             return self._export_state()
@@ -442,6 +456,7 @@ class StreamTask:
         previous = self._part_digests
         changed_only = previous is not None
         candidates: dict[str, Any] = {TASK_PART: self._task_state()}
+        columnar: set[str] = set()  # the parts of the entries of split nodes: plain columns
         current: list[str] = [TASK_PART]
         for name, node in self.nodes.items():
             exported = node.export_parts(changed_only)
@@ -453,11 +468,18 @@ class StreamTask:
                 continue
             node_parts, node_names = exported
             for sub, state in node_parts.items():
-                candidates[f"{name}/{sub}" if sub else name] = state
+                part_name = f"{name}/{sub}" if sub else name
+                candidates[part_name] = state
+                if sub:  # the entries' parts; the node's own ("") part is compared as any other
+                    columnar.add(part_name)
             current += [f"{name}/{sub}" if sub else name for sub in node_names]
         digests = {} if previous is None else previous
         parts: dict[str, bytes] = {}
         for part_name, state in candidates.items():
+            if part_name in columnar:  # a node exports a part only when it changed: no digest to compare
+                parts[part_name] = _dumps_plain(state)
+                digests[part_name] = b""
+                continue
             data = pickle.dumps(state, protocol=5)
             digest = _digest(data)
             if digests.get(part_name) != digest:

@@ -1,0 +1,104 @@
+"""Which state parts hold a store's entries, so that an export writes what changed and no more.
+
+A store's entries are grouped (by window; one group for a store without windows). Each group is saved as
+a *base* part, `<group>.0`, with every entry of the group when it was written, then *delta* parts
+`<group>.1`, `<group>.2`, ... with the entries put and the keys removed since the previous export. An import
+applies the base, then the deltas in order. When the deltas written since the base outgrow the group
+(DELTA_RATIO times its entries) or there are too many of them, the next export writes a new base and drops
+the deltas: an export writes 1 + 1/DELTA_RATIO entries per entry change on average, and an import reads at
+most 1 + DELTA_RATIO times the group's entries. A group gone from the store (a closed window) loses all its
+parts.
+
+The store marks what a batch changes with `puts(group)` / `removes(group)`, one set add per change; the
+export asks it for the columns of a group's entries (`Columns`). A part is `(columns, removed keys)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+MAX_DELTAS = 32  # deltas a group may have before a new base (bounds its part count)
+# Entries the deltas since a group's base may hold, per entry of the group: a micro-batch writes in
+# proportion to its changes, an import (after a crash or on a new worker: rare) pays the deltas.
+DELTA_RATIO = 2
+
+# (group, keys or None) -> the columns of those keys' entries (of every entry, in store order, for None),
+# skipping keys the group no longer holds (put, then removed)
+Columns = Callable[[Any, "set | None"], Any]
+
+
+class StoreLog:
+    def __init__(self) -> None:
+        self.put: dict[Any, set] = {}  # group -> keys put since the last export
+        self.removed: dict[Any, set] = {}  # group -> keys removed since then
+        # group -> [deltas after its base, entries in them]; the groups the parts of the last export hold
+        self.saved: dict[Any, list[int]] = {}
+
+    def puts(self, group: Any) -> set:
+        """The set a batch adds the keys it puts into `group` to (creating a group marks it too)."""
+        keys = self.put.get(group)
+        if keys is None:
+            keys = self.put[group] = set()
+        return keys
+
+    def removes(self, group: Any) -> set:
+        keys = self.removed.get(group)
+        if keys is None:
+            keys = self.removed[group] = set()
+        return keys
+
+    def export(
+        self, groups: Mapping[Any, dict], changed_only: bool, name: Callable[[Any], str], columns: Columns
+    ) -> tuple[dict[str, tuple], list[str]]:
+        """Parts new or changed (all of them unless `changed_only`) and the names of every current part.
+        `groups`: the store's entries, {group: {key: entry}}."""
+        parts: dict[str, tuple] = {}
+        saved = self.saved
+        if not changed_only:
+            saved.clear()
+        for group in [g for g in saved if g not in groups]:
+            del saved[group]
+        for group in groups if not changed_only else self.put.keys() | self.removed.keys():
+            entries = groups.get(group)
+            if entries is None:
+                continue  # created and gone within the batch, or gone since
+            log = saved.get(group)
+            put = self.put.get(group, ())
+            removed = self.removed.get(group)
+            gone = [key for key in removed if key not in entries] if removed else []
+            changes = len(put) + len(gone)  # at most: a key put then removed is only gone
+            if log is None or log[1] + changes > DELTA_RATIO * len(entries) or log[0] >= MAX_DELTAS:
+                parts[f"{name(group)}.0"] = (columns(group, None), [])
+                saved[group] = [0, 0]
+            elif changes:
+                log[0] += 1
+                log[1] += changes
+                parts[f"{name(group)}.{log[0]}"] = (columns(group, put), gone)
+        self.put, self.removed = {}, {}
+        return parts, [f"{name(g)}.{i}" for g, (deltas, _) in saved.items() for i in range(deltas + 1)]
+
+    def load(self, parts: Mapping[str, tuple], group_of: Callable[[str], Any]) -> list[tuple[Any, Any, list]]:
+        """The parts of an export history per group, base first: `(group, columns, removed keys)` to apply
+        in the order given. `group_of` turns a part's group name back into its group."""
+        self.put, self.removed, self.saved = {}, {}, {}
+        by_group: dict[str, dict[int, tuple]] = {}
+        steps: list[tuple[Any, Any, list]] = []
+        for part_name, part in parts.items():
+            group_name, index = part_name.rsplit(".", 1)
+            by_group.setdefault(group_name, {})[int(index)] = part
+        for group_name, pieces in by_group.items():
+            if sorted(pieces) != list(range(len(pieces))):
+                raise ValueError(
+                    f"state parts of {group_name!r}: expected a base (0) and deltas 1..n, got {sorted(pieces)}"
+                )
+            group = group_of(group_name)
+            self.saved[group] = [len(pieces) - 1, sum(_changes(pieces[i]) for i in range(1, len(pieces)))]
+            steps += [(group, *pieces[index]) for index in range(len(pieces))]
+        return steps
+
+
+def _changes(part: tuple) -> int:
+    columns, gone = part
+    keys = columns["keys"] if isinstance(columns, dict) else columns[0]
+    return len(keys) + len(gone)
