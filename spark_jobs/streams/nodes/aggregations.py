@@ -101,6 +101,18 @@ _NEVER_CLOSES = 1 << 64  # above every int64 timestamp
 _ABSENT = object()
 
 
+class WindowPuts(dict):
+    """The aggregates put into one window since the last state export, by key, and their max timestamps
+    (`ts`, same keys in the same order): the export reads them here, not by a look-up per key in the
+    window's store."""
+
+    __slots__ = ("ts",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ts: dict = {}
+
+
 class TimeWindowAggregateNode(Node):
     """Tumbling and hopping windows.
 
@@ -122,7 +134,7 @@ class TimeWindowAggregateNode(Node):
         self.max_ts: dict[int, dict[Any, int]] = {}  # start -> {key: max timestamp}
         self.window_objects: dict[int, Window] = {}
         self.starts: list[int] = []  # heap of the buckets' starts
-        self.log = StoreLog()  # what changed per window since the last state export (groups: starts)
+        self.log = StoreLog(WindowPuts)  # what changed per window since the last state export, by start
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         windows = self.windows
@@ -148,12 +160,12 @@ class TimeWindowAggregateNode(Node):
         # while observed time stays below slot_closes, the earliest close time among the open windows. Reusing
         # it saves the window arithmetic, close checks and bucket look-ups per row (comparing the large ints
         # of epoch milliseconds is a slow generic call in CPython).
-        slot: list[tuple[dict, dict, Window, set]] = []
+        slot: list[tuple[dict, dict, Window, WindowPuts]] = []
         slot_dropped = 0
         slot_lo = slot_hi = slot_closes = 0
         # the slot before it, kept for records that alternate across a window boundary (out-of-order
         # records near it) or come back after a late record
-        alt: list[tuple[dict, dict, Window, set]] = []
+        alt: list[tuple[dict, dict, Window, WindowPuts]] = []
         alt_dropped = 0
         alt_lo = alt_hi = alt_closes = 0
         extra = src is not None or out_h is not None  # one test per row for the optional columns
@@ -203,15 +215,14 @@ class TimeWindowAggregateNode(Node):
             if slot_dropped:
                 dropped += slot_dropped
             for bucket, bucket_ts, window, puts in slot:
-                puts.add(key)
                 old = bucket.get(key, _ABSENT)
                 if old is _ABSENT:
                     old = 0 if count else initializer()
                     new = old + 1 if count else aggregator(key, value, old)
                     new_ts = ts
                     if new is not None:
-                        bucket[key] = new
-                        bucket_ts[key] = ts
+                        bucket[key] = puts[key] = new
+                        bucket_ts[key] = puts.ts[key] = ts
                 else:
                     new = old + 1 if count else aggregator(key, value, old)
                     new_ts = bucket_ts[key]
@@ -219,9 +230,12 @@ class TimeWindowAggregateNode(Node):
                         new_ts = bucket_ts[key] = ts
                     if new is None:  # Kafka's store deletes a null aggregate
                         del bucket[key], bucket_ts[key]
+                        puts.pop(key, None)
+                        puts.ts.pop(key, None)
                         self.log.removes(window[0]).add(key)
                     else:
-                        bucket[key] = new
+                        bucket[key] = puts[key] = new
+                        puts.ts[key] = new_ts
                 windowed = new_windowed(Windowed, (key, window))
                 out_k.append(windowed)
                 out_v.append(new)
@@ -263,7 +277,7 @@ class TimeWindowAggregateNode(Node):
 
     def restore_state(self, state):
         self.observed = state["observed"]
-        self.buckets, self.max_ts, self.window_objects, self.log = {}, {}, {}, StoreLog()
+        self.buckets, self.max_ts, self.window_objects, self.log = {}, {}, {}, StoreLog(WindowPuts)
         for start, keys, aggs, timestamps in state["windows"]:
             self._new_bucket(start).update(zip(keys, aggs, strict=True))
             self.max_ts[start].update(zip(keys, timestamps, strict=True))
@@ -282,20 +296,14 @@ class TimeWindowAggregateNode(Node):
         parts[""] = self.observed
         return parts, ["", *names]
 
-    def _columns(self, start: int, keys: set | None) -> tuple:
-        bucket, bucket_ts = self.buckets[start], self.max_ts[start]
-        if keys is None:  # both dicts hold the same keys in the same order
-            return list(bucket), int_column(list(bucket.values())), array("q", bucket_ts.values())
-        keys = list(keys)
-        aggs = list(map(bucket.get, keys))  # one look-up per key (a stored aggregate is never None)
-        if None in aggs:  # keys put, then deleted
-            keys = [key for key, agg in zip(keys, aggs, strict=True) if agg is not None]
-            aggs = [agg for agg in aggs if agg is not None]
-        return keys, int_column(aggs), array("q", map(bucket_ts.__getitem__, keys))
+    def _columns(self, start: int, put: WindowPuts | None) -> tuple:
+        # the aggregates and their timestamps are in two dicts with the same keys in the same order
+        aggs, timestamps = (self.buckets[start], self.max_ts[start]) if put is None else (put, put.ts)
+        return list(aggs), int_column(list(aggs.values())), array("q", timestamps.values())
 
     def import_parts(self, parts):
         self.observed = parts.pop("")
-        self.buckets, self.max_ts, self.window_objects, self.log = {}, {}, {}, StoreLog()
+        self.buckets, self.max_ts, self.window_objects, self.log = {}, {}, {}, StoreLog(WindowPuts)
         for start, (keys, aggs, timestamps), gone in self.log.load(parts, int):
             bucket = self.buckets.get(start)
             if bucket is None:

@@ -9,8 +9,9 @@ the deltas: an export writes 1 + 1/DELTA_RATIO entries per entry change on avera
 most 1 + DELTA_RATIO times the group's entries. A group gone from the store (a closed window) loses all its
 parts.
 
-The store marks what a batch changes with `puts(group)` / `removes(group)`, one set add per change; the
-export asks it for the columns of a group's entries (`Columns`). A part is `(columns, removed keys)`.
+The store marks what a batch changes with `puts(group)` / `removes(group)`: a set of keys, or a dict of the
+entries put (`StoreLog(dict)`), one add per change; the export asks it for the columns of a group's entries
+(`Columns`). A part is `(columns, removed keys)`.
 """
 
 from __future__ import annotations
@@ -23,23 +24,24 @@ MAX_DELTAS = 32  # deltas a group may have before a new base (bounds its part co
 # proportion to its changes, an import (after a crash or on a new worker: rare) pays the deltas.
 DELTA_RATIO = 2
 
-# (group, keys or None) -> the columns of those keys' entries (of every entry, in store order, for None),
-# skipping keys the group no longer holds (put, then removed)
-Columns = Callable[[Any, "set | None"], Any]
+# (group, what `puts` holds for it, or None) -> the columns of those entries (of every entry, in store order,
+# for None), skipping keys the group no longer holds (put, then removed)
+Columns = Callable[[Any, Any], Any]
 
 
 class StoreLog:
-    def __init__(self) -> None:
-        self.put: dict[Any, set] = {}  # group -> keys put since the last export
+    def __init__(self, puts: type = set) -> None:
+        self.new_puts = puts
+        self.put: dict[Any, Any] = {}  # group -> keys (or {key: entry}) put since the last export
         self.removed: dict[Any, set] = {}  # group -> keys removed since then
         # group -> [deltas after its base, entries in them]; the groups the parts of the last export hold
         self.saved: dict[Any, list[int]] = {}
 
-    def puts(self, group: Any) -> set:
-        """The set a batch adds the keys it puts into `group` to (creating a group marks it too)."""
+    def puts(self, group: Any) -> Any:
+        """The set (or dict) a batch adds the keys it puts into `group` to; creating a group marks it too."""
         keys = self.put.get(group)
         if keys is None:
-            keys = self.put[group] = set()
+            keys = self.put[group] = self.new_puts()
         return keys
 
     def removes(self, group: Any) -> set:

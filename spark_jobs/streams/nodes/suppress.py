@@ -46,7 +46,9 @@ class SuppressNode(Node):
         pop_head = buffer.pop_head
         bucket_window: Any = NO_WINDOW
         bucket: dict = {}
-        puts: set = set()  # the keys put into the bucket's window since the last state export
+        # the entries put into the bucket's window since the last state export, by inner key: the export
+        # reads them here, fresh and adjacent in memory, not by looking each up in the bucket
+        puts: dict = {}
         start_bytes = b""  # the bucket window's start serialized: the suffix of its keys' bytes
         observed, duration = self.observed, self.duration
         window_close = self.window_close
@@ -99,7 +101,6 @@ class SuppressNode(Node):
                 puts = log_puts(window)
                 if window_close:
                     start_bytes = window_start_bytes(window[0])
-            puts.add(inner)
             try:
                 entry = bucket[inner]
             except KeyError:
@@ -115,7 +116,7 @@ class SuppressNode(Node):
                 base = 8 + len(kb) + (8 if type(old) is int else vsize(old))
                 size = base + new_size + context_size + (headers_size(hdr) if hdr else 0)
                 bt = key[1][1] if window_close else ts
-                bucket[inner] = (bt, kb, new, old, old, ts, hdr, size, seq, base)
+                bucket[inner] = puts[inner] = (bt, kb, new, old, old, ts, hdr, size, seq, base)
                 heappush(heap, (bt, kb, seq, inner, window[0] if window_close else None))
                 if bt + duration < evict_at:
                     evict_at = bt + duration
@@ -144,7 +145,18 @@ class SuppressNode(Node):
                     if num_bytes > size_max:
                         size_max = num_bytes
                 # _BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _BASE
-                bucket[inner] = (entry[0], entry[1], new, old, prior, ts, hdr, size, entry[8], base)
+                bucket[inner] = puts[inner] = (
+                    entry[0],
+                    entry[1],
+                    new,
+                    old,
+                    prior,
+                    ts,
+                    hdr,
+                    size,
+                    entry[8],
+                    base,
+                )
             # emit every entry whose buffer time has passed, then enforce the capacity
             if due or (bounded and (count > max_records or num_bytes > max_bytes)):
                 size_sum += num_bytes * (i + 1 - mark)  # the samples up to this row's put

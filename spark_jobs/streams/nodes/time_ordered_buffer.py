@@ -33,9 +33,9 @@ class TimeOrderedKeyValueBuffer:
         # (buffer time, key bytes, seq, inner key, window start or None): for until_window_closes the buffer
         # time is the window's end, so the item names its window without holding a Window object
         self.heap: list[tuple] = []
-        # what changed since the last state export, per window (None: the one bucket of until_time_limit),
-        # by inner key
-        self.log = StoreLog()
+        # what changed since the last state export, per window (None: the one bucket of until_time_limit):
+        # {inner key: entry} put, inner keys removed
+        self.log = StoreLog(dict)
 
     def pop_head(self) -> tuple[Any, list]:
         """Remove the entry first in (buffer time, key bytes) order: `(key, entry)`."""
@@ -52,7 +52,11 @@ class TimeOrderedKeyValueBuffer:
     def _pop(self, window: Any, inner: Any) -> tuple:
         bucket = self.buckets[window]
         entry = bucket.pop(inner)
-        self.log.removes(window).add(inner)
+        log = self.log
+        log.removes(window).add(inner)
+        put = log.put.get(window)
+        if put:
+            put.pop(inner, None)
         if not bucket:
             del self.buckets[window]
         return entry
@@ -65,8 +69,9 @@ class TimeOrderedKeyValueBuffer:
     def entry_columns(self, windows: list | Any, inners: list, entries: list) -> dict[str, Any]:
         """Entries (tuples, see _BT.._BASE) as columns: packed ints where the field is always an int;
         windowed keys as inner key, window start and end (no Windowed object pickled one by one). `windows`:
-        the window of each entry, or the one window of them all. The key bytes are not saved: they follow
-        from the key (`load_entries` computes them again)."""
+        the window of each entry, or the one window of them all. Fields that follow from others are not
+        saved (`load_entries` computes them again): the key bytes, and the buffer time of a window's entries
+        (its end)."""
         if not self.window_close:
             key_columns = {"keys": inners}
         elif type(windows) is list:
@@ -88,12 +93,12 @@ class TimeOrderedKeyValueBuffer:
         fields = [flat[i :: _BASE + 1] for i in range(_BASE + 1)]
         return {
             **key_columns,
-            "bt": array("q", fields[_BT]),
-            "new": list(fields[_NEW]),
-            "old": list(fields[_OLD]),
-            "prior": list(fields[_PRIOR]),
+            "bt": None if self.window_close else array("q", fields[_BT]),
+            "new": fields[_NEW],
+            "old": fields[_OLD],
+            "prior": fields[_PRIOR],
             "ts": array("q", fields[_TS]),
-            "hdr": list(fields[_HDR]),
+            "hdr": fields[_HDR],
             "size": array("q", fields[_SIZE]),
             "seq": array("q", fields[_SEQ]),
         }
@@ -107,7 +112,8 @@ class TimeOrderedKeyValueBuffer:
         kb = self._key_bytes(columns)
         # the fixed part of each entry's size: buffer time (8), key bytes and prior value (8 for an int)
         base = list(map(add, map(len, kb), [16 if type(p) is int else 8 + value_size(p) for p in prior]))
-        fields = (columns["bt"], kb, columns["new"], columns["old"], prior, columns["ts"], columns["hdr"])
+        bt = columns["ends"] if self.window_close else columns["bt"]
+        fields = (bt, kb, columns["new"], columns["old"], prior, columns["ts"], columns["hdr"])
         entries = zip(*fields, columns["size"], seq, base, strict=True)  # tuples built in C
         if not self.window_close:
             self.buckets.setdefault(None, {}).update(zip(keys, entries, strict=True))
@@ -166,7 +172,7 @@ class TimeOrderedKeyValueBuffer:
         return self.entry_columns([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
 
     def restore_columns(self, columns: dict[str, Any]) -> None:
-        self.buckets, self.log = {}, StoreLog()
+        self.buckets, self.log = {}, StoreLog(dict)
         self.load_entries(columns)
         self.rebuild_heap()
 
@@ -175,19 +181,12 @@ class TimeOrderedKeyValueBuffer:
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
         return self.log.export(self.buckets, changed_only, _part_name, self._columns)
 
-    def _columns(self, window: Any, inners: set | None) -> dict[str, Any]:
-        bucket = self.buckets[window]
-        if inners is None:
-            return self.entry_columns(window, list(bucket), list(bucket.values()))
-        inners = list(inners)
-        entries = list(map(bucket.get, inners))  # one look-up per key (an entry is a tuple, never None)
-        if None in entries:  # keys put, then emitted
-            inners = [inner for inner, entry in zip(inners, entries, strict=True) if entry is not None]
-            entries = [entry for entry in entries if entry is not None]
-        return self.entry_columns(window, inners, entries)
+    def _columns(self, window: Any, put: dict | None) -> dict[str, Any]:
+        entries = self.buckets[window] if put is None else put  # put: the entries still buffered
+        return self.entry_columns(window, list(entries), list(entries.values()))
 
     def import_parts(self, parts: dict[str, Any]) -> None:
-        self.buckets, self.log = {}, StoreLog()
+        self.buckets, self.log = {}, StoreLog(dict)
         for window, columns, gone in self.log.load(parts, _window_of_name):
             self.load_entries(columns)
             bucket = self.buckets.get(window)
