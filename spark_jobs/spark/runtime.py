@@ -246,13 +246,21 @@ class SparkPartStore:
 class TaskProcessor(StatefulProcessor):
     """Stage 3 (executors): one call per task (group) and micro-batch, its state in small entries."""
 
-    def __init__(self, spec: JobSpec, checkpoint_id: str, chunk_bytes: int, last_landed=None):
+    def __init__(
+        self,
+        spec: JobSpec,
+        checkpoint_id: str,
+        chunk_bytes: int,
+        last_landed=None,
+        live_tasks: int | None = None,
+    ):
         self.spec = spec
         # Per input topic, its last landed file when the query started (multi-input record selection).
         self.last_landed = last_landed
         self.checkpoint_id = checkpoint_id
         # Read on the driver and shipped with the processor, so that a test's setting reaches the workers.
         self.chunk_bytes = chunk_bytes
+        self.live_tasks = live_tasks
 
     def init(self, handle) -> None:
         self._store = SparkPartStore(
@@ -263,7 +271,13 @@ class TaskProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         with _without_cyclic_gc():
             yield from run_partition(
-                self.spec, rows, self._store, self.checkpoint_id, self.chunk_bytes, self.last_landed
+                self.spec,
+                rows,
+                self._store,
+                self.checkpoint_id,
+                self.chunk_bytes,
+                self.last_landed,
+                self.live_tasks,
             )
 
     def close(self) -> None:
@@ -277,7 +291,9 @@ def run_partition(
     checkpoint_id: str,
     chunk_bytes: int | None = None,
     last_landed=None,
+    live_tasks: int | None = None,
 ):
+    began = time.process_time()
     chunks = [
         InputChunk(*row)
         for frame in frames
@@ -300,14 +316,26 @@ def run_partition(
         yield _frame(rows + [(METRICS_TOPIC, partition, 0, metrics_payload(metrics))])
         return
     cache_key = (checkpoint_id, partition)
+    # CPU seconds per phase of the task (in the task metrics: where a micro-batch's time goes)
+    started = time.process_time()
     state, restored = task_state.load(store, spec.topology(), partition, INITIAL_WALL_CLOCK_MS, cache_key)
+    loaded = time.process_time()
     result = run_task_batch(spec, partition, state, ordered_input(chunks), last_landed)
-    written = task_state.save(store, result.state, cache_key, chunk_bytes)
+    processed = time.process_time()
+    written = task_state.save(store, result.state, cache_key, chunk_bytes, live_tasks)
+    saved = time.process_time()
     written.restored = restored
-    result.metrics["task_metrics"].update(written.metrics())
     rows = [
         row for topic, table in sorted(result.tables.items()) for row in _output_rows(topic, partition, table)
     ]
+    result.metrics["task_metrics"].update(
+        written.metrics(),
+        cpu_input_s=round(started - began, 3),
+        cpu_state_load_s=round(loaded - started, 3),
+        cpu_process_s=round(processed - loaded, 3),
+        cpu_state_save_s=round(saved - processed, 3),
+        cpu_output_s=round(time.process_time() - saved, 3),
+    )
     yield _frame(rows + [(METRICS_TOPIC, partition, 0, metrics_payload(result.metrics))])
 
 
@@ -393,6 +421,7 @@ class TopologyRuntime:
                 )
             checkpoint_id = stored.pop("checkpoint_id")
             groups = {int(p): g for p, g in stored.pop("task_groups").items()}
+            shuffle = stored.pop("shuffle_partitions", None)
             _check_same_options(self._checkpoint, stored.pop("options"), options)
             stored = {k: v for k, v in stored.items() if k in identity}
             if stored != identity:
@@ -407,9 +436,14 @@ class TopologyRuntime:
             tmp = path.with_suffix(".tmp")
             record = {**identity, "options": options, "checkpoint_id": checkpoint_id, "task_groups": groups}
             record["state_layout"] = task_state.STATE_LAYOUT
+            record["shuffle_partitions"] = shuffle  # fixed by the checkpoint, as the groups' placement
             tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
             os.replace(tmp, path)
         self._task_groups = groups
+        # Live tasks a Python worker keeps: the partitions of one Spark task of the stateful stage (groups
+        # are spread evenly, see balanced_task_groups). A worker that ran another Spark task before holds
+        # stale copies, which go first.
+        self._live_tasks = -(-self.spec.num_partitions // shuffle) if shuffle else self.spec.num_partitions
         self._checkpoint_id = checkpoint_id
         owner = sink.claim_output(self.config.output_dir, checkpoint_id)
         if owner != checkpoint_id:
@@ -487,7 +521,13 @@ class TopologyRuntime:
         return (
             chunks.groupBy("task_group")
             .transformWithStateInPandas(
-                TaskProcessor(self.spec, self._checkpoint_id, task_state.STATE_CHUNK_BYTES, last_landed),
+                TaskProcessor(
+                    self.spec,
+                    self._checkpoint_id,
+                    task_state.STATE_CHUNK_BYTES,
+                    last_landed,
+                    self._live_tasks,
+                ),
                 OUTPUT_CHUNK_DDL,
                 "Append",
                 # Processing-time mode never terminates under availableNow (Spark 4.3); no timers are used.

@@ -184,9 +184,15 @@ def load(
 
 
 def save(
-    store: PartStore, state: TaskState, cache_key: tuple | None = None, chunk_bytes: int | None = None
+    store: PartStore,
+    state: TaskState,
+    cache_key: tuple | None = None,
+    chunk_bytes: int | None = None,
+    live_tasks: int | None = None,
 ) -> StateWrite:
-    """Write the parts that changed since the store's version, then the meta with the next version."""
+    """Write the parts that changed since the store's version, then the meta with the next version, and
+    keep the live task under `cache_key`, with at most `live_tasks` of its checkpoint (the least recently
+    saved go: a worker that took another Spark task holds stale copies of its former partitions)."""
     chunk_bytes = chunk_bytes or STATE_CHUNK_BYTES
     engine_parts, engine_removed = _export_engine(state.task)
     parts = {ENGINE_PART_PREFIX + name: data for name, data in engine_parts.items()}
@@ -218,5 +224,10 @@ def save(
     manifest = {part: count for part, (count, _) in sorted(state.stored.items())}
     store.write_meta(state.version, json.dumps(manifest).encode())
     if cache_key is not None:
-        _LIVE[cache_key] = state
+        _LIVE.pop(cache_key, None)
+        _LIVE[cache_key] = state  # the most recent last
+        if live_tasks is not None:
+            same = [key for key in _LIVE if key[0] == cache_key[0]]
+            for key in same[: max(0, len(same) - live_tasks)]:
+                del _LIVE[key]
     return written

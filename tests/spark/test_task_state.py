@@ -93,6 +93,31 @@ def test_a_store_version_other_than_the_cached_one_restores_from_the_store():
     assert restored
 
 
+def test_a_worker_keeps_the_live_tasks_of_one_spark_task_and_drops_stale_ones():
+    """Spark hands a micro-batch's Spark tasks to whichever Python worker is idle: a worker that ran the
+    partitions {0, 2} and now runs {1, 3} holds copies of 0 and 2 that the other worker has moved on from.
+    With `live_tasks` = 2 it keeps the two it saved last."""
+    spec = JobSpec(SENSOR_ALERTS, {}, 4)
+    stores = {p: task_state.DictPartStore() for p in range(4)}
+    checkpoint = "ckpt-lru"
+    try:
+        for partitions in ([0, 2], [1, 3]):
+            for p in partitions:
+                state, _ = task_state.load(
+                    stores[p], spec.topology(), p, INITIAL_WALL_CLOCK_MS, (checkpoint, p)
+                )
+                run_task_batch(spec, p, state, _inputs([("a", {"temperature": 1.0}, 1_000)]))
+                task_state.save(stores[p], state, (checkpoint, p), live_tasks=2)
+            assert sorted(k for k in task_state._LIVE if k[0] == checkpoint) == [
+                (checkpoint, p) for p in partitions
+            ]
+        task_state.save(task_state.DictPartStore(), state, ("other checkpoint", 0), live_tasks=1)
+        assert (checkpoint, 3) in task_state._LIVE  # the bound is per checkpoint
+    finally:
+        for key in [k for k in task_state._LIVE if k[0] in (checkpoint, "other checkpoint")]:
+            del task_state._LIVE[key]
+
+
 def test_missing_chunks_are_an_error_naming_the_part(tiny_chunks):
     spec = JobSpec(SENSOR_ALERTS, {}, 1)
     store = task_state.DictPartStore()
