@@ -156,7 +156,9 @@ def _spread_seqs(output: Path, factor: int = 10) -> None:
             rewrite_topic(output, check.topic, [dict(r, seq=r["seq"] * factor) for r in rows])
 
 
-def test_a_final_emitted_before_its_window_closed_fails_window_finals(spark, correct_output, tmp_path, engine):
+def test_a_final_emitted_before_its_window_closed_fails_window_finals(
+    spark, correct_output, tmp_path, engine
+):
     output = copy_output(correct_output, tmp_path / "output")
     _spread_seqs(output)
     counts, finals = read_topic(output, "window-counts"), read_topic(output, "window-finals")
