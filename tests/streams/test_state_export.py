@@ -21,7 +21,7 @@ from spark_jobs.streams import (
     Suppressed,
     TimeWindows,
 )
-from spark_jobs.streams.nodes.store_log import DELTA_RATIO
+from spark_jobs.streams.nodes.store_log import DELTA_RATIO, MAX_DELTAS
 
 from .helpers import drain, run_task, sensor_topology
 from .test_properties import PROPERTY, cuts, records, rich_topology, time_windows
@@ -170,6 +170,23 @@ def test_a_window_is_saved_as_a_base_then_deltas_until_they_outgrow_it() -> None
         restored.nodes["KSTREAM-AGGREGATE-0000000003"].buckets
         == task.nodes["KSTREAM-AGGREGATE-0000000003"].buckets
     )
+
+
+def test_a_window_gets_a_new_base_after_max_deltas_small_ones() -> None:
+    topology = sensor_topology(size=1000, grace=0)
+    task = StreamTask(topology)
+    task.process_batch("readings", [f"k{i}" for i in range(100)], [1] * 100, [10] * 100)
+    task.export_state()
+    names: list[str] = []
+    for n in range(MAX_DELTAS + 1):  # one change each: far below DELTA_RATIO x 100 entries
+        task.process_batch("readings", ["k1"], [1], [20 + n])
+        names = [
+            name.rsplit("/", 1)[1]
+            for name in task.export_state().parts
+            if name.startswith("KSTREAM-AGGREGATE") and "/" in name
+        ]
+        assert names == (["0.0"] if n == MAX_DELTAS else [f"0.{n + 1}"])
+    assert "0.0" in names  # the 33rd delta would exceed MAX_DELTAS: a new base instead
 
 
 def test_idle_keys_are_not_serialized_again() -> None:

@@ -9,9 +9,9 @@ the deltas: an export writes 1 + 1/DELTA_RATIO entries per entry change on avera
 most 1 + DELTA_RATIO times the group's entries. A group gone from the store (a closed window) loses all its
 parts.
 
-The store marks what a batch changes with `puts(group)` / `removes(group)`: a set of keys, or a dict of the
-entries put (`StoreLog(dict)`), one add per change; the export asks it for the columns of a group's entries
-(`Columns`). A part is `(columns, removed keys)`.
+The store records what a batch changes: `puts(group)` is a dict (of the store's choosing) of the entries put,
+which the store also drops a key from when it removes it, and `removes(group)` the set of keys removed. The
+export asks the store for the columns of a group's entries (`Columns`). A part is `(columns, removed keys)`.
 """
 
 from __future__ import annotations
@@ -24,21 +24,23 @@ MAX_DELTAS = 32  # deltas a group may have before a new base (bounds its part co
 # proportion to its changes, an import (after a crash or on a new worker: rare) pays the deltas.
 DELTA_RATIO = 2
 
-# (group, what `puts` holds for it, or None) -> the columns of those entries (of every entry, in store order,
-# for None), skipping keys the group no longer holds (put, then removed)
+# (group, what `puts` holds for it, or None) -> the columns of those entries (of every entry of the group, in
+# store order, for None)
 Columns = Callable[[Any, Any], Any]
 
 
 class StoreLog:
-    def __init__(self, puts: type = set) -> None:
+    """What one store changed since its last export, per group, and which parts hold each group."""
+
+    def __init__(self, puts: type[dict] = dict) -> None:
         self.new_puts = puts
-        self.put: dict[Any, Any] = {}  # group -> keys (or {key: entry}) put since the last export
+        self.put: dict[Any, dict] = {}  # group -> {key: entry} put since the last export
         self.removed: dict[Any, set] = {}  # group -> keys removed since then
         # group -> [deltas after its base, entries in them]; the groups the parts of the last export hold
         self.saved: dict[Any, list[int]] = {}
 
-    def puts(self, group: Any) -> Any:
-        """The set (or dict) a batch adds the keys it puts into `group` to; creating a group marks it too."""
+    def puts(self, group: Any) -> dict:
+        """Where a batch records the entries it puts into `group`; creating a group marks it too."""
         keys = self.put.get(group)
         if keys is None:
             keys = self.put[group] = self.new_puts()
@@ -69,7 +71,7 @@ class StoreLog:
             put = self.put.get(group, ())
             removed = self.removed.get(group)
             gone = [key for key in removed if key not in entries] if removed else []
-            changes = len(put) + len(gone)  # at most: a key put then removed is only gone
+            changes = len(put) + len(gone)
             if log is None or log[1] + changes > DELTA_RATIO * len(entries) or log[0] >= MAX_DELTAS:
                 parts[f"{name(group)}.0"] = (columns(group, None), [])
                 saved[group] = [0, 0]

@@ -35,7 +35,7 @@ class TimeOrderedKeyValueBuffer:
         self.heap: list[tuple] = []
         # what changed since the last state export, per window (None: the one bucket of until_time_limit):
         # {inner key: entry} put, inner keys removed
-        self.log = StoreLog(dict)
+        self.log = StoreLog()
 
     def pop_head(self) -> tuple[Any, list]:
         """Remove the entry first in (buffer time, key bytes) order: `(key, entry)`."""
@@ -177,7 +177,7 @@ class TimeOrderedKeyValueBuffer:
         return self.entry_columns([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
 
     def restore_columns(self, columns: dict[str, Any]) -> None:
-        self.buckets, self.log = {}, StoreLog(dict)
+        self.buckets, self.log = {}, StoreLog()
         self.load_entries(columns)
         self.rebuild_heap()
 
@@ -191,7 +191,7 @@ class TimeOrderedKeyValueBuffer:
         return self.entry_columns(window, list(entries), list(entries.values()))
 
     def import_parts(self, parts: dict[str, Any]) -> None:
-        self.buckets, self.log = {}, StoreLog(dict)
+        self.buckets, self.log = {}, StoreLog()
         for window, columns, gone in self.log.load(parts, _window_of_name):
             self.load_entries(columns)
             bucket = self.buckets.get(window)
