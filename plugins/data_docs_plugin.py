@@ -27,9 +27,9 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
-from pipeline_airflow.web import SECURITY_HEADERS, airflow_login
+from pipeline_airflow.web import SECURITY_HEADERS, browse_menu_view, page_app
 
 URL_PREFIX = "/data-docs"
 SITE_FOLDER = "data_docs"
@@ -171,10 +171,7 @@ def _landing_page(found: list[dict]) -> str:
 
 def create_app(root: Path | None = None, require_login: bool = True) -> FastAPI:
     """The FastAPI app Airflow mounts at `/data-docs`; `root` defaults to `reports_root()` per request."""
-    dependencies = [Depends(airflow_login())] if require_login else []
-    app = FastAPI(
-        title="Data Docs", dependencies=dependencies, docs_url=None, redoc_url=None, openapi_url=None
-    )
+    app = page_app("Data Docs", require_login)
 
     def current_root() -> Path:
         return root if root is not None else reports_root()
@@ -217,13 +214,4 @@ def create_app(root: Path | None = None, require_login: bool = True) -> FastAPI:
 class DataDocsPlugin(AirflowPlugin):
     name = "data_docs"
     fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Data Docs"}]
-    # A link in the navigation, opened inside the UI; relative, as Airflow may sit behind a prefix.
-    external_views = [
-        {
-            "name": "Data Docs",
-            "href": URL_PREFIX.lstrip("/") + "/latest",
-            "destination": "nav",
-            "category": "browse",
-            "url_route": "data-docs",
-        }
-    ]
+    external_views = [browse_menu_view("Data Docs", URL_PREFIX, "latest", "data-docs")]

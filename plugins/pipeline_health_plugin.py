@@ -7,19 +7,16 @@ the page is self-contained (inline SVG and CSS, no script, nothing loaded from e
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 from pipeline_airflow.links import RunDataDocsLink
-from pipeline_airflow.web import SECURITY_HEADERS, airflow_login
+from pipeline_airflow.web import SECURITY_HEADERS, browse_menu_view, page_app
 
 URL_PREFIX = "/pipeline-health"
 
 
 def create_app(require_login: bool = True) -> FastAPI:
-    dependencies = [Depends(airflow_login())] if require_login else []
-    app = FastAPI(
-        title="Pipeline health", dependencies=dependencies, docs_url=None, redoc_url=None, openapi_url=None
-    )
+    app = page_app("Pipeline health", require_login)
 
     @app.get("/", response_class=HTMLResponse)
     def health() -> HTMLResponse:
@@ -33,14 +30,6 @@ def create_app(require_login: bool = True) -> FastAPI:
 class PipelineHealthPlugin(AirflowPlugin):
     name = "pipeline_health"
     fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Pipeline health"}]
-    external_views = [
-        {
-            "name": "Pipeline health",
-            "href": URL_PREFIX.lstrip("/") + "/",
-            "destination": "nav",
-            "category": "browse",
-            "url_route": "pipeline-health",
-        }
-    ]
+    external_views = [browse_menu_view("Pipeline health", URL_PREFIX, "", "pipeline-health")]
     # Listed for `airflow plugins`; the validation task carries the link itself (pipeline_airflow.pipeline).
     operator_extra_links = [RunDataDocsLink()]

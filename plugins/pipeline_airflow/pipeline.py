@@ -127,21 +127,7 @@ def pipeline_dag(job_module: str, **dag_kwargs: Any) -> DAG:
             retries=2,
             retry_delay=dt.timedelta(minutes=1),
         )
-        validate_outputs = SparkJobSubmitOperator(
-            task_id="validate_outputs",
-            name=f"validate_{job}",
-            script="quality/validate.py",
-            application_args=[
-                "--output",
-                str(paths.output),
-                "--reports",
-                str(paths.reports),
-                "--run-name",
-                "{{ run_id }}",
-            ],  # fmt: skip
-            # A failed suite is a verdict on the data: retrying cannot change it.
-            retries=0,
-        )
+        validate_outputs = _validation("validate_outputs", f"validate_{job}", paths.output, paths.reports)
         validate_outputs.operator_extra_links = (RunDataDocsLink(job=job),)  # this run's verdicts and pages
 
         @task(outlets=assets)
@@ -194,19 +180,30 @@ apart from the scheduled runs' reports and context in `{paths.reports}`. A faile
         tags=["spark", "data-quality", job],
         **dag_kwargs,
     ) as dag:
-        SparkJobSubmitOperator(
-            task_id="validate_full_history",
-            name=f"validate_{job}_full_history",
-            script="quality/validate.py",
-            application_args=[
-                "--output",
-                str(paths.output),
-                "--reports",
-                str(paths.full_reports),
-                "--full",
-                "--run-name",
-                "{{ run_id }}",
-            ],  # fmt: skip
-            retries=0,  # a verdict on the data: retrying cannot change it
+        _validation(
+            "validate_full_history",
+            f"validate_{job}_full_history",
+            paths.output,
+            paths.full_reports,
+            "--full",
         )
     return dag
+
+
+def _validation(task_id: str, name: str, output, reports, *flags: str) -> SparkJobSubmitOperator:
+    """A task running `validate.py` on `output` into `reports`, named after the Airflow run."""
+    return SparkJobSubmitOperator(
+        task_id=task_id,
+        name=name,
+        script="quality/validate.py",
+        application_args=[
+            "--output",
+            str(output),
+            "--reports",
+            str(reports),
+            *flags,
+            "--run-name",
+            "{{ run_id }}",
+        ],
+        retries=0,  # a failed suite is a verdict on the data: retrying cannot change it
+    )

@@ -1,4 +1,5 @@
-"""What every page our plugins serve shares: Airflow's login and the content policy."""
+"""What every page our plugins serve shares: Airflow's login, the content policy, the app without API docs,
+and a link under Browse in the navigation."""
 
 from __future__ import annotations
 
@@ -21,3 +22,23 @@ def airflow_login():
     from airflow.api_fastapi.core_api.security import requires_authenticated
 
     return requires_authenticated()
+
+
+def page_app(title: str, require_login: bool = True):
+    """A FastAPI app for Airflow to mount, behind Airflow's login, without generated API docs."""
+    from fastapi import Depends, FastAPI
+
+    dependencies = [Depends(airflow_login())] if require_login else []
+    return FastAPI(title=title, dependencies=dependencies, docs_url=None, redoc_url=None, openapi_url=None)
+
+
+def browse_menu_view(name: str, url_prefix: str, page: str, route: str) -> dict:
+    """An `external_views` entry: `name` under Browse, opening `url_prefix/page` inside the UI (relative,
+    as Airflow may sit behind a prefix)."""
+    return {
+        "name": name,
+        "href": f"{url_prefix.lstrip('/')}/{page}",
+        "destination": "nav",
+        "category": "browse",
+        "url_route": route,
+    }

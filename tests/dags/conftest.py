@@ -1,4 +1,4 @@
-"""Fixtures for tests that need Airflow's metadata database (marked `airflow`)."""
+"""Fixtures for tests that need Airflow's metadata database (marked `airflow`) or its UI."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+
+from tests.browser import standalone_airflow
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +22,10 @@ def airflow_db() -> None:
     )
     if migrate.returncode != 0:
         pytest.fail(f"airflow db migrate failed:\n{migrate.stdout[-3000:]}\n{migrate.stderr[-3000:]}")
+
+
+@pytest.fixture
+def airflow_ui(tmp_path):
+    """A standalone Airflow started by the project's script (tests.browser.AirflowUI)."""
+    with standalone_airflow(tmp_path) as ui:
+        yield ui

@@ -6,30 +6,18 @@ that writes it in production (RunSummary.write, the validation's history and run
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
-import os
-import re
-import shutil
-import signal
-import subprocess
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from spark_jobs.quality.history import GX_RUN_TIME_FORMAT, append_history, record_run
-from spark_jobs.spark.cluster import free_port
 from spark_jobs.spark.summary import RunSummary
-from tests.browser import CHROMIUM_FLAGS, system_chromium
+from tests.browser import logged_in_page
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-READY_TIMEOUT_S = 300
-BANNER = re.compile(r"Airflow UI: (?P<url>http://\S+)\s+user:\s+admin\s+password:\s+(?P<password>\S+)")
 START = dt.datetime(2026, 11, 22, 10, 2, tzinfo=dt.UTC)
 SUITES = ("window-finals", "alerts", "quarantine")
 
@@ -81,92 +69,36 @@ def seed(var: Path) -> str:
     return run_id
 
 
-@pytest.fixture
-def airflow_ui(tmp_path):
-    """`scripts/airflow_standalone.sh` on free loopback ports, state in tmp_path; (url, password, var)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    var = tmp_path / "var"
-    env.update(
-        SPARK_JOBS_VAR=str(var),
-        AIRFLOW__API__PORT=str(free_port()),
-        AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
-        AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
-    )
-    log_path = tmp_path / "standalone.log"
-    with log_path.open("wb") as log:
-        script = subprocess.Popen(
-            [str(REPO_ROOT / "scripts" / "airflow_standalone.sh")],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not (banner := BANNER.search(log_path.read_text(errors="replace"))):
-            if script.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(
-                    f"airflow standalone did not come up:\n{log_path.read_text(errors='replace')[-5000:]}"
-                )
-            time.sleep(1)
-        yield banner["url"], banner["password"], var
-    finally:
-        script.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            script.wait(timeout=120)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(script.pid, signal.SIGKILL)
-        script.wait()
-
-
 def test_the_health_page_charts_the_runs_and_the_link_opens_a_runs_data_docs(airflow_ui, tmp_path):
     from pipeline_airflow.links import run_docs_url
     from playwright.sync_api import expect, sync_playwright
 
-    url, password, var = airflow_ui
-    last_run = seed(var)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            tempfile.mkdtemp(dir=tmp_path, prefix="chromium-profile-"),
-            executable_path=str(system_chromium()),
-            args=CHROMIUM_FLAGS,
-            headless=True,
-            viewport={"width": 1400, "height": 1000},
-        )
-        try:
-            page = browser.new_page()
-            page.goto(f"{url}/dags")
-            page.fill("input[name=username]", "admin")
-            page.fill("input[name=password]", password)
-            page.click("button[type=submit]")
-            page.wait_for_url(re.compile(r".*/dags$"), timeout=60_000)
+    last_run = seed(airflow_ui.var)
+    with (
+        sync_playwright() as playwright,
+        logged_in_page(playwright, airflow_ui, tmp_path, height=1000) as page,
+    ):
+        page.get_by_role("button", name="Browse").click()
+        page.get_by_role("menuitem", name="Pipeline health").click()
+        frame = page.frame_locator("iframe")
+        section = frame.locator("section#sensor_alerts")
+        expect(section.locator("svg.chart")).to_have_count(5, timeout=30_000)
+        expect(section).to_contain_text("45,005 records read, 50 late, 5 quarantined")
+        expect(section).to_contain_text(f"Latest validation {last_run}: FAILED: alerts")
+        expect(section.locator("svg.chart").first).to_contain_text("Throughput (events/s)")
+        expect(section.locator("rect.fail")).to_have_count(1)
+        expect(section.locator("rect.pass")).to_have_count(17)
+        # The other pipeline job has not run: the page says what to do.
+        expect(frame.locator("section#sensor_enrichment")).to_contain_text("No runs yet")
+        page.screenshot(path=tmp_path / "health.png", full_page=True)
 
-            page.get_by_role("button", name="Browse").click()
-            page.get_by_role("menuitem", name="Pipeline health").click()
-            frame = page.frame_locator("iframe")
-            section = frame.locator("section#sensor_alerts")
-            expect(section.locator("svg.chart")).to_have_count(5, timeout=30_000)
-            expect(section).to_contain_text("45,005 records read, 50 late, 5 quarantined")
-            expect(section).to_contain_text(f"Latest validation {last_run}: FAILED: alerts")
-            expect(section.locator("svg.chart").first).to_contain_text("Throughput (events/s)")
-            expect(section.locator("rect.fail")).to_have_count(1)
-            expect(section.locator("rect.pass")).to_have_count(17)
-            # The other pipeline job has not run: the page says what to do.
-            expect(frame.locator("section#sensor_enrichment")).to_contain_text("No runs yet")
-            page.screenshot(path=tmp_path / "health.png", full_page=True)
-            shutil.copy(tmp_path / "health.png", "/tmp/health.png")
-
-            page.goto(run_docs_url("sensor_alerts", last_run, url))
-            for suite in SUITES:
-                expect(page.get_by_role("cell", name=suite, exact=True)).to_be_visible()
-            expect(page.get_by_text("FAILED").first).to_be_visible()
-            page.screenshot(path=tmp_path / "run_docs.png")
-            shutil.copy(tmp_path / "run_docs.png", "/tmp/run_docs.png")
-            page.get_by_role("link", name="result page").nth(1).click()
-            expect(page.get_by_text("GX result of alerts")).to_be_visible()
-        finally:
-            browser.close()
+        page.goto(run_docs_url("sensor_alerts", last_run, airflow_ui.url))
+        for suite in SUITES:
+            expect(page.get_by_role("cell", name=suite, exact=True)).to_be_visible()
+        expect(page.get_by_text("FAILED").first).to_be_visible()
+        page.screenshot(path=tmp_path / "run_docs.png")
+        page.get_by_role("link", name="result page").nth(1).click()
+        expect(page.get_by_text("GX result of alerts")).to_be_visible()
 
 
 LINK_CHECK_DAG = """

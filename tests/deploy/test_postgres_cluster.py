@@ -238,28 +238,36 @@ def test_dag_runs_on_postgres_and_spark_cluster(postgres: PostgresServer, tmp_pa
             assert denied.value.code == 401
 
             # 5. The DAG, parsed by the dag-processor into PostgreSQL, unpaused and triggered over REST.
-            wait_for(
-                lambda: query(postgres, "SELECT 1 FROM serialized_dag WHERE dag_id = %s", DAG_ID),
-                300,
-                f"{DAG_ID} in serialized_dag",
-                services,
-            )
-            api.request("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
-            apps_before = {a["id"] for a in cluster.state().get("completedapps", [])}
             # With a logical date, as the UI's trigger form sends one: the timetable then gives the run its data
             # interval, whose end the DAG passes to the job as its wall clock (a run without a logical date
             # has no data interval in Airflow 3).
             logical_date = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
-            run = api.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": logical_date})
-            run_id = run["dag_run_id"]
 
-            def finished():
-                rows = query(
-                    postgres, "SELECT state FROM dag_run WHERE dag_id = %s AND run_id = %s", DAG_ID, run_id
+            def trigger_and_wait(dag_id: str) -> tuple[str, str]:
+                """The run id of a triggered run of `dag_id` and the state it finished in."""
+                wait_for(
+                    lambda: query(postgres, "SELECT 1 FROM serialized_dag WHERE dag_id = %s", dag_id),
+                    300,
+                    f"{dag_id} in serialized_dag",
+                    services,
                 )
-                return rows and rows[0][0] in ("success", "failed") and rows[0][0]
+                api.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+                run = api.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": logical_date})
 
-            state = wait_for(finished, RUN_TIMEOUT_S, f"dag run {run_id}", services, interval=5)
+                def finished():
+                    rows = query(
+                        postgres,
+                        "SELECT state FROM dag_run WHERE dag_id = %s AND run_id = %s",
+                        dag_id,
+                        run["dag_run_id"],
+                    )
+                    return rows and rows[0][0] in ("success", "failed") and rows[0][0]
+
+                state = wait_for(finished, RUN_TIMEOUT_S, f"{dag_id} run", services, interval=5)
+                return run["dag_run_id"], state
+
+            apps_before = {a["id"] for a in cluster.state().get("completedapps", [])}
+            run_id, state = trigger_and_wait(DAG_ID)
             task_states = dict(
                 query(
                     postgres,
@@ -319,31 +327,13 @@ def test_dag_runs_on_postgres_and_spark_cluster(postgres: PostgresServer, tmp_pa
 
             # 9. The weekly full-history validation, triggered the same way, runs on the cluster.
             full_dag = "sensor_alerts_full_validation"
-            wait_for(
-                lambda: query(postgres, "SELECT 1 FROM serialized_dag WHERE dag_id = %s", full_dag),
-                300,
-                f"{full_dag} in serialized_dag",
-                services,
-            )
-            api.request("PATCH", f"/api/v2/dags/{full_dag}", {"is_paused": False})
             apps_before = {a["id"] for a in cluster.state().get("completedapps", [])}
-            full_run = api.request("POST", f"/api/v2/dags/{full_dag}/dagRuns", {"logical_date": logical_date})
-
-            def full_finished():
-                rows = query(
-                    postgres,
-                    "SELECT state FROM dag_run WHERE dag_id = %s AND run_id = %s",
-                    full_dag,
-                    full_run["dag_run_id"],
-                )
-                return rows and rows[0][0] in ("success", "failed") and rows[0][0]
-
-            full_state = wait_for(full_finished, RUN_TIMEOUT_S, f"{full_dag} run", services, interval=5)
+            full_run_id, full_state = trigger_and_wait(full_dag)
             assert full_state == "success", f"{full_dag}: {full_state} (logs in {env['AIRFLOW_HOME']}/logs)"
             new_apps = [a for a in cluster.state().get("completedapps", []) if a["id"] not in apps_before]
             assert any("validat" in a["name"] and a["state"] == "FINISHED" for a in new_apps), new_apps
             full = json.loads((var / "reports" / "sensor_alerts_full_history" / "verdicts.json").read_text())
-            assert full["success"] is True and full["run_name"] == full_run["dag_run_id"], full
+            assert full["success"] is True and full["run_name"] == full_run_id, full
         finally:
             for svc in reversed(services):
                 svc.stop()
