@@ -42,8 +42,9 @@ def local_spark_session(
     """A SparkSession for jobs and tests, with `SESSION_DEFAULTS` where the user set nothing.
 
     `master` defaults to `$SPARK_MASTER` or `local[2]`, except under `spark-submit`, whose `--master`
-    is kept (an inherited `$SPARK_MASTER` does not override it). Spark's UI stays on (its default): tests turn it off through `extra_conf`. Arguments given
-    here (`shuffle_partitions`, `extra_conf`) are explicit, so they win.
+    is kept (an inherited `$SPARK_MASTER` does not override it). Spark's UI stays on (its default): tests
+    turn it off through `extra_conf`. Arguments given here (`shuffle_partitions`, `extra_conf`) are
+    explicit, so they win.
     """
     prepare_environment()
     from pyspark import SparkConf, SparkContext

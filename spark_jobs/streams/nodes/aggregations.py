@@ -112,6 +112,10 @@ class WindowPuts(dict):
         super().__init__()
         self.ts: dict = {}
 
+    def pop(self, key: Any, default: Any = None) -> Any:
+        self.ts.pop(key, None)
+        return super().pop(key, default)
+
 
 class TimeWindowAggregateNode(Node):
     """Tumbling and hopping windows.
@@ -230,9 +234,7 @@ class TimeWindowAggregateNode(Node):
                         new_ts = bucket_ts[key] = ts
                     if new is None:  # Kafka's store deletes a null aggregate
                         del bucket[key], bucket_ts[key]
-                        puts.pop(key, None)
-                        puts.ts.pop(key, None)
-                        self.log.removes(window[0]).add(key)
+                        self.log.remove(window[0], key)
                     else:
                         bucket[key] = puts[key] = new
                         puts.ts[key] = new_ts

@@ -10,7 +10,7 @@ most 1 + DELTA_RATIO times the group's entries. A group gone from the store (a c
 parts.
 
 The store records what a batch changes: `puts(group)` is a dict (of the store's choosing) of the entries put,
-which the store also drops a key from when it removes it, and `removes(group)` the set of keys removed. The
+and `remove(group, key)` records a key removed (and drops it from the puts). The
 export asks the store for the columns of a group's entries (`Columns`). A part is `(columns, removed keys)`.
 """
 
@@ -46,11 +46,15 @@ class StoreLog:
             keys = self.put[group] = self.new_puts()
         return keys
 
-    def removes(self, group: Any) -> set:
-        keys = self.removed.get(group)
-        if keys is None:
-            keys = self.removed[group] = set()
-        return keys
+    def remove(self, group: Any, key: Any) -> None:
+        """Record that `key` left `group`: what was put of it since the last export goes too."""
+        put = self.put.get(group)
+        if put:
+            put.pop(key, None)
+        removed = self.removed.get(group)
+        if removed is None:
+            removed = self.removed[group] = set()
+        removed.add(key)
 
     def export(
         self, groups: Mapping[Any, dict], changed_only: bool, name: Callable[[Any], str], columns: Columns

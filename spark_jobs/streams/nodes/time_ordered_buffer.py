@@ -45,18 +45,10 @@ class TimeOrderedKeyValueBuffer:
         window = _new_tuple(Window, (start, bt))
         return _new_tuple(Windowed, (inner, window)), self._pop(window, inner)
 
-    def pop(self, key: Any) -> tuple:
-        window, inner = (key[1], key[0]) if self.window_close else (None, key)
-        return self._pop(window, inner)
-
     def _pop(self, window: Any, inner: Any) -> tuple:
         bucket = self.buckets[window]
         entry = bucket.pop(inner)
-        log = self.log
-        log.removes(window).add(inner)
-        put = log.put.get(window)
-        if put:
-            put.pop(inner, None)
+        self.log.remove(window, inner)
         if not bucket:
             del self.buckets[window]
         return entry

@@ -455,8 +455,9 @@ class StreamTask:
     def _export_state(self) -> StateExport:
         previous = self._part_digests
         changed_only = previous is not None
-        candidates: dict[str, Any] = {TASK_PART: self._task_state()}
-        columnar: set[str] = set()  # the parts of the entries of split nodes: plain columns
+        digests = {} if previous is None else previous
+        parts: dict[str, bytes] = {}
+        candidates: dict[str, Any] = {TASK_PART: self._task_state()}  # exported if their bytes changed
         current: list[str] = [TASK_PART]
         for name, node in self.nodes.items():
             exported = node.export_parts(changed_only)
@@ -468,18 +469,14 @@ class StreamTask:
                 continue
             node_parts, node_names = exported
             for sub, state in node_parts.items():
-                part_name = f"{name}/{sub}" if sub else name
-                candidates[part_name] = state
-                if sub:  # the entries' parts; the node's own ("") part is compared as any other
-                    columnar.add(part_name)
+                if not sub:  # the node's own part
+                    candidates[name] = state
+                    continue
+                # an entries' part: the node exports it only when it changed, so it has no digest to compare
+                parts[f"{name}/{sub}"] = _dumps_plain(state)
+                digests[f"{name}/{sub}"] = b""
             current += [f"{name}/{sub}" if sub else name for sub in node_names]
-        digests = {} if previous is None else previous
-        parts: dict[str, bytes] = {}
         for part_name, state in candidates.items():
-            if part_name in columnar:  # a node exports a part only when it changed: no digest to compare
-                parts[part_name] = _dumps_plain(state)
-                digests[part_name] = b""
-                continue
             data = pickle.dumps(state, protocol=5)
             digest = _digest(data)
             if digests.get(part_name) != digest:
