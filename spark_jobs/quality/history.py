@@ -4,7 +4,7 @@
   the pipeline health page's verdicts over time; the newest `HISTORY_KEPT` lines are kept.
 - `<reports>/runs/<quoted run name>.json`: that run's verdicts and the path of each suite's GX result
   page inside `data_docs/`, which the Data Docs plugin shows at `/data-docs/<job>/runs/<run name>`; the
-  newest `RUNS_KEPT` are kept, like the results themselves (`--keep-results`).
+  newest `RUNS_KEPT` are kept (a fixed number: `--keep-results` prunes GX's results, not these).
 
 Run names are Airflow run ids (`scheduled__2026-11-22T10:02:00+00:00`): the file name quotes every
 character but letters, digits and `_.-~`, so it is one plain path component.
@@ -30,7 +30,7 @@ def run_file_name(run_name: str) -> str:
     return quote(run_name, safe="") + ".json"
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(text, encoding="utf-8")
     partial.replace(path)  # readers never see half a file
@@ -50,7 +50,7 @@ def append_history(reports: Path, summary: dict, kept: int = HISTORY_KEPT) -> No
     if path.stat().st_size > kept * 400:  # cheap check first; lines are a few hundred bytes
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
         if len(lines) > kept:
-            _write_atomically(path, "".join(lines[-kept:]))
+            write_atomically(path, "".join(lines[-kept:]))
 
 
 def read_history(reports: Path) -> list[dict]:
@@ -104,7 +104,7 @@ def record_run(reports: Path, summary: dict, run_time_folder: str, kept: int = R
     folder = reports / RUNS_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / run_file_name(summary["run_name"])
-    _write_atomically(path, json.dumps(record, indent=2))
+    write_atomically(path, json.dumps(record, indent=2))
     records = sorted(
         (p for p in folder.glob("*.json") if p.is_file()), key=lambda p: p.stat().st_mtime, reverse=True
     )

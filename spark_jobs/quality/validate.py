@@ -395,11 +395,10 @@ def _write_verdicts(reports: Path, run_id: Any, output: Path, verdicts: list[Sui
         "success": all(v.success for v in verdicts),
         "suites": [{**asdict(v), "line": v.line()} for v in verdicts],
     }
-    partial = reports / ".verdicts.json.partial"
-    partial.write_text(json.dumps(summary, indent=2))
-    partial.replace(reports / "verdicts.json")  # readers never see half a file
-    # The UI's history and this run's page (spark_jobs.quality.history); the Data Docs are built by now.
-    from spark_jobs.quality.history import GX_RUN_TIME_FORMAT, append_history, record_run
+    from spark_jobs.quality.history import GX_RUN_TIME_FORMAT, append_history, record_run, write_atomically
+
+    write_atomically(reports / "verdicts.json", json.dumps(summary, indent=2))
+    # The UI's history and this run's page; the Data Docs are built by now.
 
     append_history(reports, summary)
     record_run(reports, summary, run_id.run_time.astimezone(dt.UTC).strftime(GX_RUN_TIME_FORMAT))

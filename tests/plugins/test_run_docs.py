@@ -107,7 +107,7 @@ def test_only_the_newest_run_records_are_kept(tmp_path):
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["run-2.json", "run-3.json", "run-4.json"]
 
 
-def test_the_history_gets_one_line_per_validation_and_keeps_the_newest(tmp_path):
+def test_the_history_gets_one_line_per_validation_and_skips_a_line_cut_by_a_crash(tmp_path):
     for i in range(4):
         append_history(tmp_path, verdicts(f"run-{i}", failed=("alerts",) if i == 2 else ()), kept=3)
     with (tmp_path / "history.jsonl").open("a") as history:
