@@ -112,7 +112,13 @@ def dataset(events: int, sensors: int, files: int) -> Path:
 
 
 def run_ours(
-    spark, input_dir: Path, scratch: Path, partitions: int, max_files: int | None, window_ms: int
+    spark,
+    input_dir: Path,
+    scratch: Path,
+    partitions: int,
+    max_files: int | None,
+    window_ms: int,
+    live_spark_tasks: int = 2,
 ) -> dict:
     spec = JobSpec("spark_jobs.jobs.window_finals", {"window_size": window_ms}, partitions)
     config = RunConfig(
@@ -121,6 +127,7 @@ def run_ours(
         str(scratch / "ckpt"),
         max_files_per_trigger=max_files,
         shuffle_partitions=SHUFFLE_PARTITIONS,
+        live_spark_tasks=live_spark_tasks,
     )
     started = time.monotonic()
     summary = TopologyRuntime(spark, spec, config, "window_finals").run()
@@ -131,6 +138,7 @@ def run_ours(
         "finals": summary.emitted.get("window-finals", 0),
         "batches": len(summary.batches),
         "late": summary.late,
+        "state_loads": summary.state_loads,
     }
 
 
@@ -197,6 +205,8 @@ def run_in_own_process(name: str, input_dir: Path, args, window_ms: int) -> dict
         str(args.partitions),
         "--window-size",
         str(window_ms),
+        "--live-spark-tasks",
+        str(args.live_spark_tasks),
     ]
     if args.max_files_per_trigger:
         command += ["--max-files-per-trigger", str(args.max_files_per_trigger)]
@@ -229,7 +239,13 @@ def one_run(args) -> int:
     try:
         if args.one == "ours":
             result = run_ours(
-                spark, Path(args.input), scratch, args.partitions, args.max_files_per_trigger, window_ms
+                spark,
+                Path(args.input),
+                scratch,
+                args.partitions,
+                args.max_files_per_trigger,
+                window_ms,
+                args.live_spark_tasks,
             )
         else:
             result = run_native(spark, Path(args.input), scratch, args.max_files_per_trigger, window_ms)
@@ -254,7 +270,16 @@ def compare(spark, events: int, sensors: int, mode: str, args) -> dict:
                 runs[name].append(run_in_own_process(name, input_dir, args, window_ms))
             elif name == "ours":
                 runs[name].append(
-                    measure(spark, name, run_ours, input_dir, args.partitions, max_files, window_ms)
+                    measure(
+                        spark,
+                        name,
+                        run_ours,
+                        input_dir,
+                        args.partitions,
+                        max_files,
+                        window_ms,
+                        args.live_spark_tasks,
+                    )
                 )
             else:
                 runs[name].append(measure(spark, name, run_native, input_dir, max_files, window_ms))
@@ -268,6 +293,7 @@ def compare(spark, events: int, sensors: int, mode: str, args) -> dict:
         "files": files,
         "max_files_per_trigger": max_files,
         "partitions": args.partitions,
+        "live_spark_tasks": args.live_spark_tasks,
         "ours": ours,
         "native": native,
         "ratio": round(ours["events_per_s"] / native["events_per_s"], 2),
@@ -276,7 +302,8 @@ def compare(spark, events: int, sensors: int, mode: str, args) -> dict:
     }
     print(
         f"{mode:>7} | {sensors:>9,} keys | {events:>11,} events | ours {ours['events_per_s']:>9,} ev/s "
-        f"({ours['seconds']:.0f} s, {ours['finals']:,} finals, peak {ours['peak_rss_mb']:,} MB) | native "
+        f"({ours['seconds']:.0f} s, {ours['finals']:,} finals, peak {ours['peak_rss_mb']:,} MB, state loads "
+        f"{ours['state_loads']}) | native "
         f"{native['events_per_s']:>9,} ev/s ({native['seconds']:.0f} s, {native['finals']:,} finals, peak "
         f"{native['peak_rss_mb']:,} MB) | ratio {row['ratio']} | runs {row['all_runs_events_per_s']} | "
         f"load {os.getloadavg()[0]:.1f}",
@@ -299,6 +326,13 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=10,
         help="files per micro-batch, both sides (default 10 = 1M events)",
+    )
+    parser.add_argument(
+        "--live-spark-tasks",
+        type=int,
+        default=2,
+        help="ours: Spark tasks whose state a Python worker keeps live (1: restore whenever Spark hands a "
+        "worker another task; 2, the default: catch up)",
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs of each, alternating; the best counts")
     parser.add_argument("--one", choices=["ours", "native"], help=argparse.SUPPRESS)

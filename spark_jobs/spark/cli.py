@@ -90,6 +90,14 @@ def build_parser(prog: str, description: str, options: list[JobOption]) -> argpa
         "fixed by the checkpoint on its first run",
     )
     run.add_argument(
+        "--live-spark-tasks",
+        type=int,
+        default=2,
+        metavar="N",
+        help="Spark tasks whose task state a Python worker keeps live between micro-batches, caught up "
+        "from the changes when it runs them again (default 2); each costs its partitions' state in memory",
+    )
+    run.add_argument(
         "--processing-interval",
         default="10 seconds",
         help="continuous: micro-batch interval (default 10 seconds)",
@@ -148,6 +156,7 @@ def run_cli(module: str, description: str, options: list[JobOption], argv: list[
         wall_clock_tick_ms=args.wall_clock_tick,
         run_for_s=args.run_for,
         shuffle_partitions=args.shuffle_partitions,
+        live_spark_tasks=args.live_spark_tasks,
     )
     spark = local_spark_session(job_name, master=args.master, shuffle_partitions=args.shuffle_partitions)
     try:

@@ -85,11 +85,10 @@ class InMemoryRuntime:
                 metrics.append({"partition": partition, "quarantined": len(reasons), "reasons": by_reason})
                 continue
             store = self.stores.setdefault(partition, task_state.DictPartStore())
-            state, restored = task_state.load(store, self.spec.topology(), partition, INITIAL_WALL_CLOCK_MS)
+            state, loaded = task_state.load(store, self.spec.topology(), partition, INITIAL_WALL_CLOCK_MS)
             result = run_task_batch(self.spec, partition, state, ordered_input(part_chunks), self.last_landed)
             written = task_state.save(store, result.state)
-            written.restored = restored
-            result.metrics["task_metrics"].update(written.metrics())
+            result.metrics["task_metrics"].update(written.metrics(loaded))
             for topic, table in result.tables.items():
                 self._add(topic, table)
             metrics.append(result.metrics)

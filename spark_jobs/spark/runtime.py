@@ -122,8 +122,15 @@ class RunConfig:
     run_for_s: float | None = None
     # Parallelism of the stateful stage; fixed by the checkpoint on its first run. None: the session's.
     shuffle_partitions: int | None = 2
+    # Spark tasks of the stateful stage whose partitions a Python worker keeps live between micro-batches.
+    # Spark gives a task to whichever worker is idle: a worker that kept a task it ran before catches it up
+    # from the parts written since, where one that did not reads its whole state. Each one kept costs the
+    # memory of its partitions' state; 2 (the default) keeps every task of a local[2] run in both workers.
+    live_spark_tasks: int = 2
 
     def __post_init__(self):
+        if self.live_spark_tasks < 1:
+            raise ValueError("live_spark_tasks must be at least 1")
         if self.trigger not in TRIGGERS:
             raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
         if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
@@ -236,6 +243,10 @@ class SparkPartStore:
         for (part, index), (data,) in self._chunks.iterator():
             yield part, index, data
 
+    def read_chunk(self, part, index):
+        value = self._chunks.getValue((part, index))
+        return None if value is None else bytes(value[0])
+
     def write_chunk(self, part, index, data):
         self._chunks.updateValue((part, index), (data,))
 
@@ -318,18 +329,17 @@ def run_partition(
     cache_key = (checkpoint_id, partition)
     # CPU seconds per phase of the task (in the task metrics: where a micro-batch's time goes)
     started = time.process_time()
-    state, restored = task_state.load(store, spec.topology(), partition, INITIAL_WALL_CLOCK_MS, cache_key)
+    state, how = task_state.load(store, spec.topology(), partition, INITIAL_WALL_CLOCK_MS, cache_key)
     loaded = time.process_time()
     result = run_task_batch(spec, partition, state, ordered_input(chunks), last_landed)
     processed = time.process_time()
     written = task_state.save(store, result.state, cache_key, chunk_bytes, live_tasks)
     saved = time.process_time()
-    written.restored = restored
     rows = [
         row for topic, table in sorted(result.tables.items()) for row in _output_rows(topic, partition, table)
     ]
     result.metrics["task_metrics"].update(
-        written.metrics(),
+        written.metrics(how),
         cpu_input_s=round(started - began, 3),
         cpu_state_load_s=round(loaded - started, 3),
         cpu_process_s=round(processed - loaded, 3),
@@ -440,10 +450,10 @@ class TopologyRuntime:
             tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
             os.replace(tmp, path)
         self._task_groups = groups
-        # Live tasks a Python worker keeps: the partitions of one Spark task of the stateful stage (groups
-        # are spread evenly, see balanced_task_groups). A worker that ran another Spark task before holds
-        # stale copies, which go first.
-        self._live_tasks = -(-self.spec.num_partitions // shuffle) if shuffle else self.spec.num_partitions
+        # Live tasks a Python worker keeps: the partitions of `live_spark_tasks` Spark tasks of the stateful
+        # stage (groups are spread evenly, see balanced_task_groups), the least recently run going first.
+        per_spark_task = -(-self.spec.num_partitions // shuffle) if shuffle else self.spec.num_partitions
+        self._live_tasks = min(self.spec.num_partitions, per_spark_task * self.config.live_spark_tasks)
         self._checkpoint_id = checkpoint_id
         owner = sink.claim_output(self.config.output_dir, checkpoint_id)
         if owner != checkpoint_id:

@@ -37,6 +37,9 @@ class RunSummary:
     batch_durations_ms: dict[int, int] = field(default_factory=dict)
     processed_by_batch: dict[int, int] = field(default_factory=dict)
     progress: list[dict] = field(default_factory=list)
+    # How the tasks got their state, over the run's micro-batches: read whole from the store ("restored"),
+    # or a worker's earlier copy caught up from the changes ("caught_up"); the rest were live or new.
+    state_loads: dict[str, int] = field(default_factory=lambda: {"restored": 0, "caught_up": 0})
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -62,6 +65,8 @@ class RunSummary:
                     self.emitted[topic] = self.emitted.get(topic, 0) + n
                 self.wall_clock[m["partition"]] = m["wall_clock"]
                 self.task_metrics[m["partition"]] = m["task_metrics"]
+                self.state_loads["restored"] += m["task_metrics"].get("state_restored", 0)
+                self.state_loads["caught_up"] += m["task_metrics"].get("state_caught_up", 0)
 
     def processed_in_batch(self, batch_id: int) -> int:
         with self._lock:
@@ -95,6 +100,7 @@ class RunSummary:
                 "batch_durations_ms": {str(b): ms for b, ms in sorted(self.batch_durations_ms.items())},
                 "wall_clock_by_partition": {str(p): w for p, w in sorted(self.wall_clock.items())},
                 "task_metrics_by_partition": {str(p): m for p, m in sorted(self.task_metrics.items())},
+                "state_loads": dict(self.state_loads),
                 "progress": list(self.progress),
             }
 

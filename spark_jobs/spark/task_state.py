@@ -4,12 +4,16 @@ A task's state is a set of named *parts*: the engine's (`StreamTask.export_state
 `task/<name>`) and the runtime's own (`runtime`: a pickled dict, e.g. the wall clock). Each part is cut into
 chunks of at most `STATE_CHUNK_BYTES`, one store entry each, so no single value holds a whole task's state
 and state of any size fits. A micro-batch writes only the parts whose bytes changed (and removes the chunks
-a part no longer has); a small *meta* value holds a version counter and the chunk count of every part.
+a part no longer has); a small *meta* value holds a version counter and the manifest: every part's chunk
+count and the version that wrote it, and the last versions saved, each with a random token.
 
-Between micro-batches the live task stays in the Python worker (`_LIVE`, keyed by checkpoint id and
-partition) together with the version it saved. The next micro-batch uses it only if the store holds that
-same version: a replay after a crash or a failed attempt sees an older version in the store and restores
-from the store. An entry is taken out of the cache while its batch runs, so an exception leaves none.
+Between micro-batches the live task stays in the Python worker (`LIVE`, keyed by checkpoint id and
+partition) with the version and token it saved. The next micro-batch uses it as it is if the store holds
+that version and token; if the store holds a later version whose history lists them (another worker ran
+the partition since: Spark hands tasks to whichever worker is idle), the task is caught up from the parts
+written since (`StreamTask.apply_state`); otherwise (a replay after a crash or a failed attempt, which
+wrote other tokens, or a copy too old) it is read whole from the store. A task is taken out of the cache
+while its batch runs, so an exception leaves none.
 
 The store is an interface (`PartStore`): Spark's is the state of `transformWithStateInPandas` (a MapState
 of chunks and a ValueState of meta, in RocksDB); the in-memory runtime's is a dict. Both run this code.
@@ -20,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -57,6 +62,8 @@ class PartStore(Protocol):
 
     def read_chunks(self) -> Iterable[tuple[str, int, bytes]]: ...
 
+    def read_chunk(self, part: str, index: int) -> bytes | None: ...
+
     def write_chunk(self, part: str, index: int, data: bytes) -> None: ...
 
     def remove_chunk(self, part: str, index: int) -> None: ...
@@ -78,6 +85,9 @@ class DictPartStore:
     def read_chunks(self):
         return [(part, index, data) for (part, index), data in self.chunks.items()]
 
+    def read_chunk(self, part, index):
+        return self.chunks.get((part, index))
+
     def write_chunk(self, part, index, data):
         self.chunks[(part, index)] = bytes(data)
 
@@ -90,6 +100,38 @@ def _digest(data: bytes) -> bytes:
 
 
 @dataclass
+class StoredPart:
+    chunks: int
+    version: int  # the version whose save wrote it
+    digest: bytes = b""  # of its bytes, known where this worker wrote or read them
+
+
+@dataclass
+class Manifest:
+    """The meta value's manifest: every part with its chunk count and the version that wrote it, and the
+    versions saved last, each with the token of the save that wrote it (one history, not a replay's)."""
+
+    parts: dict[str, StoredPart]
+    history: list[tuple[int, str]]
+
+    def encode(self) -> bytes:
+        parts = {name: [p.chunks, p.version] for name, p in sorted(self.parts.items())}
+        return json.dumps({"parts": parts, "history": self.history}).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, version: int) -> Manifest:
+        raw = json.loads(data)
+        if "parts" not in raw:  # written before part versions: {part: chunk count}, no history
+            return cls({name: StoredPart(count, version) for name, count in raw.items()}, [])
+        parts = {name: StoredPart(count, written) for name, (count, written) in raw["parts"].items()}
+        return cls(parts, [(v, token) for v, token in raw["history"]])
+
+
+# Saves a manifest remembers: a worker whose copy of a task is older than these restores it whole.
+HISTORY_VERSIONS = 64
+
+
+@dataclass
 class TaskState:
     """A live task and the runtime's state of it, with what the store holds (to write only changes)."""
 
@@ -98,12 +140,32 @@ class TaskState:
     # features add (a pickled dict: add a key, keep it picklable).
     runtime: dict = field(default_factory=dict)
     version: int = 0
-    # part -> (chunk count, digest) as stored
-    stored: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    stored: dict[str, StoredPart] = field(default_factory=dict)
+    history: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def wall_clock(self) -> int:
         return self.runtime["wall_clock"]
+
+    @property
+    def saved_as(self) -> tuple[int, str] | None:
+        """(version, token) of the save this state is at, as the manifest's history lists it."""
+        return self.history[-1] if self.history else None
+
+
+# How `load` got the task state.
+NEW, LIVE, CAUGHT_UP, RESTORED = "new", "live", "caught up", "restored"
+
+
+@dataclass
+class StateLoad:
+    source: str = NEW
+    parts_read: int = 0
+    bytes_read: int = 0
+
+    @property
+    def restored(self) -> bool:
+        return self.source == RESTORED
 
 
 @dataclass
@@ -113,21 +175,55 @@ class StateWrite:
     bytes_written: int = 0
     parts_removed: int = 0
     parts_stored: int = 0
-    restored: bool = False
 
-    def metrics(self) -> dict:
-        return {
+    def metrics(self, loaded: StateLoad | None = None) -> dict:
+        metrics = {
             "state_parts_written": self.parts_written,
             "state_chunks_written": self.chunks_written,
             "state_bytes_written": self.bytes_written,
             "state_parts_removed": self.parts_removed,
             "state_parts_stored": self.parts_stored,
-            "state_restored": int(self.restored),
         }
+        if loaded is not None:
+            metrics.update(
+                state_restored=int(loaded.source == RESTORED),
+                state_caught_up=int(loaded.source == CAUGHT_UP),
+                state_parts_read=loaded.parts_read,
+                state_bytes_read=loaded.bytes_read,
+            )
+        return metrics
 
 
-# (checkpoint id, partition) -> TaskState saved by this worker process
-_LIVE: dict[tuple[str, int], TaskState] = {}
+class LiveTasks:
+    """The task states a Python worker saved, by (checkpoint id, partition), the most recently saved last.
+
+    Spark hands a micro-batch's Spark tasks to whichever Python worker is idle, so a worker's copy of a
+    partition may be some versions behind the store: `load` then catches it up from the parts written
+    since, which costs what those micro-batches changed, where a restore reads the whole state."""
+
+    def __init__(self) -> None:
+        self._states: dict[tuple, TaskState] = {}
+
+    def take(self, key: tuple) -> TaskState | None:
+        """The state kept under `key`, taken out (a batch that fails leaves none behind)."""
+        return self._states.pop(key, None)
+
+    def keep(self, key: tuple, state: TaskState, limit: int | None) -> None:
+        """Keep `state`, and at most `limit` states of its checkpoint: the least recently saved go."""
+        self._states.pop(key, None)
+        self._states[key] = state
+        if limit is not None:
+            same = [k for k in self._states if k[0] == key[0]]
+            for k in same[: max(0, len(same) - limit)]:
+                del self._states[k]
+
+    def held(self) -> list[tuple]:
+        """The keys of the states kept, the least recently saved first."""
+        return list(self._states)
+
+
+# This worker process's live tasks.
+LIVE = LiveTasks()
 
 
 def _export_engine(task) -> tuple[dict[str, bytes], list[str]]:
@@ -153,34 +249,83 @@ def new_task_state(topology, partition: int, initial_wall_clock_ms: int) -> Task
 
 
 def load(
-    store: PartStore, topology, partition: int, initial_wall_clock_ms: int, cache_key: tuple | None = None
-) -> tuple[TaskState, bool]:
-    """The task state of a partition (new if the store is empty) and whether it was read from the store."""
+    store: PartStore,
+    topology,
+    partition: int,
+    initial_wall_clock_ms: int,
+    cache_key: tuple | None = None,
+    live: LiveTasks = LIVE,
+) -> tuple[TaskState, StateLoad]:
+    """The task state of a partition (new if the store is empty) and how it was got: the live task kept
+    under `cache_key` if the store holds its version, that task caught up if the store holds a later
+    version of the same history, else the state read whole from the store."""
     meta = store.read_meta()
-    cached = _LIVE.pop(cache_key, None) if cache_key is not None else None
+    cached = live.take(cache_key) if cache_key is not None else None
     if meta is None:
-        return new_task_state(topology, partition, initial_wall_clock_ms), False
+        return new_task_state(topology, partition, initial_wall_clock_ms), StateLoad(NEW)
     version, manifest_bytes = meta
-    if cached is not None and cached.version == version:
-        return cached, False
-    manifest: dict[str, int] = json.loads(manifest_bytes)
+    manifest = Manifest.decode(manifest_bytes, version)
+    if cached is not None and cached.saved_as in manifest.history:
+        if cached.version == version:
+            return cached, StateLoad(LIVE)
+        try:
+            return cached, _catch_up(store, cached, version, manifest)
+        except ValueError:
+            pass  # not a continuation of this copy's history after all: read the state whole
+    return _restore(store, topology, partition, version, manifest)
+
+
+def _restore(
+    store: PartStore, topology, partition: int, version: int, manifest: Manifest
+) -> tuple[TaskState, StateLoad]:
     pieces: dict[str, dict[int, bytes]] = {}
     for part, index, data in store.read_chunks():
         pieces.setdefault(part, {})[index] = data
     parts: dict[str, bytes] = {}
-    for part, count in manifest.items():
+    for part, stored in manifest.parts.items():
         chunks = pieces.get(part, {})
-        if sorted(chunks) != list(range(count)):
+        if sorted(chunks) != list(range(stored.chunks)):
             raise StateCorrupt(
-                f"task state of partition {partition}: part {part!r} should have {count} chunks, the store "
-                f"has {sorted(chunks)}"
+                f"task state of partition {partition}: part {part!r} should have {stored.chunks} chunks, the "
+                f"store has {sorted(chunks)}"
             )
-        parts[part] = b"".join(chunks[i] for i in range(count))
+        parts[part] = b"".join(chunks[i] for i in range(stored.chunks))
     runtime = pickle.loads(parts[RUNTIME_PART])
     engine = {name[len(ENGINE_PART_PREFIX) :]: data for name, data in parts.items() if name != RUNTIME_PART}
     task = _import_engine(topology, engine)
-    stored = {part: (manifest[part], _digest(data)) for part, data in parts.items()}
-    return TaskState(task, runtime, version, stored), True
+    stored = {
+        part: StoredPart(manifest.parts[part].chunks, manifest.parts[part].version, _digest(data))
+        for part, data in parts.items()
+    }
+    state = TaskState(task, runtime, version, stored, manifest.history)
+    return state, StateLoad(RESTORED, len(parts), sum(map(len, parts.values())))
+
+
+def _catch_up(store: PartStore, state: TaskState, version: int, manifest: Manifest) -> StateLoad:
+    """Read the parts written after `state.version` and apply them, with the parts removed since."""
+    changed: dict[str, bytes] = {}
+    for part, stored in manifest.parts.items():
+        if stored.version > state.version:
+            chunks = [store.read_chunk(part, index) for index in range(stored.chunks)]
+            if any(chunk is None for chunk in chunks):
+                raise StateCorrupt(f"task state: part {part!r} should have {stored.chunks} chunks")
+            changed[part] = b"".join(chunks)  # type: ignore[arg-type]
+    removed = [part for part in state.stored if part not in manifest.parts]
+    if not hasattr(state.task, "apply_state"):
+        raise ValueError("this engine cannot catch a task up")
+    engine_changed = {p[len(ENGINE_PART_PREFIX) :]: d for p, d in changed.items() if p != RUNTIME_PART}
+    engine_removed = [p[len(ENGINE_PART_PREFIX) :] for p in removed if p != RUNTIME_PART]
+    state.task.apply_state(engine_changed, engine_removed)
+    if RUNTIME_PART in changed:
+        state.runtime = pickle.loads(changed[RUNTIME_PART])
+    for part in removed:
+        del state.stored[part]
+    for part, data in changed.items():
+        state.stored[part] = StoredPart(
+            manifest.parts[part].chunks, manifest.parts[part].version, _digest(data)
+        )
+    state.version, state.history = version, manifest.history
+    return StateLoad(CAUGHT_UP, len(changed), sum(map(len, changed.values())))
 
 
 def save(
@@ -189,45 +334,42 @@ def save(
     cache_key: tuple | None = None,
     chunk_bytes: int | None = None,
     live_tasks: int | None = None,
+    live: LiveTasks = LIVE,
 ) -> StateWrite:
     """Write the parts that changed since the store's version, then the meta with the next version, and
-    keep the live task under `cache_key`, with at most `live_tasks` of its checkpoint (the least recently
-    saved go: a worker that took another Spark task holds stale copies of its former partitions)."""
+    keep the live task under `cache_key` in `live`, with at most `live_tasks` of its checkpoint."""
     chunk_bytes = chunk_bytes or STATE_CHUNK_BYTES
     engine_parts, engine_removed = _export_engine(state.task)
     parts = {ENGINE_PART_PREFIX + name: data for name, data in engine_parts.items()}
     parts[RUNTIME_PART] = pickle.dumps(state.runtime, protocol=5)
     written = StateWrite()
+    version = state.version + 1
     for part, data in parts.items():
         digest = _digest(data)
-        old_count, old_digest = state.stored.get(part, (0, b""))
-        if digest == old_digest:
+        old = state.stored.get(part)
+        if old is not None and digest == old.digest:
             continue  # unchanged (e.g. the runtime part, or an engine that re-exports a part as it was)
+        old_count = 0 if old is None else old.chunks
         count = max(1, -(-len(data) // chunk_bytes))
         view = memoryview(data)
         for index in range(count):
             store.write_chunk(part, index, bytes(view[index * chunk_bytes : (index + 1) * chunk_bytes]))
         for index in range(count, old_count):
             store.remove_chunk(part, index)
-        state.stored[part] = (count, digest)
+        state.stored[part] = StoredPart(count, version, digest)
         written.parts_written += 1
         written.chunks_written += count
         written.bytes_written += len(data)
     for name in engine_removed:
         part = ENGINE_PART_PREFIX + name
-        old_count, _ = state.stored.pop(part, (0, b""))
-        for index in range(old_count):
+        old = state.stored.pop(part, None)
+        for index in range(0 if old is None else old.chunks):
             store.remove_chunk(part, index)
         written.parts_removed += 1
     written.parts_stored = len(state.stored)
-    state.version += 1
-    manifest = {part: count for part, (count, _) in sorted(state.stored.items())}
-    store.write_meta(state.version, json.dumps(manifest).encode())
+    state.version = version
+    state.history = [*state.history, (version, secrets.token_hex(8))][-HISTORY_VERSIONS:]
+    store.write_meta(version, Manifest(state.stored, state.history).encode())
     if cache_key is not None:
-        _LIVE.pop(cache_key, None)
-        _LIVE[cache_key] = state  # the most recent last
-        if live_tasks is not None:
-            same = [key for key in _LIVE if key[0] == cache_key[0]]
-            for key in same[: max(0, len(same) - live_tasks)]:
-                del _LIVE[key]
+        live.keep(cache_key, state, live_tasks)
     return written

@@ -1,11 +1,14 @@
 """Task state in small entries: any size (many chunks), only changed parts written, the live task reused
-only while the store holds its version, and a checkpoint of the single-snapshot layout refused."""
+while the store holds its version and caught up when the store holds a later version of its history, and a
+checkpoint of an older layout refused."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from spark_jobs.jobs import generate_events, sensor_alerts
 from spark_jobs.spark import task_state
@@ -62,60 +65,166 @@ def test_in_memory_runtime_with_tiny_chunks_equals_stream_tasks(landing, tiny_ch
         assert actual == [(r[5], r[6]) for r in rows], topic
     for store in runtime.stores.values():
         _, manifest = store.read_meta()
-        assert max(json.loads(manifest).values()) > 3  # a part spread over many entries
+        counts = [count for count, _ in json.loads(manifest)["parts"].values()]
+        assert max(counts) > 3  # a part spread over many entries
         assert max(len(data) for data in store.chunks.values()) <= TINY_CHUNK_BYTES
 
 
 def test_a_store_version_other_than_the_cached_one_restores_from_the_store():
     spec = JobSpec(SENSOR_ALERTS, {}, 1)
     store = task_state.DictPartStore()
+    live = task_state.LiveTasks()
     key = ("ckpt-test", 0)
-    state, restored = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key)
-    assert not restored and store.read_meta() is None
+    state, loaded = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key, live)
+    assert loaded.source == task_state.NEW and store.read_meta() is None
     run_task_batch(spec, 0, state, _inputs([("a", {"temperature": 1.0}, 1_000)]))
-    task_state.save(store, state, key)
+    task_state.save(store, state, key, live=live)
     older = (store.read_meta(), dict(store.chunks))
 
-    again, restored = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key)
-    assert again is state and not restored  # the live task, store at its version
+    again, loaded = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key, live)
+    assert again is state and loaded.source == task_state.LIVE  # the live task, store at its version
     run_task_batch(spec, 0, again, _inputs([("b", {"temperature": 2.0}, 2_000)]))
-    task_state.save(store, again, key)
+    task_state.save(store, again, key, live=live)
 
     # A replay: the store is back at the older version; the cache holds the newer task.
     store.meta, store.chunks = older
-    replayed, restored = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key)
-    assert restored and replayed is not again and replayed.version == older[0][0]
+    replayed, loaded = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key, live)
+    assert loaded.restored and replayed is not again and replayed.version == older[0][0]
 
     # A batch that fails leaves no cached task behind: the next load restores.
     with pytest.raises(AttributeError):
         run_task_batch(spec, 0, replayed, None)
-    _, restored = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key)
-    assert restored
+    _, loaded = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key, live)
+    assert loaded.restored
 
 
-def test_a_worker_keeps_the_live_tasks_of_one_spark_task_and_drops_stale_ones():
-    """Spark hands a micro-batch's Spark tasks to whichever Python worker is idle: a worker that ran the
-    partitions {0, 2} and now runs {1, 3} holds copies of 0 and 2 that the other worker has moved on from.
-    With `live_tasks` = 2 it keeps the two it saved last."""
+def _run_on_workers(spec, batches, workers_of_batches, workers: int):
+    """Each micro-batch of one partition on the worker given (a LiveTasks each, one store): the output
+    tables' rows and the task's metrics after each batch, and how each batch got its task state."""
+    store = task_state.DictPartStore()
+    lives = [task_state.LiveTasks() for _ in range(workers)]
+    key = ("ckpt-workers", 0)
+    outputs, sources = [], []
+    for records, worker in zip(batches, workers_of_batches, strict=True):
+        state, loaded = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key, lives[worker])
+        result = run_task_batch(spec, 0, state, _inputs(records))
+        task_state.save(store, result.state, key, live=lives[worker])
+        tables = {topic: table.to_pylist() for topic, table in sorted(result.tables.items())}
+        outputs.append((tables, result.state.task.metrics()))  # metrics: the state's counters too
+        sources.append((loaded.source, loaded.bytes_read))
+    return outputs, sources
+
+
+WINDOW_FINALS = "spark_jobs.jobs.window_finals"
+SHORT_WINDOWS = {"window_size": 10_000, "grace": 5_000}
+
+
+def _window_records(draw_batch):
+    return [(f"k{k}", 1, ts) for k, ts in draw_batch]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.integers(0, 30), st.integers(0, 4_000)), max_size=25),
+            st.integers(0, 2),
+            st.integers(0, 6_000),
+        ),
+        min_size=1,
+        max_size=14,
+    )
+)
+def test_any_assignment_of_micro_batches_to_workers_gives_the_output_of_one_worker(plan):
+    """Spark may run each micro-batch of a partition on any Python worker: a worker catches its copy up
+    from the parts written since it last ran the partition (windows opened, rebased, closed meanwhile),
+    and the output is the output of one worker that always had the task live."""
+    spec = JobSpec(WINDOW_FINALS, SHORT_WINDOWS, 1)
+    batches, clock = [], 0
+    for records, _, advance in plan:
+        batches.append(_window_records([(k, clock + ts) for k, ts in records]))
+        clock += advance  # time moves on by batches, so windows open and close; records may be late
+    one, _ = _run_on_workers(spec, batches, [0] * len(plan), 1)
+    many, _ = _run_on_workers(spec, batches, [worker for _, worker, _ in plan], 3)
+    assert many == one
+
+
+def test_a_worker_catches_up_reading_only_the_changes_since_its_copy():
+    """Two workers alternate on one partition of 2,000 keys: after the first round each catches its copy
+    up, reading the parts the other wrote (a small part of the state), and the output is one worker's."""
+    spec = JobSpec(WINDOW_FINALS, {"window_size": 600_000, "grace": 60_000}, 1)
+    batches = [_window_records([(i, i % 50) for i in range(2_000)])]
+    batches += [_window_records([(i, 1_000 * b + i) for i in range(20)]) for b in range(1, 8)]
+    one, _ = _run_on_workers(spec, batches, [0] * len(batches), 1)
+    many, sources = _run_on_workers(spec, batches, [b % 2 for b in range(len(batches))], 2)
+    assert many == one
+    assert [source for source, _ in sources] == [task_state.NEW, task_state.RESTORED] + [
+        task_state.CAUGHT_UP
+    ] * (len(batches) - 2)
+    restored_bytes = sources[1][1]
+    assert all(read < restored_bytes / 5 for _, read in sources[2:])
+
+
+def test_a_copy_from_an_attempt_the_store_did_not_keep_is_not_caught_up():
+    """Worker A saves version 2 in an attempt whose state the store aborts; worker B runs the batch again
+    and saves its own version 2. A's copy is not B's history (another token): A restores whole."""
+    spec = JobSpec(SENSOR_ALERTS, {}, 1)
+    store = task_state.DictPartStore()
+    a, b = task_state.LiveTasks(), task_state.LiveTasks()
+    key = ("ckpt-attempts", 0)
+    first = [("x", {"temperature": 1.0}, 1_000)]
+    second = [("y", {"temperature": 2.0}, 2_000)]
+    state, _ = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key, a)
+    run_task_batch(spec, 0, state, _inputs(first))
+    task_state.save(store, state, key, live=a)
+    kept = (store.meta, dict(store.chunks))
+    state, _ = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key, a)
+    run_task_batch(spec, 0, state, _inputs(second))
+    task_state.save(store, state, key, live=a)
+    store.meta, store.chunks = kept  # the attempt's state is aborted
+    state, loaded = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key, b)
+    assert loaded.restored
+    run_task_batch(spec, 0, state, _inputs(second))
+    task_state.save(store, state, key, live=b)
+    state, loaded = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS, key, a)
+    assert loaded.restored and state.version == 2
+
+
+def test_a_manifest_without_part_versions_is_restored():
+    """A store written before part versions (manifest {part: chunk count}) is read whole, then saved in
+    the current manifest."""
+    spec = JobSpec(SENSOR_ALERTS, {}, 1)
+    store = task_state.DictPartStore()
+    state, _ = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS)
+    run_task_batch(spec, 0, state, _inputs([("a", {"temperature": 1.0}, 1_000)]))
+    task_state.save(store, state)
+    version, manifest = store.meta
+    parts = json.loads(manifest)["parts"]
+    store.meta = (version, json.dumps({part: count for part, (count, _) in parts.items()}).encode())
+    state, loaded = task_state.load(store, spec.topology(), 0, INITIAL_WALL_CLOCK_MS)
+    assert loaded.restored and state.version == version
+    run_task_batch(spec, 0, state, _inputs([("a", {"temperature": 3.0}, 2_000)]))
+    task_state.save(store, state)
+    assert "history" in json.loads(store.meta[1])
+
+
+def test_a_worker_keeps_the_live_tasks_of_its_limit_and_drops_the_least_recently_saved():
+    """With `live_tasks` = 2 a worker that ran the partitions {0, 2} and then {1, 3} keeps 1 and 3; the
+    limit is per checkpoint."""
     spec = JobSpec(SENSOR_ALERTS, {}, 4)
     stores = {p: task_state.DictPartStore() for p in range(4)}
+    live = task_state.LiveTasks()
     checkpoint = "ckpt-lru"
-    try:
-        for partitions in ([0, 2], [1, 3]):
-            for p in partitions:
-                state, _ = task_state.load(
-                    stores[p], spec.topology(), p, INITIAL_WALL_CLOCK_MS, (checkpoint, p)
-                )
-                run_task_batch(spec, p, state, _inputs([("a", {"temperature": 1.0}, 1_000)]))
-                task_state.save(stores[p], state, (checkpoint, p), live_tasks=2)
-            assert sorted(k for k in task_state._LIVE if k[0] == checkpoint) == [
-                (checkpoint, p) for p in partitions
-            ]
-        task_state.save(task_state.DictPartStore(), state, ("other checkpoint", 0), live_tasks=1)
-        assert (checkpoint, 3) in task_state._LIVE  # the bound is per checkpoint
-    finally:
-        for key in [k for k in task_state._LIVE if k[0] in (checkpoint, "other checkpoint")]:
-            del task_state._LIVE[key]
+    for partitions in ([0, 2], [1, 3]):
+        for p in partitions:
+            state, _ = task_state.load(
+                stores[p], spec.topology(), p, INITIAL_WALL_CLOCK_MS, (checkpoint, p), live
+            )
+            run_task_batch(spec, p, state, _inputs([("a", {"temperature": 1.0}, 1_000)]))
+            task_state.save(stores[p], state, (checkpoint, p), live_tasks=2, live=live)
+        assert sorted(live.held()) == [(checkpoint, p) for p in partitions]
+    task_state.save(task_state.DictPartStore(), state, ("other checkpoint", 0), live_tasks=1, live=live)
+    assert (checkpoint, 3) in live.held()  # the bound is per checkpoint
 
 
 def test_missing_chunks_are_an_error_naming_the_part(tiny_chunks):

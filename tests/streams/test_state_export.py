@@ -1,7 +1,8 @@
 """StreamTask.export_state() / import_state(): state exported in parts, in proportion to what changed.
 
 Contract: for any split of the input, exporting after each piece and importing the union of every exported
-part minus the removed ones gives exactly the outputs (seq included) of one uninterrupted task.
+part minus the removed ones gives exactly the outputs (seq included) of one uninterrupted task; so does a
+copy that runs some pieces and, after others ran elsewhere, catches up with `apply_state`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from spark_jobs.streams import (
     Suppressed,
     TimeWindows,
 )
-from spark_jobs.streams.nodes.store_log import DELTA_RATIO, MAX_DELTAS
+from spark_jobs.streams.nodes.store_log import DELTA_RATIO, MAX_DELTAS, StoreLog
 
 from .helpers import drain, run_task, sensor_topology
 from .test_properties import PROPERTY, cuts, records, rich_topology, time_windows
@@ -46,6 +47,41 @@ def run_with_exports(topology, data, export_at, import_at=(), topic="readings") 
         for name in export.removed:
             del store[name]  # a removed part existed at the previous export
         store.update(export.parts)
+    return outputs
+
+
+def run_on_copies(topology, data, cut_points, owners, topic="readings") -> list[tuple]:
+    """Feed `data` in pieces cut at `cut_points`, piece i on copy `owners[i % len(owners)]` of the task (as
+    Spark hands micro-batches to whichever Python worker is idle): a copy new to the task imports the store;
+    a copy that ran it before applies the parts written since and the names removed since."""
+    store: dict[str, bytes] = {}
+    written: list[set[str]] = []  # part names each export wrote
+    names_after: list[set[str]] = [set()]  # the store's part names after each export
+    copies: dict[int, tuple[StreamTask, int]] = {}  # owner -> (task, exports it has seen)
+    outputs: list[tuple] = []
+    bounds = sorted({0, len(data), *cut_points})
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        owner = owners[i % len(owners)]
+        if owner in copies:
+            task, seen = copies[owner]
+            since = set().union(*written[seen:])
+            task.apply_state(
+                {n: store[n] for n in since if n in store}, sorted(names_after[seen] - set(store))
+            )
+        elif written:
+            task = StreamTask.import_state(topology, store)
+        else:
+            task = StreamTask(topology)
+        chunk = data[lo:hi]
+        task.process_batch(topic, [r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk])
+        outputs += drain(task)
+        export = task.export_state()
+        for name in export.removed:
+            del store[name]
+        store.update(export.parts)
+        written.append(set(export.parts))
+        names_after.append(set(store))
+        copies[owner] = (task, len(written))
     return outputs
 
 
@@ -108,6 +144,49 @@ def test_stream_and_table_joins_survive_export_and_import(left, right, split):
     second = StreamTask.import_state(topology(), first.export_state().parts)
     feed(second, split, 20)
     assert before + drain(second) == drain(straight)
+
+
+@PROPERTY
+@given(
+    windows=time_windows(),
+    data=records,
+    cut_points=cuts,
+    owners=st.lists(st.integers(0, 2), min_size=1, max_size=8),
+)
+def test_copies_that_catch_up_with_apply_state_change_no_output(windows, data, cut_points, owners):
+    expected = run_task(rich_topology(windows), data, cuts=cut_points)
+    assert run_on_copies(rich_topology(windows), data, cut_points, owners) == expected
+    data = [(k, v, ts) for k, v, ts in data if ts >= 0]
+    for topology in (sliding_topology(), table_topology()):
+        assert run_on_copies(topology, data, cut_points, owners) == run_task(topology, data, cuts=cut_points)
+
+
+def test_a_user_processor_with_punctuation_catches_up_with_apply_state() -> None:
+    topology = processor_topology(Stateful)
+    for split in range(1, len(RECORDS)):
+        cut_points = [1, split, len(RECORDS) - 1]
+        assert run_on_copies(topology, RECORDS, cut_points, [0, 1, 0, 1]) == run_task(topology, RECORDS)
+
+
+def test_apply_state_refuses_parts_that_do_not_continue_the_task() -> None:
+    topology = sensor_topology(size=100, grace=50)
+    with pytest.raises(ValueError, match="never exported"):
+        StreamTask(topology).apply_state({}, [])
+
+    def behind() -> StreamTask:  # a copy at the first export
+        task = StreamTask(topology)
+        task.process_batch("readings", ["a"], [1], [10])
+        task.export_state()
+        return task
+
+    ahead = behind()
+    ahead.process_batch("readings", ["b"], [2], [20])
+    deltas = {n: d for n, d in ahead.export_state().parts.items() if n.endswith(".1")}
+    assert deltas
+    with pytest.raises(ValueError, match="in a row"):  # a delta after one this copy never saw
+        behind().apply_state({n[:-1] + "2": d for n, d in deltas.items()}, [])
+    with pytest.raises(ValueError, match="without a new base"):  # a delta it never had, removed
+        behind().apply_state({}, [next(iter(deltas))])
 
 
 def test_user_processor_with_punctuation_survives_export_and_import() -> None:
@@ -259,3 +338,35 @@ def test_deleted_and_evicted_entries_do_not_come_back_after_import(cuts) -> None
     expected = run_task(topology, data, cuts=cuts)
     assert {"sums", "limited", "finals"} <= {row[1] for row in expected}
     assert run_with_exports(topology, data, cuts, import_at=cuts) == expected
+
+
+def test_a_copy_drops_a_group_rebased_or_gone_since_it_last_saw_it() -> None:
+    """StoreLog.catch_up: a group the writer re-based (a new base replaces the deltas) is dropped and
+    loaded from the new base, so that keys removed meanwhile do not linger; a group whose parts all went
+    is dropped; a group with only new deltas is not."""
+    groups = {"g": {"a": 1, "b": 2}, "h": {"x": 1}, "i": {"y": 1}}
+
+    def columns(group, put):
+        entries = groups[group] if put is None else put
+        return list(entries), list(entries.values())
+
+    writer, copy = StoreLog(), StoreLog()
+    for group, entries in groups.items():
+        writer.puts(group).update(entries)
+    parts, _ = writer.export(groups, False, str, columns)
+    copy.load(parts, str)
+    del groups["g"]["b"]
+    writer.remove("g", "b")
+    for key in "cdefg":  # more changes than DELTA_RATIO times the group's entries: a new base
+        writer.puts("g")[key] = 3
+        if key != "c":
+            writer.remove("g", key)
+    groups["g"]["c"] = 3
+    groups["i"]["z"] = 2
+    writer.puts("i")["z"] = 2
+    del groups["h"]
+    since, names = writer.export(groups, True, str, columns)
+    assert sorted(since) == ["g.0", "i.1"] and sorted(names) == ["g.0", "i.0", "i.1"]
+    dropped, steps = copy.catch_up(since, ["h.0"], str)
+    assert sorted(dropped) == ["g", "h"]
+    assert sorted((group, keys) for group, (keys, _), _ in steps) == [("g", ["a", "c"]), ("i", ["z"])]

@@ -306,7 +306,18 @@ class TimeWindowAggregateNode(Node):
     def import_parts(self, parts):
         self.observed = parts.pop("")
         self.buckets, self.max_ts, self.window_objects, self.log = {}, {}, {}, StoreLog(WindowPuts)
-        for start, (keys, aggs, timestamps), gone in self.log.load(parts, int):
+        self._apply_steps(self.log.load(parts, int))
+
+    def apply_parts(self, parts, removed):
+        if "" in parts:
+            self.observed = parts.pop("")
+        dropped, steps = self.log.catch_up(parts, removed, int)
+        for start in dropped:
+            del self.buckets[start], self.max_ts[start], self.window_objects[start]
+        self._apply_steps(steps)
+
+    def _apply_steps(self, steps: list[tuple]) -> None:
+        for start, (keys, aggs, timestamps), gone in steps:
             bucket = self.buckets.get(start)
             if bucket is None:
                 bucket = self._new_bucket(start)

@@ -81,6 +81,15 @@ class Node:
         """Restore from every current part (names and states as `export_parts` gave them)."""
         self.restore_state(parts[""])
 
+    def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
+        """Catch up, from the state of this node's last export or import, with the parts another copy of it
+        exported since (`parts`: the latest state of each) and the part names gone since (`removed`).
+        Raises ValueError where they do not continue this node's history."""
+        if removed:
+            raise ValueError(f"node {self.name}: parts {removed} went, this node has one part")
+        if "" in parts:
+            self.restore_state(parts[""])
+
     def metrics(self) -> dict[str, float]:
         return {}
 

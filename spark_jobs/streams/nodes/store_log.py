@@ -90,20 +90,68 @@ class StoreLog:
         """The parts of an export history per group, base first: `(group, columns, removed keys)` to apply
         in the order given. `group_of` turns a part's group name back into its group."""
         self.put, self.removed, self.saved = {}, {}, {}
-        by_group: dict[str, dict[int, tuple]] = {}
         steps: list[tuple[Any, Any, list]] = []
-        for part_name, part in parts.items():
-            group_name, index = part_name.rsplit(".", 1)
-            by_group.setdefault(group_name, {})[int(index)] = part
-        for group_name, pieces in by_group.items():
-            if sorted(pieces) != list(range(len(pieces))):
-                raise ValueError(
-                    f"state parts of {group_name!r}: expected a base (0) and deltas 1..n, got {sorted(pieces)}"
-                )
+        for group_name, pieces in _by_group(parts).items():
+            _check_indexes(group_name, sorted(pieces), 0)
             group = group_of(group_name)
             self.saved[group] = [len(pieces) - 1, sum(_changes(pieces[i]) for i in range(1, len(pieces)))]
             steps += [(group, *pieces[index]) for index in range(len(pieces))]
         return steps
+
+    def catch_up(
+        self, parts: Mapping[str, tuple], removed: list[str], group_of: Callable[[str], Any]
+    ) -> tuple[list[Any], list[tuple[Any, Any, list]]]:
+        """Bring a store from its last export (or load) to a later point of the same export history, which
+        another copy of the store went through: `parts` were written since, `removed` (part names) went
+        since. Returns the groups whose entries go (gone, or replaced by a new base) and then the steps to
+        apply as `load`'s. Raises ValueError where the parts do not continue this store's history."""
+        self.put, self.removed = {}, {}
+        by_group = _by_group(parts)
+        dropped: list[Any] = []
+        gone_by_group: dict[str, set[int]] = {}
+        for part_name in removed:
+            group_name, index = part_name.rsplit(".", 1)
+            gone_by_group.setdefault(group_name, set()).add(int(index))
+        for group_name, gone in gone_by_group.items():
+            if 0 in by_group.get(group_name, ()):
+                continue  # a new base: the deltas before it went
+            group = group_of(group_name)
+            log = self.saved.get(group)
+            if log is None or gone != set(range(log[0] + 1)):
+                raise ValueError(f"state parts of {group_name!r}: {sorted(gone)} removed without a new base")
+            del self.saved[group]
+            dropped.append(group)
+        steps: list[tuple[Any, Any, list]] = []
+        for group_name, pieces in by_group.items():
+            group = group_of(group_name)
+            log = self.saved.get(group)
+            indexes = sorted(pieces)
+            if indexes[0] == 0:
+                _check_indexes(group_name, indexes, 0)
+                if log is not None:
+                    dropped.append(group)
+                log = self.saved[group] = [0, 0]
+            elif log is None:
+                raise ValueError(f"state parts of {group_name!r}: deltas {indexes} of a group never based")
+            else:
+                _check_indexes(group_name, indexes, log[0] + 1)
+            log[0] = indexes[-1]
+            log[1] += sum(_changes(pieces[i]) for i in indexes if i)
+            steps += [(group, *pieces[index]) for index in indexes]
+        return dropped, steps
+
+
+def _by_group(parts: Mapping[str, tuple]) -> dict[str, dict[int, tuple]]:
+    by_group: dict[str, dict[int, tuple]] = {}
+    for part_name, part in parts.items():
+        group_name, index = part_name.rsplit(".", 1)
+        by_group.setdefault(group_name, {})[int(index)] = part
+    return by_group
+
+
+def _check_indexes(group_name: str, indexes: list[int], first: int) -> None:
+    if indexes != list(range(first, first + len(indexes))):
+        raise ValueError(f"state parts of {group_name!r}: expected parts {first}.. in a row, got {indexes}")
 
 
 def _changes(part: tuple) -> int:

@@ -267,3 +267,8 @@ class SuppressNode(Node):
     def import_parts(self, parts: dict[str, Any]) -> None:
         self._save(*parts.pop(""))
         self.buffer.import_parts(parts)
+
+    def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
+        if "" in parts:
+            self._save(*parts.pop(""))
+        self.buffer.apply_parts(parts, removed)

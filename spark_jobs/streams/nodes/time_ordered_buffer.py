@@ -184,7 +184,17 @@ class TimeOrderedKeyValueBuffer:
 
     def import_parts(self, parts: dict[str, Any]) -> None:
         self.buckets, self.log = {}, StoreLog()
-        for window, columns, gone in self.log.load(parts, _window_of_name):
+        self._apply_steps(self.log.load(parts, _window_of_name))
+
+    def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
+        """Catch up with the parts written and removed since this buffer's last export (StoreLog.catch_up)."""
+        dropped, steps = self.log.catch_up(parts, removed, _window_of_name)
+        for window in dropped:
+            self.buckets.pop(window, None)
+        self._apply_steps(steps)
+
+    def _apply_steps(self, steps: list[tuple]) -> None:
+        for window, columns, gone in steps:
             self.load_entries(columns)
             bucket = self.buckets.get(window)
             if bucket is not None:

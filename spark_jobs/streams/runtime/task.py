@@ -23,7 +23,7 @@ import hashlib
 import io
 import pickle
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -146,6 +146,13 @@ class _NoCyclicGC:
 
 def _digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _check_fingerprint(topology: Topology, state: dict[str, Any]) -> None:
+    if state["fingerprint"] != topology_fingerprint(topology):
+        raise ValueError(
+            "the snapshot was taken with a different topology (node names, kinds or parents differ)"
+        )
 
 
 def _dumps_plain(obj: Any) -> bytes:
@@ -504,16 +511,46 @@ class StreamTask:
         task = cls._from_task_state(topology, state)
         by_node: dict[str, dict[str, Any]] = {}
         for part_name, data in parts.items():
-            if part_name == TASK_PART:
-                continue
-            node_name, sub = (part_name, "") if part_name in task.nodes else part_name.rsplit("/", 1)
-            if node_name not in task.nodes:
-                raise ValueError(f"state part {part_name!r} names no node of this topology")
-            by_node.setdefault(node_name, {})[sub] = pickle.loads(data)
+            if part_name != TASK_PART:
+                node_name, sub = task._node_part(part_name)
+                by_node.setdefault(node_name, {})[sub] = pickle.loads(data)
         for node_name, node_parts in by_node.items():
             task.nodes[node_name].import_parts(node_parts)
         task._part_digests = {part_name: _digest(data) for part_name, data in parts.items()}
         return task
+
+    def apply_state(self, parts: Mapping[str, bytes], removed: Iterable[str]) -> None:
+        """Catch this task up with a later point of its own export history, which another copy of it went
+        through (the task as it was at its last `export_state()` or `import_state()`, restored and run
+        elsewhere since): `parts` holds every part exported since (the latest bytes of each), `removed` the
+        parts gone since. The task then equals `import_state` of every current part, having read only what
+        changed. Raises ValueError where the parts do not continue this task's history: then import."""
+        if self._part_digests is None:
+            raise ValueError("this task was never exported or imported: it has no export history")
+        with _NoCyclicGC():
+            by_node: dict[str, tuple[dict[str, Any], list[str]]] = {}
+            for part_name in removed:
+                if part_name == TASK_PART:
+                    raise ValueError(f"the {TASK_PART!r} part cannot go")
+                node_name, sub = self._node_part(part_name)
+                by_node.setdefault(node_name, ({}, []))[1].append(sub)
+                self._part_digests.pop(part_name, None)
+            for part_name, data in parts.items():
+                if part_name == TASK_PART:
+                    self._apply_task_state(pickle.loads(data))
+                else:
+                    node_name, sub = self._node_part(part_name)
+                    by_node.setdefault(node_name, ({}, []))[0][sub] = pickle.loads(data)
+                self._part_digests[part_name] = _digest(data)
+            for node_name, (node_parts, gone) in by_node.items():
+                self.nodes[node_name].apply_parts(node_parts, gone)
+
+    def _node_part(self, part_name: str) -> tuple[str, str]:
+        """(node name, the node's name of the part: "" for its own) of a part other than "task"."""
+        node_name, sub = (part_name, "") if part_name in self.nodes else part_name.rsplit("/", 1)
+        if node_name not in self.nodes:
+            raise ValueError(f"state part {part_name!r} names no node of this topology")
+        return node_name, sub
 
     def _task_state(self) -> dict[str, Any]:
         return {
@@ -528,17 +565,31 @@ class StreamTask:
 
     @classmethod
     def _from_task_state(cls, topology: Topology, state: dict[str, Any]) -> StreamTask:
-        if state["fingerprint"] != topology_fingerprint(topology):
-            raise ValueError(
-                "the snapshot was taken with a different topology (node names, kinds or parents differ)"
-            )
+        _check_fingerprint(topology, state)
         task = cls(topology, state["partition"], 0, _clocks=state["clocks"])
-        task.punctuation.restore(state["punctuation"], task._rebind_punctuator)
-        task._next_seq = state["next_seq"]
-        task.dropped_records = state["dropped"]
-        if state["pending_output"] is not None:
-            task._segments.append(state["pending_output"])
+        task._set_task_state(state)
         return task
+
+    def _apply_task_state(self, state: dict[str, Any]) -> None:
+        """The "task" part of a later point of this task's history, over its own (apply_state)."""
+        _check_fingerprint(self.topology, state)
+        if state["partition"] != self.partition:
+            raise ValueError(
+                f"the state is partition {state['partition']}'s, this task is {self.partition}'s"
+            )
+        self.stream_time, self.wall_clock = state["clocks"]
+        # schedules are never taken out (a cancelled one stays, marked): this copy's are a prefix of the
+        # state's, which restore overwrites and completes
+        self._rows.clear()
+        self._segments = []
+        self._set_task_state(state)
+
+    def _set_task_state(self, state: dict[str, Any]) -> None:
+        self.punctuation.restore(state["punctuation"], self._rebind_punctuator)
+        self._next_seq = state["next_seq"]
+        self.dropped_records = state["dropped"]
+        if state["pending_output"] is not None:
+            self._segments.append(state["pending_output"])
 
     def _rebind_punctuator(self, node_name: str, method_name: str) -> Callable[[int], Any]:
         node = self.nodes[node_name]
