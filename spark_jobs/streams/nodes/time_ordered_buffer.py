@@ -9,7 +9,7 @@ ordered by (buffer time, key bytes) in a heap; an update keeps its entry's place
 from __future__ import annotations
 
 from array import array
-from heapq import heapify, heappop
+from heapq import heapify, heappop, heappush
 from itertools import chain, islice, repeat
 from operator import add, itemgetter
 from typing import Any
@@ -185,13 +185,44 @@ class TimeOrderedKeyValueBuffer:
     def import_parts(self, parts: dict[str, Any]) -> None:
         self.buckets, self.log = {}, StoreLog()
         self._apply_steps(self.log.load(parts, _window_of_name))
+        self.rebuild_heap()
 
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
-        """Catch up with the parts written and removed since this buffer's last export (StoreLog.catch_up)."""
+        """Catch up with the parts written and removed since this buffer's last export (StoreLog.catch_up),
+        keeping the heap: items are pushed for the entries new since (a new key, or a key buffered again);
+        the entries gone since were heap heads when they went, so their items are popped from the head.
+        Only where that does not account for every item (an out-of-order entry went in before them) is the
+        heap rebuilt."""
         dropped, steps = self.log.catch_up(parts, removed, _window_of_name)
-        for window in dropped:
-            self.buckets.pop(window, None)
+        before = {window: self.buckets.pop(window) for window in dropped if window in self.buckets}
+        fresh: dict[tuple, None] = {}  # (window, inner key) of the entries whose heap item is new
+        for window, columns, _ in steps:
+            bucket = self.buckets.get(window)
+            if bucket is None:
+                bucket = before.get(window, {})
+            for inner, seq in zip(columns["keys"], columns["seq"], strict=True):
+                entry = bucket.get(inner)
+                if entry is None or entry[_SEQ] != seq:
+                    fresh[window, inner] = None
         self._apply_steps(steps)
+        heap, buckets = self.heap, self.buckets
+        for window, inner in fresh:
+            entry = buckets.get(window, {}).get(inner)
+            if entry is not None:
+                heappush(
+                    heap, (entry[_BT], entry[_KB], entry[_SEQ], inner, None if window is None else window[0])
+                )
+        while heap and self._stale(heap[0]):
+            heappop(heap)
+        if len(heap) != sum(map(len, buckets.values())):
+            self.rebuild_heap()
+
+    def _stale(self, item: tuple) -> bool:
+        """Whether a heap item no longer stands for a buffered entry (gone, or buffered again since)."""
+        bt, _, seq, inner, start = item
+        window = None if start is None else _new_tuple(Window, (start, bt))
+        entry = self.buckets.get(window, {}).get(inner)
+        return entry is None or entry[_SEQ] != seq
 
     def _apply_steps(self, steps: list[tuple]) -> None:
         for window, columns, gone in steps:
@@ -202,7 +233,6 @@ class TimeOrderedKeyValueBuffer:
                     bucket.pop(inner, None)
         for window in [w for w, bucket in self.buckets.items() if not bucket]:
             del self.buckets[window]
-        self.rebuild_heap()
 
 
 def _window_of_name(name: str) -> Any:
