@@ -352,26 +352,44 @@ def run_partition(
 # --------------------------------------------------------------------------------------------- driver
 
 
-def balanced_task_groups(spark, num_partitions: int, shuffle_partitions: int) -> dict[int, int]:
+def balanced_task_groups(num_partitions: int, shuffle_partitions: int) -> dict[int, int]:
     """partition -> the key Spark groups its chunks by, so that partitions spread evenly over the shuffle
     partitions (= Spark tasks of the stateful stage).
 
     Spark places a group by Murmur3 hash of its key, and small integers hash unevenly (with 2 shuffle
     partitions, partitions 0, 1 and 3 would share one Spark task and 2 have the other). So partition p
     gets the smallest unused integer that Spark itself places in shuffle partition p mod S."""
-    from pyspark.sql import functions as F
+    free: dict[int, list[int]] = {slot: [] for slot in range(shuffle_partitions)}
+    key = 0
+    while any(len(free[p % shuffle_partitions]) <= p // shuffle_partitions for p in range(num_partitions)):
+        free[shuffle_partition_of_int(key, shuffle_partitions)].append(key)
+        key += 1
+    return {p: free[p % shuffle_partitions][p // shuffle_partitions] for p in range(num_partitions)}
 
-    candidates_per_slot = num_partitions // shuffle_partitions + 2
-    rows = (
-        spark.range(0, 64 * shuffle_partitions * candidates_per_slot)
-        .select(F.col("id").cast("int").alias("key"))
-        .select("key", F.pmod(F.hash("key"), F.lit(shuffle_partitions)).alias("slot"))
-        .collect()
-    )
-    free: dict[int, list[int]] = {}
-    for row in sorted(rows, key=lambda r: r.key):
-        free.setdefault(row.slot, []).append(row.key)
-    return {p: free[p % shuffle_partitions].pop(0) for p in range(num_partitions)}
+
+_MASK32 = 0xFFFFFFFF
+
+
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK32
+
+
+def shuffle_partition_of_int(key: int, shuffle_partitions: int) -> int:
+    """The shuffle partition Spark's hash partitioning gives an int key: pmod(Murmur3_x86_32.hashInt(key,
+    seed 42), n), as `pmod(hash(key), n)` computes it, without a Spark job (a new checkpoint's first run
+    would otherwise pay one, and its JVM warm-up, before the query starts)."""
+    k1 = (key & _MASK32) * 0xCC9E2D51 & _MASK32
+    k1 = _rotl32(k1, 15) * 0x1B873593 & _MASK32
+    h1 = 42 ^ k1
+    h1 = (_rotl32(h1, 13) * 5 + 0xE6546B64) & _MASK32
+    h1 ^= 4  # the input's length in bytes
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & _MASK32
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & _MASK32
+    h1 ^= h1 >> 16
+    signed = h1 - (1 << 32) if h1 & 0x80000000 else h1
+    return signed % shuffle_partitions
 
 
 def _make_package_importable_by_workers(spark) -> None:
@@ -441,7 +459,7 @@ class TopologyRuntime:
             shuffle = self.config.shuffle_partitions or int(
                 self.spark.conf.get("spark.sql.shuffle.partitions")
             )
-            groups = balanced_task_groups(self.spark, self.spec.num_partitions, shuffle)
+            groups = balanced_task_groups(self.spec.num_partitions, shuffle)
             self._checkpoint.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
             record = {**identity, "options": options, "checkpoint_id": checkpoint_id, "task_groups": groups}

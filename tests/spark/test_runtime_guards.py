@@ -15,6 +15,7 @@ from spark_jobs.spark.runtime import (
     RunConfig,
     TopologyRuntime,
     balanced_task_groups,
+    shuffle_partition_of_int,
 )
 
 JOB = "spark_jobs.jobs.sensor_alerts"
@@ -83,13 +84,25 @@ def test_a_new_checkpoint_cannot_write_into_an_old_output(spark, tmp_path):
 def test_task_groups_spread_partitions_evenly_over_spark_tasks(spark, partitions, shuffle):
     from pyspark.sql import functions as F
 
-    groups = balanced_task_groups(spark, partitions, shuffle)
+    groups = balanced_task_groups(partitions, shuffle)
     assert sorted(groups) == list(range(partitions)) and len(set(groups.values())) == partitions
     placed = spark.createDataFrame([(g,) for g in groups.values()], "g int").select(
         F.pmod(F.hash("g"), F.lit(shuffle)).alias("slot")
     )
     per_slot = sorted(r["count"] for r in placed.groupBy("slot").count().collect())
     assert per_slot[-1] - per_slot[0] <= 1 and sum(per_slot) == partitions
+
+
+@pytest.mark.spark
+def test_the_shuffle_partition_of_an_int_is_the_one_spark_computes(spark):
+    from pyspark.sql import functions as F
+
+    for shuffle in (1, 2, 3, 7, 200):
+        rows = spark.range(-50, 3000).select(
+            F.col("id").cast("int").alias("key"), F.pmod(F.hash(F.col("id").cast("int")), F.lit(shuffle))
+        )
+        expected = [tuple(r) for r in rows.collect()]
+        assert [(key, shuffle_partition_of_int(key, shuffle)) for key, _ in expected] == expected
 
 
 @pytest.mark.spark

@@ -196,10 +196,13 @@ class TimeOrderedKeyValueBuffer:
         dropped, steps = self.log.catch_up(parts, removed, _window_of_name)
         before = {window: self.buckets.pop(window) for window in dropped if window in self.buckets}
         fresh: dict[tuple, None] = {}  # (window, inner key) of the entries whose heap item is new
-        for window, columns, _ in steps:
+        for window, columns, _ in steps:  # compared with the buffer before any step
             bucket = self.buckets.get(window)
             if bucket is None:
-                bucket = before.get(window, {})
+                bucket = before.get(window)
+            if not bucket:  # a window new to this copy
+                fresh.update(dict.fromkeys(zip(repeat(window), columns["keys"])))
+                continue
             for inner, seq in zip(columns["keys"], columns["seq"], strict=True):
                 entry = bucket.get(inner)
                 if entry is None or entry[_SEQ] != seq:
