@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from heapq import heapify, heappop, heappush
-from itertools import chain, islice, repeat
+from itertools import chain, filterfalse, islice, repeat
 from operator import add, itemgetter
 from typing import Any
 
@@ -202,6 +202,13 @@ class TimeOrderedKeyValueBuffer:
                 bucket = before.get(window)
             if not bucket:  # a window new to this copy
                 fresh.update(dict.fromkeys(zip(repeat(window), columns["keys"])))
+                continue
+            if self.window_close:
+                # Entries of a window share its buffer time (its end): a key buffered again in it has an
+                # item that sorts as the new one would, so only keys new to the bucket need one.
+                fresh.update(
+                    dict.fromkeys(zip(repeat(window), filterfalse(bucket.__contains__, columns["keys"])))
+                )
                 continue
             for inner, seq in zip(columns["keys"], columns["seq"], strict=True):
                 entry = bucket.get(inner)
