@@ -272,11 +272,15 @@ def main(argv: list[str] | None = None) -> int:
             for micro in (int(m) for m in args.micro_batches.split(",")):
                 costs = run_micro_batches(*data[k], args.batch, micro, SHAPES[shape]())
                 processing = costs["processing"]
+                catch_up = (
+                    f"a copy catching up with each {costs['catching up'] / processing:.1%}"
+                    if micro < n
+                    else "no catch-up (one micro-batch)"
+                )
                 print(
                     f"{'':14s} {'':>9s}       micro-batches of {micro:,}: export after each "
-                    f"{costs['exporting'] / processing:.1%}, a copy catching up with each "
-                    f"{costs['catching up'] / processing:.1%} of processing ({costs['exporting']:.2f} s and "
-                    f"{costs['catching up']:.2f} s of {processing:.2f} s CPU; "
+                    f"{costs['exporting'] / processing:.1%}, {catch_up} of processing ({costs['exporting']:.2f} s "
+                    f"and {costs['catching up']:.2f} s of {processing:.2f} s CPU; "
                     f"{costs['exported bytes'] / 1e6:,.1f} MB)"
                 )
         if len(key_counts) > 1:
