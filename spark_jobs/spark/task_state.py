@@ -25,9 +25,11 @@ import hashlib
 import json
 import pickle
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
+
+from spark_jobs.streams import StreamTask
 
 # Written into the checkpoint's job.json; a checkpoint with another layout is refused. Without one: the
 # whole task state in one value. "task-parts-v1": windows cut into key-hash buckets, each rewritten whole
@@ -40,8 +42,6 @@ STATE_CHUNK_BYTES = 16 * 2**20
 
 RUNTIME_PART = "runtime"
 ENGINE_PART_PREFIX = "task/"
-# The engine's whole snapshot as one part, for an engine without export_state/import_state.
-WHOLE_SNAPSHOT_PART = "task"
 
 # Spark state schemas (transformWithStateInPandas).
 CHUNK_KEY_DDL = "part string, chunk int"
@@ -135,7 +135,7 @@ HISTORY_VERSIONS = 64
 class TaskState:
     """A live task and the runtime's state of it, with what the store holds (to write only changes)."""
 
-    task: Any  # spark_jobs.streams.StreamTask
+    task: StreamTask
     # Runtime-level state persisted with the task (the "runtime" part): wall_clock, and what other runtime
     # features add (a pickled dict: add a key, keep it picklable).
     runtime: dict = field(default_factory=dict)
@@ -186,7 +186,7 @@ class StateWrite:
         }
         if loaded is not None:
             metrics.update(
-                state_restored=int(loaded.source == RESTORED),
+                state_restored=int(loaded.restored),
                 state_caught_up=int(loaded.source == CAUGHT_UP),
                 state_parts_read=loaded.parts_read,
                 state_bytes_read=loaded.bytes_read,
@@ -226,24 +226,7 @@ class LiveTasks:
 LIVE = LiveTasks()
 
 
-def _export_engine(task) -> tuple[dict[str, bytes], list[str]]:
-    if hasattr(task, "export_state"):
-        export = task.export_state()
-        return dict(export.parts), list(export.removed)
-    return {WHOLE_SNAPSHOT_PART: task.snapshot()}, []
-
-
-def _import_engine(topology, parts: Mapping[str, bytes]):
-    from spark_jobs.streams import StreamTask
-
-    if hasattr(StreamTask, "import_state"):
-        return StreamTask.import_state(topology, parts)
-    return StreamTask.restore(topology, parts[WHOLE_SNAPSHOT_PART])
-
-
 def new_task_state(topology, partition: int, initial_wall_clock_ms: int) -> TaskState:
-    from spark_jobs.streams import StreamTask
-
     task = StreamTask(topology, partition=partition, initial_wall_clock_ms=initial_wall_clock_ms)
     return TaskState(task, {"wall_clock": initial_wall_clock_ms})
 
@@ -292,7 +275,7 @@ def _restore(
         parts[part] = b"".join(chunks[i] for i in range(stored.chunks))
     runtime = pickle.loads(parts[RUNTIME_PART])
     engine = {name[len(ENGINE_PART_PREFIX) :]: data for name, data in parts.items() if name != RUNTIME_PART}
-    task = _import_engine(topology, engine)
+    task = StreamTask.import_state(topology, engine)
     stored = {
         part: StoredPart(manifest.parts[part].chunks, manifest.parts[part].version, _digest(data))
         for part, data in parts.items()
@@ -311,8 +294,6 @@ def _catch_up(store: PartStore, state: TaskState, version: int, manifest: Manife
                 raise StateCorrupt(f"task state: part {part!r} should have {stored.chunks} chunks")
             changed[part] = b"".join(chunks)  # type: ignore[arg-type]
     removed = [part for part in state.stored if part not in manifest.parts]
-    if not hasattr(state.task, "apply_state"):
-        raise ValueError("this engine cannot catch a task up")
     engine_changed = {p[len(ENGINE_PART_PREFIX) :]: d for p, d in changed.items() if p != RUNTIME_PART}
     engine_removed = [p[len(ENGINE_PART_PREFIX) :] for p in removed if p != RUNTIME_PART]
     state.task.apply_state(engine_changed, engine_removed)
@@ -339,7 +320,7 @@ def save(
     """Write the parts that changed since the store's version, then the meta with the next version, and
     keep the live task under `cache_key` in `live`, with at most `live_tasks` of its checkpoint."""
     chunk_bytes = chunk_bytes or STATE_CHUNK_BYTES
-    engine_parts, engine_removed = _export_engine(state.task)
+    engine_parts, engine_removed = state.task.export_state()
     parts = {ENGINE_PART_PREFIX + name: data for name, data in engine_parts.items()}
     parts[RUNTIME_PART] = pickle.dumps(state.runtime, protocol=5)
     written = StateWrite()

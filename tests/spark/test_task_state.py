@@ -298,3 +298,25 @@ def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_p
         IdentityMismatch, match=f"{shown}.*task-parts-v2.*new checkpoint, with a new output folder"
     ):
         TopologyRuntime(spark, spec, config)._check_identity()
+
+
+def test_the_run_summary_counts_how_the_tasks_got_their_state():
+    """state_loads sums the task metrics of every micro-batch, not the last one's."""
+    from spark_jobs.spark.summary import RunSummary
+
+    def task(partition, restored, caught_up):
+        loads = {"state_restored": restored, "state_caught_up": caught_up}
+        return {
+            "partition": partition,
+            "processed": 1,
+            "late": 0,
+            "emitted": {},
+            "wall_clock": 0,
+            "task_metrics": loads,
+        }
+
+    summary = RunSummary(job="window_finals", trigger="available-now", partitions=2)
+    summary.add_batch(0, [task(0, 0, 0), task(1, 0, 0)])
+    summary.add_batch(1, [task(0, 1, 0), task(1, 0, 1)])
+    summary.add_batch(2, [task(0, 0, 1), task(1, 0, 1)])
+    assert summary.to_dict()["state_loads"] == {"restored": 1, "caught_up": 3}

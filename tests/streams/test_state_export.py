@@ -354,7 +354,7 @@ def test_a_copy_drops_a_group_rebased_or_gone_since_it_last_saw_it() -> None:
     for group, entries in groups.items():
         writer.puts(group).update(entries)
     parts, _ = writer.export(groups, False, str, columns)
-    copy.load(parts, str)
+    copy.catch_up(parts, [], str)
     del groups["g"]["b"]
     writer.remove("g", "b")
     for key in "cdefg":  # more changes than DELTA_RATIO times the group's entries: a new base

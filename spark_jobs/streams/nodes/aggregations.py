@@ -303,20 +303,12 @@ class TimeWindowAggregateNode(Node):
         aggs, timestamps = (self.buckets[start], self.max_ts[start]) if put is None else (put, put.ts)
         return list(aggs), int_column(list(aggs.values())), array("q", timestamps.values())
 
-    def import_parts(self, parts):
-        self.observed = parts.pop("")
-        self.buckets, self.max_ts, self.window_objects, self.log = {}, {}, {}, StoreLog(WindowPuts)
-        self._apply_steps(self.log.load(parts, int))
-
     def apply_parts(self, parts, removed):
         if "" in parts:
             self.observed = parts.pop("")
         dropped, steps = self.log.catch_up(parts, removed, int)
         for start in dropped:
             del self.buckets[start], self.max_ts[start], self.window_objects[start]
-        self._apply_steps(steps)
-
-    def _apply_steps(self, steps: list[tuple]) -> None:
         for start, (keys, aggs, timestamps), gone in steps:
             bucket = self.buckets.get(start)
             if bucket is None:

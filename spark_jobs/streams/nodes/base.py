@@ -77,14 +77,11 @@ class Node:
         node has one part, its `snapshot_state()`."""
         return None
 
-    def import_parts(self, parts: dict[str, Any]) -> None:
-        """Restore from every current part (names and states as `export_parts` gave them)."""
-        self.restore_state(parts[""])
-
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
-        """Catch up, from the state of this node's last export or import, with the parts another copy of it
-        exported since (`parts`: the latest state of each) and the part names gone since (`removed`).
-        Raises ValueError where they do not continue this node's history."""
+        """Catch up, from the state of this node's last export or import (or a new node's, for an import:
+        then `parts` are every current part), with the parts exported since (`parts`: the latest state of
+        each, named as `export_parts` gave them) and the part names gone since (`removed`). Raises
+        ValueError where they do not continue this node's history."""
         if removed:
             raise ValueError(f"node {self.name}: parts {removed} went, this node has one part")
         if "" in parts:

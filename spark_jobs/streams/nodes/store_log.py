@@ -86,25 +86,15 @@ class StoreLog:
         self.put, self.removed = {}, {}
         return parts, [f"{name(g)}.{i}" for g, (deltas, _) in saved.items() for i in range(deltas + 1)]
 
-    def load(self, parts: Mapping[str, tuple], group_of: Callable[[str], Any]) -> list[tuple[Any, Any, list]]:
-        """The parts of an export history per group, base first: `(group, columns, removed keys)` to apply
-        in the order given. `group_of` turns a part's group name back into its group."""
-        self.put, self.removed, self.saved = {}, {}, {}
-        steps: list[tuple[Any, Any, list]] = []
-        for group_name, pieces in _by_group(parts).items():
-            _check_indexes(group_name, sorted(pieces), 0)
-            group = group_of(group_name)
-            self.saved[group] = [len(pieces) - 1, sum(_changes(pieces[i]) for i in range(1, len(pieces)))]
-            steps += [(group, *pieces[index]) for index in range(len(pieces))]
-        return steps
-
     def catch_up(
         self, parts: Mapping[str, tuple], removed: list[str], group_of: Callable[[str], Any]
     ) -> tuple[list[Any], list[tuple[Any, Any, list]]]:
-        """Bring a store from its last export (or load) to a later point of the same export history, which
-        another copy of the store went through: `parts` were written since, `removed` (part names) went
-        since. Returns the groups whose entries go (gone, or replaced by a new base) and then the steps to
-        apply as `load`'s. Raises ValueError where the parts do not continue this store's history."""
+        """Bring a store from its last export (or a new, empty store) to a later point of the same export
+        history, which another copy of the store went through: `parts` were written since, `removed` (part
+        names) went since; for an import, every current part and nothing removed. Returns the groups whose
+        entries go (gone, or replaced by a new base), then the parts to apply in order, base first, as
+        `(group, columns, removed keys)`. `group_of` turns a part's group name back into its group. Raises
+        ValueError where the parts do not continue this store's history."""
         self.put, self.removed = {}, {}
         by_group = _by_group(parts)
         dropped: list[Any] = []

@@ -264,10 +264,6 @@ class SuppressNode(Node):
         parts[""] = self._scalars()
         return parts, ["", *names]
 
-    def import_parts(self, parts: dict[str, Any]) -> None:
-        self._save(*parts.pop(""))
-        self.buffer.import_parts(parts)
-
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
         if "" in parts:
             self._save(*parts.pop(""))

@@ -182,40 +182,40 @@ class TimeOrderedKeyValueBuffer:
         entries = self.buckets[window] if put is None else put  # put: the entries still buffered
         return self.entry_columns(window, list(entries), list(entries.values()))
 
-    def import_parts(self, parts: dict[str, Any]) -> None:
-        self.buckets, self.log = {}, StoreLog()
-        self._apply_steps(self.log.load(parts, _window_of_name))
-        self.rebuild_heap()
-
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
-        """Catch up with the parts written and removed since this buffer's last export (StoreLog.catch_up),
-        keeping the heap: items are pushed for the entries new since (a new key, or a key buffered again);
-        the entries gone since were heap heads when they went, so their items are popped from the head.
-        Only where that does not account for every item (an out-of-order entry went in before them) is the
-        heap rebuilt."""
+        """Catch up with the parts written and removed since this buffer's last export, or load an empty
+        buffer from every part (StoreLog.catch_up), and keep the heap: items are pushed for the entries new
+        since (a new key, or a key buffered again), and the entries gone since were heap heads when they
+        went, so their items are popped from the head. The heap is rebuilt instead when that is cheaper
+        (as many entries new as there were items: a load) or when pushes and pops do not account for every
+        item (an out-of-order entry went in before the ones that left)."""
         dropped, steps = self.log.catch_up(parts, removed, _window_of_name)
         before = {window: self.buckets.pop(window) for window in dropped if window in self.buckets}
         fresh: dict[tuple, None] = {}  # (window, inner key) of the entries whose heap item is new
         for window, columns, _ in steps:  # compared with the buffer before any step
-            bucket = self.buckets.get(window)
-            if bucket is None:
-                bucket = before.get(window)
-            if not bucket:  # a window new to this copy
-                fresh.update(dict.fromkeys(zip(repeat(window), columns["keys"])))
-                continue
-            if self.window_close:
+            bucket = self.buckets.get(window) or before.get(window) or {}
+            keys = columns["keys"]
+            if not bucket or self.window_close:
                 # Entries of a window share its buffer time (its end): a key buffered again in it has an
                 # item that sorts as the new one would, so only keys new to the bucket need one.
-                fresh.update(
-                    dict.fromkeys(zip(repeat(window), filterfalse(bucket.__contains__, columns["keys"])))
-                )
+                fresh.update(dict.fromkeys(zip(repeat(window), filterfalse(bucket.__contains__, keys))))
                 continue
-            for inner, seq in zip(columns["keys"], columns["seq"], strict=True):
+            for inner, seq in zip(keys, columns["seq"], strict=True):
                 entry = bucket.get(inner)
                 if entry is None or entry[_SEQ] != seq:
                     fresh[window, inner] = None
-        self._apply_steps(steps)
+        for window, columns, gone in steps:
+            self.load_entries(columns)
+            bucket = self.buckets.get(window)
+            if bucket is not None:
+                for inner in gone:  # a key put and removed between two exports was never saved
+                    bucket.pop(inner, None)
+        for window in [w for w, bucket in self.buckets.items() if not bucket]:
+            del self.buckets[window]
         heap, buckets = self.heap, self.buckets
+        if len(fresh) >= len(heap):
+            self.rebuild_heap()
+            return
         for window, inner in fresh:
             entry = buckets.get(window, {}).get(inner)
             if entry is not None:
@@ -233,16 +233,6 @@ class TimeOrderedKeyValueBuffer:
         window = None if start is None else _new_tuple(Window, (start, bt))
         entry = self.buckets.get(window, {}).get(inner)
         return entry is None or entry[_SEQ] != seq
-
-    def _apply_steps(self, steps: list[tuple]) -> None:
-        for window, columns, gone in steps:
-            self.load_entries(columns)
-            bucket = self.buckets.get(window)
-            if bucket is not None:
-                for inner in gone:  # a key put and removed between two exports was never saved
-                    bucket.pop(inner, None)
-        for window in [w for w, bucket in self.buckets.items() if not bucket]:
-            del self.buckets[window]
 
 
 def _window_of_name(name: str) -> Any:

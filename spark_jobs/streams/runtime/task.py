@@ -500,23 +500,12 @@ class StreamTask:
     def import_state(cls, topology: Topology, parts: Mapping[str, bytes]) -> StreamTask:
         """A task from every current part of an export history (the union of the exported parts minus
         the removed ones); `topology` is the same object or a fresh build of it."""
-        with _NoCyclicGC():
-            return cls._import_state(topology, parts)
-
-    @classmethod
-    def _import_state(cls, topology: Topology, parts: Mapping[str, bytes]) -> StreamTask:
         if TASK_PART not in parts:
             raise ValueError(f"the task state has no {TASK_PART!r} part; parts: {sorted(parts)[:10]}")
-        state = pickle.loads(parts[TASK_PART])
-        task = cls._from_task_state(topology, state)
-        by_node: dict[str, dict[str, Any]] = {}
-        for part_name, data in parts.items():
-            if part_name != TASK_PART:
-                node_name, sub = task._node_part(part_name)
-                by_node.setdefault(node_name, {})[sub] = pickle.loads(data)
-        for node_name, node_parts in by_node.items():
-            task.nodes[node_name].import_parts(node_parts)
-        task._part_digests = {part_name: _digest(data) for part_name, data in parts.items()}
+        with _NoCyclicGC():
+            task = cls._from_task_state(topology, pickle.loads(parts[TASK_PART]))
+            task._part_digests = {TASK_PART: _digest(parts[TASK_PART])}
+            task._apply_parts({name: data for name, data in parts.items() if name != TASK_PART}, [])
         return task
 
     def apply_state(self, parts: Mapping[str, bytes], removed: Iterable[str]) -> None:
@@ -528,24 +517,29 @@ class StreamTask:
         if self._part_digests is None:
             raise ValueError("this task was never exported or imported: it has no export history")
         with _NoCyclicGC():
-            by_node: dict[str, tuple[dict[str, Any], list[str]]] = {}
-            for part_name in removed:
-                if part_name == TASK_PART:
-                    raise ValueError(f"the {TASK_PART!r} part cannot go")
+            self._apply_parts(parts, removed)
+
+    def _apply_parts(self, parts: Mapping[str, bytes], removed: Iterable[str]) -> None:
+        """Parts and removals over the state of the last export or import (import_state, apply_state)."""
+        digests = self._part_digests
+        by_node: dict[str, tuple[dict[str, Any], list[str]]] = {}
+        for part_name in removed:
+            if part_name == TASK_PART:
+                raise ValueError(f"the {TASK_PART!r} part cannot go")
+            node_name, sub = self._node_part(part_name)
+            by_node.setdefault(node_name, ({}, []))[1].append(sub)
+            digests.pop(part_name, None)
+        for part_name, data in parts.items():
+            if part_name == TASK_PART:
+                self._apply_task_state(pickle.loads(data))
+                sub = ""
+            else:
                 node_name, sub = self._node_part(part_name)
-                by_node.setdefault(node_name, ({}, []))[1].append(sub)
-                self._part_digests.pop(part_name, None)
-            for part_name, data in parts.items():
-                if part_name == TASK_PART:
-                    self._apply_task_state(pickle.loads(data))
-                    sub = ""
-                else:
-                    node_name, sub = self._node_part(part_name)
-                    by_node.setdefault(node_name, ({}, []))[0][sub] = pickle.loads(data)
-                # an entries' part is exported only when it changed: no digest to compare (_export_state)
-                self._part_digests[part_name] = b"" if sub else _digest(data)
-            for node_name, (node_parts, gone) in by_node.items():
-                self.nodes[node_name].apply_parts(node_parts, gone)
+                by_node.setdefault(node_name, ({}, []))[0][sub] = pickle.loads(data)
+            # an entries' part is exported only when it changed: no digest to compare (_export_state)
+            digests[part_name] = b"" if sub else _digest(data)
+        for node_name, (node_parts, gone) in by_node.items():
+            self.nodes[node_name].apply_parts(node_parts, gone)
 
     def _node_part(self, part_name: str) -> tuple[str, str]:
         """(node name, the node's name of the part: "" for its own) of a part other than "task"."""
