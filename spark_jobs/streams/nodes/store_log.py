@@ -10,7 +10,8 @@ most 1 + DELTA_RATIO times the group's entries. A group gone from the store (a c
 parts.
 
 The store records what a batch changes: `puts(group)` is a dict (of the store's choosing) of the entries put,
-and `remove(group, key)` records a key removed (and drops it from the puts). The
+`remove(group, key)` records a key removed (and drops it from the puts), `drop(group)` a group that left
+whole. The
 export asks the store for the columns of a group's entries (`Columns`). A part is `(columns, removed keys)`.
 """
 
@@ -55,6 +56,13 @@ class StoreLog:
         if removed is None:
             removed = self.removed[group] = set()
         removed.add(key)
+
+    def drop(self, group: Any) -> None:
+        """Record that `group` left with all its entries: its parts go, and should it come back, it starts
+        from a new base (its saved parts would still hold the entries that left)."""
+        self.put.pop(group, None)
+        self.removed.pop(group, None)
+        self.saved.pop(group, None)
 
     def export(
         self, groups: Mapping[Any, dict], changed_only: bool, name: Callable[[Any], str], columns: Columns

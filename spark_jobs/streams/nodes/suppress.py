@@ -43,13 +43,15 @@ class SuppressNode(Node):
     def process_columns(self, keys, values, olds, timestamps, headers):
         buffer = self.buffer
         buckets, heap, log_puts = buffer.buckets, buffer.heap, buffer.log.puts
-        pop_head = buffer.pop_head
+        pop_due, pop_head = buffer.pop_due, buffer.pop_head
         bucket_window: Any = NO_WINDOW
         bucket: dict = {}
         # the entries put into the bucket's window since the last state export, by inner key: the export
         # reads them here, fresh and adjacent in memory, not by looking each up in the bucket
         puts: dict = {}
-        start_bytes = b""  # the bucket window's start serialized: the suffix of its keys' bytes
+        start_bytes_len = (
+            0  # the length of the bucket window's start serialized: the suffix of its keys' bytes
+        )
         observed, duration = self.observed, self.duration
         window_close = self.window_close
         max_records, max_bytes = self.max_records, self.max_bytes
@@ -97,31 +99,42 @@ class SuppressNode(Node):
                 bucket = buckets.get(window)
                 if bucket is None:
                     bucket = buckets[window] = {}
+                    if window_close:  # the heap of an until_window_closes buffer holds its windows
+                        heappush(heap, (window[1], window[0]))
+                        if window[1] + duration < evict_at:
+                            evict_at = window[1] + duration
+                            if observed >= evict_at:
+                                due = True
                 bucket_window = window
                 puts = log_puts(window)
                 if window_close:
-                    start_bytes = window_start_bytes(window[0])
+                    start_bytes_len = len(window_start_bytes(window[0]))
             try:
                 entry = bucket[inner]
             except KeyError:
                 size_sum += num_bytes * (i - mark)
                 count_sum += count * (i - mark)
                 mark = i
-                if window_close and type(key) is Windowed:  # key_bytes(key), with the suffix computed once
-                    kb = (inner.encode() if type(inner) is str else key_bytes(inner)) + start_bytes
-                else:
-                    kb = key_bytes(key)
                 # buffer time, key and prior value: fixed while the key stays buffered; the first update's
                 # old value is the prior value, counted once
-                base = 8 + len(kb) + (8 if type(old) is int else vsize(old))
+                base = 8 + (8 if type(old) is int else vsize(old))
+                if window_close:  # the window's end is the buffer time; key bytes are computed at emit
+                    bt, kb = key[1][1], None
+                    if type(key) is Windowed:  # len(key_bytes(key)), with the suffix's length known
+                        base += len(inner.encode()) if type(inner) is str else len(key_bytes(inner))
+                        base += start_bytes_len
+                    else:
+                        base += len(key_bytes(key))
+                else:
+                    bt, kb = ts, key_bytes(key)
+                    base += len(kb)
+                    heappush(heap, (ts, kb, seq, inner, None))
+                    if ts + duration < evict_at:
+                        evict_at = ts + duration
+                        if observed >= evict_at:
+                            due = True
                 size = base + new_size + context_size + (headers_size(hdr) if hdr else 0)
-                bt = key[1][1] if window_close else ts
                 bucket[inner] = puts[inner] = (bt, kb, new, old, old, ts, hdr, size, seq, base)
-                heappush(heap, (bt, kb, seq, inner, window[0] if window_close else None))
-                if bt + duration < evict_at:
-                    evict_at = bt + duration
-                    if observed >= evict_at:
-                        due = True
                 seq += 1
                 count += 1
                 num_bytes += size
@@ -181,10 +194,15 @@ class SuppressNode(Node):
                             f"records and [{num_bytes}/{max_bytes}] bytes."
                         )
                     evicted = False
-                    while heap and (
-                        (count > max_records or num_bytes > max_bytes) if by_capacity else heap[0][0] <= limit
-                    ):
-                        ekey, entry = pop_head()
+                    if by_capacity:  # emit early (until_time_limit: a strict buffer shut down above)
+                        leaving, left_count, left_bytes = [], count, num_bytes
+                        while heap and (left_count > max_records or left_bytes > max_bytes):
+                            leaving.append(pop_head())
+                            left_count -= 1
+                            left_bytes -= leaving[-1][1][_SIZE]
+                    else:
+                        leaving = pop_due(limit) if heap and heap[0][0] <= limit else ()
+                    for ekey, entry in leaving:
                         count -= 1
                         num_bytes -= entry[_SIZE]
                         evicted = True

@@ -1,16 +1,20 @@
 """The suppress buffer's store: Kafka's InMemoryTimeOrderedKeyValueBuffer (docs/semantics.md section 5).
 
 Entries are indexed by window, then key (`until_time_limit`: one bucket, by key): windowed keys of one
-window share a Window object upstream, so the bucket is found by identity without hashing. They are
-ordered by (buffer time, key bytes) in a heap; an update keeps its entry's place. The suppress node
-(nodes/suppress.py) holds the emit policy: when entries are due or the buffer is over capacity.
+window share a Window object upstream, so the bucket is found by identity without hashing. They leave in
+(buffer time, key bytes) order; an update keeps its entry's place. `until_time_limit` keeps a heap of its
+entries (each has its own buffer time, its first put's). `until_window_closes` keeps a heap of its windows
+only: a window's entries share its end as buffer time and, the config being strict, leave together when it
+closes, so they are sorted by key bytes once then, not pushed into a heap one by one (and their key bytes
+are computed then, not kept). The suppress node (nodes/suppress.py) holds the emit policy: when entries are
+due or the buffer is over capacity.
 """
 
 from __future__ import annotations
 
 from array import array
 from heapq import heapify, heappop, heappush
-from itertools import chain, filterfalse, islice, repeat
+from itertools import repeat
 from operator import add, itemgetter
 from typing import Any
 
@@ -21,6 +25,8 @@ from .store_log import StoreLog
 # Entry fields, in a tuple per buffered key (replaced on update). The entry and its heap item hold only
 # the inner key and plain values, no list and no Windowed key: tuples of untracked objects leave the cyclic
 # GC's lists at its next young collection, so a buffer of 250k keys adds nothing to every full collection.
+# _KB, the key bytes, is None in until_window_closes entries (computed when their window leaves); _BASE is
+# the part of _SIZE fixed while the key stays buffered: buffer time, key bytes and prior value.
 _BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _BASE = range(10)
 NO_WINDOW = object()
 _new_tuple = tuple.__new__
@@ -30,20 +36,47 @@ class TimeOrderedKeyValueBuffer:
     def __init__(self, window_close: bool) -> None:
         self.window_close = window_close
         self.buckets: dict[Any, dict[Any, list]] = {}
-        # (buffer time, key bytes, seq, inner key, window start or None): for until_window_closes the buffer
-        # time is the window's end, so the item names its window without holding a Window object
+        # until_time_limit: (buffer time, key bytes, seq, inner key, None) per entry; until_window_closes:
+        # (end, start) per window. Either way the head's buffer time is heap[0][0].
         self.heap: list[tuple] = []
         # what changed since the last state export, per window (None: the one bucket of until_time_limit):
         # {inner key: entry} put, inner keys removed
         self.log = StoreLog()
 
     def pop_head(self) -> tuple[Any, list]:
-        """Remove the entry first in (buffer time, key bytes) order: `(key, entry)`."""
-        bt, _, _, inner, start = heappop(self.heap)
+        """Remove the entry first in (buffer time, key bytes) order: `(key, entry)` (until_time_limit: an
+        until_window_closes buffer is strict, so its entries only leave by `pop_due`)."""
+        if self.window_close:
+            raise RuntimeError("an until_window_closes buffer only emits windows that closed (pop_due)")
+        inner = heappop(self.heap)[3]
+        return inner, self._pop(None, inner)
+
+    def pop_due(self, limit: int) -> list[tuple[Any, tuple]]:
+        """Remove the entries whose buffer time is at or before `limit`, in (buffer time, key bytes)
+        order: `[(key, entry)]`."""
+        heap = self.heap
         if not self.window_close:
-            return inner, self._pop(None, inner)
-        window = _new_tuple(Window, (start, bt))
-        return _new_tuple(Windowed, (inner, window)), self._pop(window, inner)
+            due = []
+            while heap and heap[0][0] <= limit:
+                due.append(self.pop_head())
+            return due
+        due = []
+        while heap and heap[0][0] <= limit:
+            end = heap[0][0]
+            rows: list[tuple[bytes, Any, Any, tuple]] = []  # (key bytes, inner key, window, entry)
+            while heap and heap[0][0] == end:  # windows ending together interleave by key bytes
+                start = heappop(heap)[1]
+                window = _new_tuple(Window, (start, end))
+                bucket = self.buckets.pop(window, None)
+                if bucket:
+                    self.log.drop(window)
+                    keys = list(bucket)
+                    rows += zip(
+                        self._window_key_bytes(keys, start, end), keys, repeat(window), bucket.values()
+                    )
+            rows.sort(key=itemgetter(0))  # key bytes are unique within an end (they hold the start)
+            due += [(_new_tuple(Windowed, (inner, window)), entry) for _, inner, window, entry in rows]
+        return due
 
     def _pop(self, window: Any, inner: Any) -> tuple:
         bucket = self.buckets[window]
@@ -59,101 +92,104 @@ class TimeOrderedKeyValueBuffer:
         return None if bucket is None else bucket.get(inner)
 
     def entry_columns(self, windows: list | Any, inners: list, entries: list) -> dict[str, Any]:
-        """Entries (tuples, see _BT.._BASE) as columns: packed ints where the field is always an int;
-        windowed keys as inner key, window start and end (no Windowed object pickled one by one). `windows`:
-        the window of each entry, or the one window of them all. Fields that follow from others are not
-        saved (`load_entries` computes them again): the key bytes, and the buffer time of a window's entries
-        (its end)."""
+        """Entries as saved: their inner keys, the entry tuples themselves (plain values: pickled and loaded
+        at C speed, and loaded as they are), and for until_window_closes their windows: `windows` is the
+        window of each entry (a snapshot: "starts" and "ends" columns) or the one window of them all (a
+        state part: "window")."""
+        columns: dict[str, Any] = {"keys": inners, "entries": entries}
         if not self.window_close:
-            key_columns = {"keys": inners}
-        elif type(windows) is list:
-            key_columns = {
-                "keys": inners,
-                "starts": array("q", [w[0] for w in windows]),
-                "ends": array("q", [w[1] for w in windows]),
-            }
+            return columns
+        if type(windows) is list:
+            columns["starts"] = array("q", [w[0] for w in windows])
+            columns["ends"] = array("q", [w[1] for w in windows])
         else:
-            n = len(inners)
-            key_columns = {
-                "keys": inners,
-                "starts": array("q", [windows[0]]) * n,
-                "ends": array("q", [windows[1]]) * n,
-            }
-        # the fields of every entry in one flat list, then a slice per field: one pass over the entries
-        # (which lie scattered in memory), where zip(*entries) would visit each entry once per field
-        flat = list(chain.from_iterable(entries))
-        fields = [flat[i :: _BASE + 1] for i in range(_BASE + 1)]
-        return {
-            **key_columns,
-            "bt": None if self.window_close else array("q", fields[_BT]),
-            "new": fields[_NEW],
-            "old": fields[_OLD],
-            "prior": fields[_PRIOR],
-            "ts": array("q", fields[_TS]),
-            "hdr": fields[_HDR],
-            "size": array("q", fields[_SIZE]),
-            "seq": array("q", fields[_SEQ]),
-        }
+            columns["window"] = (windows[0], windows[1])
+        return columns
 
     def load_entries(self, columns: dict[str, Any]) -> None:
         """Put entries saved by `entry_columns` into the buckets (then `rebuild_heap`)."""
         keys = columns["keys"]
         if not keys:
             return
-        prior, seq = columns["prior"], columns["seq"]
-        kb = self._key_bytes(columns)
-        # the fixed part of each entry's size: buffer time (8), key bytes and prior value (8 for an int)
-        base = list(map(add, map(len, kb), [16 if type(p) is int else 8 + value_size(p) for p in prior]))
-        bt = columns["ends"] if self.window_close else columns["bt"]
-        fields = (bt, kb, columns["new"], columns["old"], prior, columns["ts"], columns["hdr"])
-        entries = zip(*fields, columns["size"], seq, base, strict=True)  # tuples built in C
+        if "entries" not in columns:  # saved before 2026-11-23
+            columns = self._from_field_columns(columns)
+        entries = columns["entries"]
         if not self.window_close:
             self.buckets.setdefault(None, {}).update(zip(keys, entries, strict=True))
             return
-        starts, ends = columns["starts"], columns["ends"]
-        windows = list(zip(starts, ends, strict=True))
-        n = len(windows)
-        if windows.count(windows[0]) == n:
-            runs = [(0, n)]  # one window, as in every state part
+        window = columns.get("window")
+        if window is not None:  # a state part: one window
+            runs = [(window, 0, len(keys))]
         else:  # a snapshot: windows interleave in seq order
-            cuts = [i for i in range(1, n) if windows[i] != windows[i - 1]]
-            runs = list(zip([0, *cuts], [*cuts, n], strict=True))
-        entries = iter(entries)
-        for lo, hi in runs:
-            window = _new_tuple(Window, (starts[lo], ends[lo]))
+            windows = list(zip(columns["starts"], columns["ends"], strict=True))
+            cuts = [i for i in range(1, len(keys)) if windows[i] != windows[i - 1]]
+            runs = [(windows[lo], lo, hi) for lo, hi in zip([0, *cuts], [*cuts, len(keys)], strict=True)]
+        for (start, end), lo, hi in runs:
+            window = _new_tuple(Window, (start, end))
             bucket = self.buckets.get(window)
             if bucket is None:
                 bucket = self.buckets[window] = {}
-            bucket.update(zip(keys[lo:hi], islice(entries, hi - lo), strict=True))
+            bucket.update(zip(keys[lo:hi], entries[lo:hi], strict=True))
+
+    def _from_field_columns(self, columns: dict[str, Any]) -> dict[str, Any]:
+        """Entries saved a column per field (before 2026-11-23: no key bytes, no fixed size part, the
+        buffer time of a window's entries its end) in today's form."""
+        prior = columns["prior"]
+        kb = self._key_bytes(columns)
+        # the fixed part of each entry's size: buffer time (8), key bytes and prior value (8 for an int)
+        base = list(map(add, map(len, kb), [16 if type(p) is int else 8 + value_size(p) for p in prior]))
+        if self.window_close:
+            kb = [None] * len(kb)  # computed when the window leaves
+        bt = columns["ends"] if self.window_close else columns["bt"]
+        fields = (bt, kb, columns["new"], columns["old"], prior, columns["ts"], columns["hdr"])
+        entries = list(zip(*fields, columns["size"], columns["seq"], base, strict=True))
+        if not self.window_close:
+            return {"keys": columns["keys"], "entries": entries}
+        return {
+            "keys": columns["keys"],
+            "entries": entries,
+            "starts": columns["starts"],
+            "ends": columns["ends"],
+        }
 
     def _key_bytes(self, columns: dict[str, Any]) -> list[bytes]:
         """The serialized keys (serde.key_bytes) of saved entries, as the put computed them."""
         keys = columns["keys"]
         if not self.window_close:
             return list(map(key_bytes, keys))
-        starts = columns["starts"]
-        if starts.count(starts[0]) == len(starts) and set(map(type, keys)) == {str}:
-            # one window of string keys (every state part of a string-keyed job): C loops
-            suffix = window_start_bytes(starts[0])
+        starts, ends = columns["starts"], columns["ends"]
+        if starts.count(starts[0]) == len(starts):
+            return self._window_key_bytes(keys, starts[0], ends[0])
+        return [
+            kb
+            for inner, start, end in zip(keys, starts, ends, strict=True)
+            for kb in self._window_key_bytes([inner], start, end)
+        ]
+
+    @staticmethod
+    def _window_key_bytes(keys: list, start: int, end: int) -> list[bytes]:
+        """serde.key_bytes of the windowed keys of one window, by their inner keys."""
+        suffix = window_start_bytes(start)
+        if all(type(inner) is str for inner in keys):  # a string-keyed job: C loops
             return list(map(bytes.__add__, map(str.encode, keys), repeat(suffix)))
-        suffixes: dict[int, bytes] = {}
-        kb = []
-        for inner, start, end in zip(keys, columns["starts"], columns["ends"], strict=True):
-            suffix = suffixes.get(start)
-            if suffix is None:
-                suffix = suffixes[start] = window_start_bytes(start)
-            if type(inner) is str:
-                kb.append(inner.encode() + suffix)
-            else:
-                kb.append(key_bytes(_new_tuple(Windowed, (inner, _new_tuple(Window, (start, end))))))
-        return kb
+        window = _new_tuple(Window, (start, end))
+        return [
+            inner.encode() + suffix
+            if type(inner) is str
+            else key_bytes(_new_tuple(Windowed, (inner, window)))
+            for inner in keys
+        ]
 
     def rebuild_heap(self) -> None:
-        """The heap of every buffered entry (after loading): its order is the entries' own (bt, kb, seq)."""
+        """The heap of every window (until_window_closes) or buffered entry (after loading): an entry's
+        order is its own (bt, kb, seq)."""
+        if self.window_close:
+            self.heap = [(window[1], window[0]) for window in self.buckets]
+            heapify(self.heap)
+            return
         self.heap = [
-            (entry[_BT], entry[_KB], entry[_SEQ], inner, None if window is None else window[0])
-            for window, bucket in self.buckets.items()
-            for inner, entry in bucket.items()
+            (entry[_BT], entry[_KB], entry[_SEQ], inner, None)
+            for inner, entry in self.buckets.get(None, {}).items()
         ]
         heapify(self.heap)
 
@@ -184,25 +220,28 @@ class TimeOrderedKeyValueBuffer:
 
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
         """Catch up with the parts written and removed since this buffer's last export, or load an empty
-        buffer from every part (StoreLog.catch_up), and keep the heap: items are pushed for the entries new
-        since (a new key, or a key buffered again), and the entries gone since were heap heads when they
-        went, so their items are popped from the head. The heap is rebuilt instead when that is cheaper
-        (as many entries new as there were items: a load) or when pushes and pops do not account for every
-        item (an out-of-order entry went in before the ones that left)."""
+        buffer from every part (StoreLog.catch_up), and keep the heap. until_window_closes: the heap of
+        windows is rebuilt (a few items). until_time_limit: items are pushed for the entries new since (a
+        new key, or a key buffered again), and the entries gone since were heap heads when they went, so
+        their items are popped from the head. The heap is rebuilt instead when that is cheaper (as many
+        entries new as there were items: a load) or when pushes and pops do not account for every item (an
+        out-of-order entry went in before the ones that left)."""
         dropped, steps = self.log.catch_up(parts, removed, _window_of_name)
+        steps = [
+            (window, columns if "entries" in columns else self._from_field_columns(columns), gone)
+            for window, columns, gone in steps
+        ]
         before = {window: self.buckets.pop(window) for window in dropped if window in self.buckets}
         fresh: dict[tuple, None] = {}  # (window, inner key) of the entries whose heap item is new
-        for window, columns, _ in steps:  # compared with the buffer before any step
+        for window, columns, _ in steps if not self.window_close else ():  # compared with the buffer before
             bucket = self.buckets.get(window) or before.get(window) or {}
             keys = columns["keys"]
-            if not bucket or self.window_close:
-                # Entries of a window share its buffer time (its end): a key buffered again in it has an
-                # item that sorts as the new one would, so only keys new to the bucket need one.
-                fresh.update(dict.fromkeys(zip(repeat(window), filterfalse(bucket.__contains__, keys))))
+            if not bucket:
+                fresh.update(dict.fromkeys(zip(repeat(window), keys)))
                 continue
-            for inner, seq in zip(keys, columns["seq"], strict=True):
+            for inner, saved in zip(keys, columns["entries"], strict=True):
                 entry = bucket.get(inner)
-                if entry is None or entry[_SEQ] != seq:
+                if entry is None or entry[_SEQ] != saved[_SEQ]:
                     fresh[window, inner] = None
         for window, columns, gone in steps:
             self.load_entries(columns)
@@ -213,26 +252,23 @@ class TimeOrderedKeyValueBuffer:
         for window in [w for w, bucket in self.buckets.items() if not bucket]:
             del self.buckets[window]
         heap, buckets = self.heap, self.buckets
-        if len(fresh) >= len(heap):
+        if self.window_close or len(fresh) >= len(heap):
             self.rebuild_heap()
             return
         for window, inner in fresh:
             entry = buckets.get(window, {}).get(inner)
             if entry is not None:
-                heappush(
-                    heap, (entry[_BT], entry[_KB], entry[_SEQ], inner, None if window is None else window[0])
-                )
+                heappush(heap, (entry[_BT], entry[_KB], entry[_SEQ], inner, None))
         while heap and self._stale(heap[0]):
             heappop(heap)
         if len(heap) != sum(map(len, buckets.values())):
             self.rebuild_heap()
 
     def _stale(self, item: tuple) -> bool:
-        """Whether a heap item no longer stands for a buffered entry (gone, or buffered again since)."""
-        bt, _, seq, inner, start = item
-        window = None if start is None else _new_tuple(Window, (start, bt))
-        entry = self.buckets.get(window, {}).get(inner)
-        return entry is None or entry[_SEQ] != seq
+        """Whether an until_time_limit heap item no longer stands for a buffered entry (gone, or buffered
+        again since)."""
+        entry = self.buckets.get(None, {}).get(item[3])
+        return entry is None or entry[_SEQ] != item[2]
 
 
 def _window_of_name(name: str) -> Any:
