@@ -98,32 +98,16 @@ def _add_aggregates(key: Any, agg1: int, agg2: int) -> int:
 
 
 _NEVER_CLOSES = 1 << 64  # above every int64 timestamp
-_ABSENT = object()
-
-
-class WindowPuts(dict):
-    """The aggregates put into one window since the last state export, by key, and their max timestamps
-    (`ts`, same keys in the same order): the export reads them here, not by a look-up per key in the
-    window's store."""
-
-    __slots__ = ("ts",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ts: dict = {}
-
-    def pop(self, key: Any, default: Any = None) -> Any:
-        self.ts.pop(key, None)
-        return super().pop(key, default)
 
 
 class TimeWindowAggregateNode(Node):
     """Tumbling and hopping windows.
 
-    Store: per window start, {key: aggregate} and {key: max timestamp}. Buckets by start make closed windows
-    cheap to delete. An entry holds no object of its own (no list, no Windowed key): dicts of strings and
-    ints are not tracked by the cyclic GC, and they snapshot and restore at C speed. The Windowed keys of
-    one window share one Window object, which lets a downstream suppress find its bucket by identity.
+    Store: per window start, {key: (aggregate, max timestamp)}: one look-up per record and window. Buckets
+    by start make closed windows cheap to delete. An entry holds no object of its own (no list, no Windowed
+    key): tuples of strings and ints leave the cyclic GC's lists, and they are saved and loaded at C speed.
+    The Windowed keys of one window share one Window object, which lets a downstream suppress find its
+    bucket by identity.
     """
 
     def __init__(
@@ -134,17 +118,16 @@ class TimeWindowAggregateNode(Node):
         self.aggregation = aggregation
         self.send_old_values = send_old_values
         self.observed = -1
-        self.buckets: dict[int, dict[Any, Any]] = {}  # start -> {key: aggregate}
-        self.max_ts: dict[int, dict[Any, int]] = {}  # start -> {key: max timestamp}
+        self.buckets: dict[int, dict[Any, tuple]] = {}  # start -> {key: (aggregate, max timestamp)}
         self.window_objects: dict[int, Window] = {}
         self.starts: list[int] = []  # heap of the buckets' starts
-        self.log = StoreLog(WindowPuts)  # what changed per window since the last state export, by start
+        self.log = StoreLog()  # what changed per window since the last state export, by start
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         windows = self.windows
         size, advance = windows.size, windows.advance
         close_after = size + windows.grace  # a window closes when end + grace <= observed time
-        buckets, max_ts, window_objects, starts = self.buckets, self.max_ts, self.window_objects, self.starts
+        buckets, window_objects, starts = self.buckets, self.window_objects, self.starts
         new_windowed = tuple.__new__
         log_puts = self.log.puts
         count = self.aggregation.kind == "count"
@@ -164,12 +147,12 @@ class TimeWindowAggregateNode(Node):
         # while observed time stays below slot_closes, the earliest close time among the open windows. Reusing
         # it saves the window arithmetic, close checks and bucket look-ups per row (comparing the large ints
         # of epoch milliseconds is a slow generic call in CPython).
-        slot: list[tuple[dict, dict, Window, WindowPuts]] = []
+        slot: list[tuple[dict, Window, dict]] = []
         slot_dropped = 0
         slot_lo = slot_hi = slot_closes = 0
         # the slot before it, kept for records that alternate across a window boundary (out-of-order
         # records near it) or come back after a late record
-        alt: list[tuple[dict, dict, Window, WindowPuts]] = []
+        alt: list[tuple[dict, Window, dict]] = []
         alt_dropped = 0
         alt_lo = alt_hi = alt_closes = 0
         extra = src is not None or out_h is not None  # one test per row for the optional columns
@@ -212,32 +195,29 @@ class TimeWindowAggregateNode(Node):
                     bucket = buckets.get(start)
                     if bucket is None:  # created for this row, which goes into every open window
                         bucket = buckets[start] = {}
-                        max_ts[start] = {}
                         window_objects[start] = tuple.__new__(Window, (start, start + size))
                         heappush(starts, start)
-                    slot.append((bucket, max_ts[start], window_objects[start], log_puts(start)))
+                    slot.append((bucket, window_objects[start], log_puts(start)))
             if slot_dropped:
                 dropped += slot_dropped
-            for bucket, bucket_ts, window, puts in slot:
-                old = bucket.get(key, _ABSENT)
-                if old is _ABSENT:
+            for bucket, window, puts in slot:
+                entry = bucket.get(key)  # a stored aggregate is never None (below)
+                if entry is None:
                     old = 0 if count else initializer()
                     new = old + 1 if count else aggregator(key, value, old)
                     new_ts = ts
                     if new is not None:
-                        bucket[key] = puts[key] = new
-                        bucket_ts[key] = puts.ts[key] = ts
+                        bucket[key] = puts[key] = (new, ts)
                 else:
+                    old, new_ts = entry
                     new = old + 1 if count else aggregator(key, value, old)
-                    new_ts = bucket_ts[key]
                     if ts > new_ts:
-                        new_ts = bucket_ts[key] = ts
+                        new_ts = ts
                     if new is None:  # Kafka's store deletes a null aggregate
-                        del bucket[key], bucket_ts[key]
+                        del bucket[key]
                         self.log.remove(window[0], key)
                     else:
-                        bucket[key] = puts[key] = new
-                        puts.ts[key] = new_ts
+                        bucket[key] = puts[key] = (new, new_ts)
                 windowed = new_windowed(Windowed, (key, window))
                 out_k.append(windowed)
                 out_v.append(new)
@@ -253,15 +233,12 @@ class TimeWindowAggregateNode(Node):
             self.count_dropped(dropped)
         while starts and starts[0] + close_after <= observed:
             start = heappop(starts)
-            del buckets[start], max_ts[start], window_objects[start]
+            del buckets[start], window_objects[start]
         return Batch(out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src)
 
     def get(self, windowed_key):
-        start, key = windowed_key[1][0], windowed_key[0]
-        bucket = self.buckets.get(start)
-        if bucket is None or key not in bucket:
-            return None
-        return bucket[key], self.max_ts[start][key]
+        bucket = self.buckets.get(windowed_key[1][0])
+        return None if bucket is None else bucket.get(windowed_key[0])  # (aggregate, max timestamp)
 
     def snapshot_state(self):
         return {
@@ -270,8 +247,8 @@ class TimeWindowAggregateNode(Node):
                 (
                     start,
                     list(bucket),
-                    int_column(list(bucket.values())),
-                    array("q", self.max_ts[start].values()),
+                    int_column([entry[0] for entry in bucket.values()]),
+                    array("q", [entry[1] for entry in bucket.values()]),
                 )
                 for start, bucket in self.buckets.items()
             ],
@@ -279,46 +256,45 @@ class TimeWindowAggregateNode(Node):
 
     def restore_state(self, state):
         self.observed = state["observed"]
-        self.buckets, self.max_ts, self.window_objects, self.log = {}, {}, {}, StoreLog(WindowPuts)
+        self.buckets, self.window_objects, self.log = {}, {}, StoreLog()
         for start, keys, aggs, timestamps in state["windows"]:
-            self._new_bucket(start).update(zip(keys, aggs, strict=True))
-            self.max_ts[start].update(zip(keys, timestamps, strict=True))
+            self._new_bucket(start).update(zip(keys, zip(aggs, timestamps, strict=True), strict=True))
         self.starts = sorted(self.buckets)
 
     def _new_bucket(self, start: int) -> dict:
         bucket = self.buckets[start] = {}
-        self.max_ts[start] = {}
         self.window_objects[start] = tuple.__new__(Window, (start, start + self.windows.size))
         return bucket
 
     # State parts: "" holds the observed time; the windows' entries are in parts "<window start>.<n>" of
-    # the store's log (StoreLog), in columns: keys, aggregates, max timestamps.
+    # the store's log (StoreLog): the keys and their (aggregate, max timestamp) entries, as they are.
     def export_parts(self, changed_only):
         parts, names = self.log.export(self.buckets, changed_only, str, self._columns)
         parts[""] = self.observed
         return parts, ["", *names]
 
-    def _columns(self, start: int, put: WindowPuts | None) -> tuple:
-        # the aggregates and their timestamps are in two dicts with the same keys in the same order
-        aggs, timestamps = (self.buckets[start], self.max_ts[start]) if put is None else (put, put.ts)
-        return list(aggs), int_column(list(aggs.values())), array("q", timestamps.values())
+    def _columns(self, start: int, put: dict | None) -> tuple:
+        entries = self.buckets[start] if put is None else put
+        return list(entries), list(entries.values())
 
     def apply_parts(self, parts, removed):
         if "" in parts:
             self.observed = parts.pop("")
         dropped, steps = self.log.catch_up(parts, removed, int)
         for start in dropped:
-            del self.buckets[start], self.max_ts[start], self.window_objects[start]
-        for start, (keys, aggs, timestamps), gone in steps:
+            del self.buckets[start], self.window_objects[start]
+        for start, columns, gone in steps:
             bucket = self.buckets.get(start)
             if bucket is None:
                 bucket = self._new_bucket(start)
-            bucket_ts = self.max_ts[start]
-            bucket.update(zip(keys, aggs, strict=True))
-            bucket_ts.update(zip(keys, timestamps, strict=True))
+            if len(columns) == 3:  # saved before 2026-11-23: keys, aggregates, max timestamps
+                keys, aggs, timestamps = columns
+                bucket.update(zip(keys, zip(aggs, timestamps, strict=True), strict=True))
+            else:
+                keys, entries = columns
+                bucket.update(zip(keys, entries, strict=True))
             for key in gone:  # a key put and removed between two exports was never saved
                 bucket.pop(key, None)
-                bucket_ts.pop(key, None)
         self.starts = sorted(self.buckets)
 
 
