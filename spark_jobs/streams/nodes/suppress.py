@@ -49,9 +49,8 @@ class SuppressNode(Node):
         # the entries put into the bucket's window since the last state export, by inner key: the export
         # reads them here, fresh and adjacent in memory, not by looking each up in the bucket
         puts: dict = {}
-        start_bytes_len = (
-            0  # the length of the bucket window's start serialized: the suffix of its keys' bytes
-        )
+        # the length of the bucket window's start serialized: the suffix of its windowed keys' bytes
+        suffix_len = 0
         observed, duration = self.observed, self.duration
         window_close = self.window_close
         max_records, max_bytes = self.max_records, self.max_bytes
@@ -108,7 +107,7 @@ class SuppressNode(Node):
                 bucket_window = window
                 puts = log_puts(window)
                 if window_close:
-                    start_bytes_len = len(window_start_bytes(window[0]))
+                    suffix_len = len(window_start_bytes(window[0]))
             try:
                 entry = bucket[inner]
             except KeyError:
@@ -122,7 +121,7 @@ class SuppressNode(Node):
                     bt, kb = key[1][1], None
                     if type(key) is Windowed:  # len(key_bytes(key)), with the suffix's length known
                         base += len(inner.encode()) if type(inner) is str else len(key_bytes(inner))
-                        base += start_bytes_len
+                        base += suffix_len
                     else:
                         base += len(key_bytes(key))
                 else:
