@@ -118,7 +118,7 @@ class SuppressNode(Node):
                 # old value is the prior value, counted once
                 base = 8 + (8 if type(old) is int else vsize(old))
                 if window_close:  # the window's end is the buffer time; key bytes are computed at emit
-                    bt, kb = key[1][1], None
+                    bt = kb = None
                     if type(key) is Windowed:  # len(key_bytes(key)), with the suffix's length known
                         base += len(inner.encode()) if type(inner) is str else len(key_bytes(inner))
                         base += suffix_len

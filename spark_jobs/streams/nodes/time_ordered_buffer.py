@@ -25,8 +25,9 @@ from .store_log import StoreLog
 # Entry fields, in a tuple per buffered key (replaced on update). The entry and its heap item hold only
 # the inner key and plain values, no list and no Windowed key: tuples of untracked objects leave the cyclic
 # GC's lists at its next young collection, so a buffer of 250k keys adds nothing to every full collection.
-# _KB, the key bytes, is None in until_window_closes entries (computed when their window leaves); _BASE is
-# the part of _SIZE fixed while the key stays buffered: buffer time, key bytes and prior value.
+# In until_window_closes entries _BT and _KB are None: the buffer time is the window's end, and the key bytes
+# are computed when the window leaves (less to save and load per entry). _BASE is the part of _SIZE fixed
+# while the key stays buffered: buffer time, key bytes and prior value.
 _BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _BASE = range(10)
 NO_WINDOW = object()
 _new_tuple = tuple.__new__
@@ -139,8 +140,9 @@ class TimeOrderedKeyValueBuffer:
         # the fixed part of each entry's size: buffer time (8), key bytes and prior value (8 for an int)
         base = list(map(add, map(len, kb), [16 if type(p) is int else 8 + value_size(p) for p in prior]))
         if self.window_close:
-            kb = [None] * len(kb)  # computed when the window leaves
-        bt = columns["ends"] if self.window_close else columns["bt"]
+            bt = kb = [None] * len(kb)
+        else:
+            bt = columns["bt"]
         fields = (bt, kb, columns["new"], columns["old"], prior, columns["ts"], columns["hdr"])
         entries = list(zip(*fields, columns["size"], columns["seq"], base, strict=True))
         if not self.window_close:
