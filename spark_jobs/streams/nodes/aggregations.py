@@ -234,6 +234,7 @@ class TimeWindowAggregateNode(Node):
         while starts and starts[0] + close_after <= observed:
             start = heappop(starts)
             del buckets[start], window_objects[start]
+            self.log.drop(start)  # what it put since the last export is not kept until then
         return Batch(out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src)
 
     def get(self, windowed_key):
