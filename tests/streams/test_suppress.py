@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_jobs.streams import (
     BufferConfig,
     BufferFullError,
+    SessionWindows,
     StreamsBuilder,
+    StreamTask,
     Suppressed,
     TimeWindows,
     TopologyTestDriver,
 )
+from spark_jobs.streams.serde import key_bytes
 
 from .helpers import read
 
@@ -152,3 +157,62 @@ def test_join_reads_the_last_emitted_value_of_a_suppressed_table() -> None:
     tables.pipe_input("k", "v2", 11)  # buffered: the join still sees v1
     stream.pipe_input("k", "s2", 12)
     assert read(driver, "output") == [["k", "s2/v1", 12]]
+
+
+def _emission_order(windows, records) -> list[list[tuple[int, bytes]]]:
+    """Feeds records one at a time to count -> suppress(until_window_closes); per record, the (window end,
+    key bytes) of the finals it let out."""
+    builder = StreamsBuilder()
+    (
+        builder.stream("input")
+        .group_by_key()
+        .windowed_by(windows)
+        .count()
+        .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+        .to_stream()
+        .to("output")
+    )
+    task = StreamTask(builder.build())
+    passes = []
+    for key, ts in records:
+        task.process_batch("input", [key], [1], [ts])
+        passes.append([(r.key.window.end, key_bytes(r.key)) for _, r in task.drain_output().records()])
+    return passes
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(["session", "hopping"]),
+    st.lists(
+        st.tuples(st.sampled_from(["a", "ab", "abc", "b", "é", "z" * 9]), st.integers(0, 400)),
+        min_size=1,
+        max_size=120,
+    ),
+)
+def test_closed_windows_leave_in_end_then_key_bytes_order(kind, records) -> None:
+    """Kafka's buffer order, (buffer time, key bytes), where windows share an end: sessions of different keys,
+    and key bytes whose order differs from their keys' (the window start follows a shorter key)."""
+    windows = (
+        SessionWindows.of_inactivity_gap_and_grace(5, 10)
+        if kind == "session"
+        else TimeWindows.of_size_and_grace(30, 5).advance_by(10)
+    )
+    records = sorted(records, key=lambda r: r[1]) + [("flush", 10_000)]
+    passes = _emission_order(windows, records)
+    emitted = [item for one in passes for item in one]
+    assert emitted, "the last record closes every window"
+    for one in passes:
+        assert one == sorted(one)
+    ends = [end for end, _ in emitted]
+    assert ends == sorted(ends)
+
+
+def test_windows_ending_together_interleave_by_key_bytes() -> None:
+    # sessions [0, 3] of "ab" and [3, 3] of "a" both end at 3. Their key bytes: b"a" then start 3, b"ab" then
+    # start 0; the start's first byte (0) sorts before "b", so "a" leaves first, though "ab"'s window is older
+    passes = _emission_order(
+        SessionWindows.of_inactivity_gap_and_grace(2, 0),
+        [("ab", 0), ("ab", 2), ("ab", 3), ("a", 3), ("z", 20)],
+    )
+    assert passes[-1] == [(3, b"a" + (3).to_bytes(8, "big")), (3, b"ab" + (0).to_bytes(8, "big"))]
+    assert not any(passes[:-1])
