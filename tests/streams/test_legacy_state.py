@@ -1,6 +1,7 @@
-"""State parts written before 2026-11-23 (suppress buffer entries saved a column per field) still load.
+"""State parts written before 2026-11-23 still load: suppress buffer entries saved a column per field, and
+window aggregates saved as three columns (keys, aggregates, max timestamps).
 
-`data/suppress_parts_v2_fields.pickle` holds, per topology below, the parts `export_state()` of commit
+`data/suppress_parts_v2_fields.pickle` holds, per topology `_topology` builds, the parts `export_state()` of commit
 cbc9e33's engine wrote after the first CUT records (made by running this module's RECORDS through that
 commit's spark_jobs.streams). A task imported from them must go on exactly as a task that never stopped.
 """
@@ -23,40 +24,34 @@ RECORDS = [
     for i in range(600)
 ]
 CUT = 350
+BUFFER = "KTABLE-SUPPRESS-0000000002"
 
 
-def _count_suppressed(st, windowed, suppressed):
+def _topology(st, name: str):
+    """count() of the records, per window but for "time_limit", suppressed into "out"."""
     builder = st.StreamsBuilder()
     grouped = builder.stream("in").group_by_key()
-    table = windowed(st, grouped).count() if windowed else grouped.count()
-    table.suppress(suppressed(st)).to_stream().to("out")
+    windows = {
+        "tumbling": lambda: st.TimeWindows.of_size_and_grace(100, 20),
+        "hopping": lambda: st.TimeWindows.of_size_and_grace(90, 10).advance_by(30),
+        "session": lambda: st.SessionWindows.of_inactivity_gap_and_grace(15, 30),
+    }
+    table = grouped.windowed_by(windows[name]()).count() if name in windows else grouped.count()
+    if name == "time_limit":
+        suppressed = st.Suppressed.until_time_limit(
+            50, st.BufferConfig.max_records(12).emit_early_when_full()
+        )
+    elif name == "hopping":
+        suppressed = st.Suppressed.until_window_closes(
+            st.BufferConfig.max_records(10_000).shut_down_when_full()
+        )
+    else:
+        suppressed = st.Suppressed.until_window_closes(st.BufferConfig.unbounded())
+    table.suppress(suppressed).to_stream().to("out")
     return builder.build()
 
 
-TOPOLOGIES = {
-    "tumbling": lambda st: _count_suppressed(
-        st,
-        lambda st, g: g.windowed_by(st.TimeWindows.of_size_and_grace(100, 20)),
-        lambda st: st.Suppressed.until_window_closes(st.BufferConfig.unbounded()),
-    ),
-    "hopping": lambda st: _count_suppressed(
-        st,
-        lambda st, g: g.windowed_by(st.TimeWindows.of_size_and_grace(90, 10).advance_by(30)),
-        lambda st: st.Suppressed.until_window_closes(
-            st.BufferConfig.max_records(10_000).shut_down_when_full()
-        ),
-    ),
-    "session": lambda st: _count_suppressed(
-        st,
-        lambda st, g: g.windowed_by(st.SessionWindows.of_inactivity_gap_and_grace(15, 30)),
-        lambda st: st.Suppressed.until_window_closes(st.BufferConfig.unbounded()),
-    ),
-    "time_limit": lambda st: _count_suppressed(
-        st,
-        None,
-        lambda st: st.Suppressed.until_time_limit(50, st.BufferConfig.max_records(12).emit_early_when_full()),
-    ),
-}
+TOPOLOGIES = ["hopping", "session", "time_limit", "tumbling"]
 
 
 def _feed(task, records) -> list[tuple]:
@@ -65,10 +60,10 @@ def _feed(task, records) -> list[tuple]:
     return [(topic, r.key, r.value, r.timestamp) for topic, r in task.drain_output().records()]
 
 
-@pytest.mark.parametrize("name", sorted(TOPOLOGIES))
+@pytest.mark.parametrize("name", TOPOLOGIES)
 def test_parts_saved_a_column_per_field_load_and_go_on_as_the_task_that_wrote_them(name) -> None:
     parts = pickle.loads(DATA.read_bytes())[name]
-    topology = TOPOLOGIES[name](streams)
+    topology = _topology(streams, name)
     imported = streams.StreamTask.import_state(topology, parts)
     never_stopped = streams.StreamTask(topology)
     _feed(never_stopped, RECORDS[:CUT])
@@ -76,3 +71,16 @@ def test_parts_saved_a_column_per_field_load_and_go_on_as_the_task_that_wrote_th
     assert expected, "the records after the cut close windows: output to compare"
     assert _feed(imported, RECORDS[CUT:]) == expected
     assert imported.metrics() == never_stopped.metrics()
+
+
+def test_a_part_of_removed_keys_only_saved_a_column_per_field_loads() -> None:
+    """A delta that only removed keys saved its columns empty (no window start to read the window from)."""
+    parts = dict(pickle.loads(DATA.read_bytes())["tumbling"])
+    base_name = next(name for name in parts if name.startswith(f"{BUFFER}/"))
+    columns, _ = pickle.loads(parts[base_name])
+    gone = columns["keys"][0]
+    empty = {field: None if column is None else column[:0] for field, column in columns.items()}
+    parts[base_name.replace(".0", ".1")] = pickle.dumps((empty, [gone]))
+    buffer = streams.StreamTask.import_state(_topology(streams, "tumbling"), parts).nodes[BUFFER].buffer
+    (bucket,) = buffer.buckets.values()
+    assert sorted(bucket) == sorted(columns["keys"][1:])

@@ -346,14 +346,14 @@ def test_a_copy_drops_a_group_rebased_or_gone_since_it_last_saw_it() -> None:
     is dropped; a group with only new deltas is not."""
     groups = {"g": {"a": 1, "b": 2}, "h": {"x": 1}, "i": {"y": 1}}
 
-    def columns(group, put):
+    def save(group, put):
         entries = groups[group] if put is None else put
         return list(entries), list(entries.values())
 
     writer, copy = StoreLog(), StoreLog()
     for group, entries in groups.items():
         writer.puts(group).update(entries)
-    parts, _ = writer.export(groups, False, str, columns)
+    parts, _ = writer.export(groups, False, str, save)
     copy.catch_up(parts, [], str)
     del groups["g"]["b"]
     writer.remove("g", "b")
@@ -365,7 +365,7 @@ def test_a_copy_drops_a_group_rebased_or_gone_since_it_last_saw_it() -> None:
     groups["i"]["z"] = 2
     writer.puts("i")["z"] = 2
     del groups["h"]
-    since, names = writer.export(groups, True, str, columns)
+    since, names = writer.export(groups, True, str, save)
     assert sorted(since) == ["g.0", "i.1"] and sorted(names) == ["g.0", "i.0", "i.1"]
     dropped, steps = copy.catch_up(since, ["h.0"], str)
     assert sorted(dropped) == ["g", "h"]

@@ -270,11 +270,11 @@ class TimeWindowAggregateNode(Node):
     # State parts: "" holds the observed time; the windows' entries are in parts "<window start>.<n>" of
     # the store's log (StoreLog): the keys and their (aggregate, max timestamp) entries, as they are.
     def export_parts(self, changed_only):
-        parts, names = self.log.export(self.buckets, changed_only, str, self._columns)
+        parts, names = self.log.export(self.buckets, changed_only, str, self._save)
         parts[""] = self.observed
         return parts, ["", *names]
 
-    def _columns(self, start: int, put: dict | None) -> tuple:
+    def _save(self, start: int, put: dict | None) -> tuple:
         entries = self.buckets[start] if put is None else put
         return list(entries), list(entries.values())
 
@@ -284,15 +284,15 @@ class TimeWindowAggregateNode(Node):
         dropped, steps = self.log.catch_up(parts, removed, int)
         for start in dropped:
             del self.buckets[start], self.window_objects[start]
-        for start, columns, gone in steps:
+        for start, saved, gone in steps:
             bucket = self.buckets.get(start)
             if bucket is None:
                 bucket = self._new_bucket(start)
-            if len(columns) == 3:  # saved before 2026-11-23: keys, aggregates, max timestamps
-                keys, aggs, timestamps = columns
+            if len(saved) == 3:  # saved before 2026-11-23: keys, aggregates, max timestamps
+                keys, aggs, timestamps = saved
                 bucket.update(zip(keys, zip(aggs, timestamps, strict=True), strict=True))
             else:
-                keys, entries = columns
+                keys, entries = saved
                 bucket.update(zip(keys, entries, strict=True))
             for key in gone:  # a key put and removed between two exports was never saved
                 bucket.pop(key, None)

@@ -11,8 +11,8 @@ parts.
 
 The store records what a batch changes: `puts(group)` is a dict (of the store's choosing) of the entries put,
 `remove(group, key)` records a key removed (and drops it from the puts), `drop(group)` a group that left
-whole. The
-export asks the store for the columns of a group's entries (`Columns`). A part is `(columns, removed keys)`.
+whole. The export asks the store for the saved form of a group's entries (`Save`). A part is
+`(saved entries, removed keys)`; the saved entries hold their keys first, or under "keys".
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ MAX_DELTAS = 32  # deltas a group may have before a new base (bounds its part co
 # proportion to its changes, an import (after a crash or on a new worker: rare) pays the deltas.
 DELTA_RATIO = 2
 
-# (group, what `puts` holds for it, or None) -> the columns of those entries (of every entry of the group, in
+# (group, what `puts` holds for it, or None) -> the saved form of those entries (of every entry of the group, in
 # store order, for None)
-Columns = Callable[[Any, Any], Any]
+Save = Callable[[Any, Any], Any]
 
 
 class StoreLog:
@@ -65,7 +65,7 @@ class StoreLog:
         self.saved.pop(group, None)
 
     def export(
-        self, groups: Mapping[Any, dict], changed_only: bool, name: Callable[[Any], str], columns: Columns
+        self, groups: Mapping[Any, dict], changed_only: bool, name: Callable[[Any], str], save: Save
     ) -> tuple[dict[str, tuple], list[str]]:
         """Parts new or changed (all of them unless `changed_only`) and the names of every current part.
         `groups`: the store's entries, {group: {key: entry}}."""
@@ -85,12 +85,12 @@ class StoreLog:
             gone = [key for key in removed if key not in entries] if removed else []
             changes = len(put) + len(gone)
             if log is None or log[1] + changes > DELTA_RATIO * len(entries) or log[0] >= MAX_DELTAS:
-                parts[f"{name(group)}.0"] = (columns(group, None), [])
+                parts[f"{name(group)}.0"] = (save(group, None), [])
                 saved[group] = [0, 0]
             elif changes:
                 log[0] += 1
                 log[1] += changes
-                parts[f"{name(group)}.{log[0]}"] = (columns(group, put), gone)
+                parts[f"{name(group)}.{log[0]}"] = (save(group, put), gone)
         self.put, self.removed = {}, {}
         return parts, [f"{name(g)}.{i}" for g, (deltas, _) in saved.items() for i in range(deltas + 1)]
 
@@ -101,7 +101,7 @@ class StoreLog:
         history, which another copy of the store went through: `parts` were written since, `removed` (part
         names) went since; for an import, every current part and nothing removed. Returns the groups whose
         entries go (gone, or replaced by a new base), then the parts to apply in order, base first, as
-        `(group, columns, removed keys)`. `group_of` turns a part's group name back into its group. Raises
+        `(group, saved entries, removed keys)`. `group_of` turns a part's group name back into its group. Raises
         ValueError where the parts do not continue this store's history."""
         self.put, self.removed = {}, {}
         by_group = _by_group(parts)
@@ -153,6 +153,6 @@ def _check_indexes(group_name: str, indexes: list[int], first: int) -> None:
 
 
 def _changes(part: tuple) -> int:
-    columns, gone = part
-    keys = columns["keys"] if isinstance(columns, dict) else columns[0]
+    saved, gone = part
+    keys = saved["keys"] if isinstance(saved, dict) else saved[0]
     return len(keys) + len(gone)

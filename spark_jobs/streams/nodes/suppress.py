@@ -127,7 +127,7 @@ class SuppressNode(Node):
                 else:
                     bt, kb = ts, key_bytes(key)
                     base += len(kb)
-                    heappush(heap, (ts, kb, seq, inner, None))
+                    heappush(heap, (ts, kb, seq, inner))
                     if ts + duration < evict_at:
                         evict_at = ts + duration
                         if observed >= evict_at:
@@ -267,12 +267,12 @@ class SuppressNode(Node):
         )
 
     def snapshot_state(self) -> Any:
-        state = self.buffer.snapshot_columns()
+        state = self.buffer.snapshot_entries()
         state["scalars"] = self._scalars()
         return state
 
     def restore_state(self, state: Any) -> None:
-        self.buffer.restore_columns(state)
+        self.buffer.restore_entries(state)
         self._save(*state["scalars"])
 
     # State parts: "" holds the scalars, the buffer's parts hold its entries.

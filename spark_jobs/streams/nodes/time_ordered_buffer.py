@@ -37,7 +37,7 @@ class TimeOrderedKeyValueBuffer:
     def __init__(self, window_close: bool) -> None:
         self.window_close = window_close
         self.buckets: dict[Any, dict[Any, list]] = {}
-        # until_time_limit: (buffer time, key bytes, seq, inner key, None) per entry; until_window_closes:
+        # until_time_limit: (buffer time, key bytes, seq, inner key) per entry; until_window_closes:
         # (end, start) per window. Either way the head's buffer time is heap[0][0].
         self.heap: list[tuple] = []
         # what changed since the last state export, per window (None: the one bucket of until_time_limit):
@@ -92,37 +92,34 @@ class TimeOrderedKeyValueBuffer:
         bucket = self.buckets.get(window)
         return None if bucket is None else bucket.get(inner)
 
-    def entry_columns(self, windows: list | Any, inners: list, entries: list) -> dict[str, Any]:
+    def saved_entries(self, windows: list | Any, inners: list, entries: list) -> dict[str, Any]:
         """Entries as saved: their inner keys, the entry tuples themselves (plain values: pickled and loaded
         at C speed, and loaded as they are), and for until_window_closes their windows: `windows` is the
         window of each entry (a snapshot: "starts" and "ends" columns) or the one window of them all (a
         state part: "window")."""
-        columns: dict[str, Any] = {"keys": inners, "entries": entries}
+        saved: dict[str, Any] = {"keys": inners, "entries": entries}
         if not self.window_close:
-            return columns
+            return saved
         if type(windows) is list:
-            columns["starts"] = array("q", [w[0] for w in windows])
-            columns["ends"] = array("q", [w[1] for w in windows])
+            saved["starts"] = array("q", [w[0] for w in windows])
+            saved["ends"] = array("q", [w[1] for w in windows])
         else:
-            columns["window"] = (windows[0], windows[1])
-        return columns
+            saved["window"] = (windows[0], windows[1])
+        return saved
 
-    def load_entries(self, columns: dict[str, Any]) -> None:
-        """Put entries saved by `entry_columns` into the buckets (then `rebuild_heap`)."""
-        keys = columns["keys"]
+    def load_entries(self, saved: dict[str, Any]) -> None:
+        """Put entries saved by `saved_entries` (in `_current_form`) into the buckets (then `rebuild_heap`)."""
+        keys, entries = saved["keys"], saved["entries"]
         if not keys:
             return
-        if "entries" not in columns:  # saved before 2026-11-23
-            columns = self._from_field_columns(columns)
-        entries = columns["entries"]
         if not self.window_close:
             self.buckets.setdefault(None, {}).update(zip(keys, entries, strict=True))
             return
-        window = columns.get("window")
+        window = saved.get("window")
         if window is not None:  # a state part: one window
             runs = [(window, 0, len(keys))]
         else:  # a snapshot: windows interleave in seq order
-            windows = list(zip(columns["starts"], columns["ends"], strict=True))
+            windows = list(zip(saved["starts"], saved["ends"], strict=True))
             cuts = [i for i in range(1, len(keys)) if windows[i] != windows[i - 1]]
             runs = [(windows[lo], lo, hi) for lo, hi in zip([0, *cuts], [*cuts, len(keys)], strict=True)]
         for (start, end), lo, hi in runs:
@@ -132,47 +129,48 @@ class TimeOrderedKeyValueBuffer:
                 bucket = self.buckets[window] = {}
             bucket.update(zip(keys[lo:hi], entries[lo:hi], strict=True))
 
-    def _from_field_columns(self, columns: dict[str, Any]) -> dict[str, Any]:
-        """Entries saved a column per field (before 2026-11-23: no key bytes, no fixed size part, the
-        buffer time of a window's entries its end) in today's form."""
-        prior = columns["prior"]
-        kb = self._key_bytes(columns)
+    def _current_form(self, saved: dict[str, Any]) -> dict[str, Any]:
+        """Saved entries in `saved_entries`' form, also those saved a column per field before 2026-11-23
+        (no key bytes, no fixed size part, the buffer time of a window's entries its end)."""
+        if "entries" in saved:
+            return saved
+        if not saved["keys"]:  # a part of removed keys only
+            return {"keys": [], "entries": []}
+        prior = saved["prior"]
+        kb = self._key_bytes(saved)
         # the fixed part of each entry's size: buffer time (8), key bytes and prior value (8 for an int)
         base = list(map(add, map(len, kb), [16 if type(p) is int else 8 + value_size(p) for p in prior]))
-        if self.window_close:
+        if self.window_close:  # neither is kept (see _BT, _KB)
             bt = kb = [None] * len(kb)
         else:
-            bt = columns["bt"]
-        fields = (bt, kb, columns["new"], columns["old"], prior, columns["ts"], columns["hdr"])
-        entries = list(zip(*fields, columns["size"], columns["seq"], base, strict=True))
-        if not self.window_close:
-            return {"keys": columns["keys"], "entries": entries}
-        return {
-            "keys": columns["keys"],
-            "entries": entries,
-            "starts": columns["starts"],
-            "ends": columns["ends"],
+            bt = saved["bt"]
+        fields = (bt, kb, saved["new"], saved["old"], prior, saved["ts"], saved["hdr"])
+        current = {
+            "keys": saved["keys"],
+            "entries": list(zip(*fields, saved["size"], saved["seq"], base, strict=True)),
         }
+        if self.window_close:
+            current["starts"], current["ends"] = saved["starts"], saved["ends"]
+        return current
 
-    def _key_bytes(self, columns: dict[str, Any]) -> list[bytes]:
-        """The serialized keys (serde.key_bytes) of saved entries, as the put computed them."""
-        keys = columns["keys"]
+    def _key_bytes(self, saved: dict[str, Any]) -> list[bytes]:
+        """The serialized keys (serde.key_bytes) of entries saved a column per field."""
+        keys = saved["keys"]
         if not self.window_close:
             return list(map(key_bytes, keys))
-        starts, ends = columns["starts"], columns["ends"]
+        starts, ends = saved["starts"], saved["ends"]
         if starts.count(starts[0]) == len(starts):
             return self._window_key_bytes(keys, starts[0], ends[0])
-        return [
-            kb
+        return [  # a snapshot: windows interleave
+            self._window_key_bytes([inner], start, end)[0]
             for inner, start, end in zip(keys, starts, ends, strict=True)
-            for kb in self._window_key_bytes([inner], start, end)
         ]
 
     @staticmethod
     def _window_key_bytes(keys: list, start: int, end: int) -> list[bytes]:
         """serde.key_bytes of the windowed keys of one window, by their inner keys."""
         suffix = window_start_bytes(start)
-        if all(type(inner) is str for inner in keys):  # a string-keyed job: C loops
+        if set(map(type, keys)) <= {str}:  # a string-keyed job: C loops
             return list(map(bytes.__add__, map(str.encode, keys), repeat(suffix)))
         window = _new_tuple(Window, (start, end))
         return [
@@ -190,12 +188,12 @@ class TimeOrderedKeyValueBuffer:
             heapify(self.heap)
             return
         self.heap = [
-            (entry[_BT], entry[_KB], entry[_SEQ], inner, None)
+            (entry[_BT], entry[_KB], entry[_SEQ], inner)
             for inner, entry in self.buckets.get(None, {}).items()
         ]
         heapify(self.heap)
 
-    def snapshot_columns(self) -> dict[str, Any]:
+    def snapshot_entries(self) -> dict[str, Any]:
         rows = sorted(
             (
                 (entry[_SEQ], window, inner, entry)
@@ -204,21 +202,21 @@ class TimeOrderedKeyValueBuffer:
             ),
             key=itemgetter(0),
         )
-        return self.entry_columns([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
+        return self.saved_entries([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
 
-    def restore_columns(self, columns: dict[str, Any]) -> None:
+    def restore_entries(self, saved: dict[str, Any]) -> None:
         self.buckets, self.log = {}, StoreLog()
-        self.load_entries(columns)
+        self.load_entries(self._current_form(saved))
         self.rebuild_heap()
 
     # Parts: the store log's (StoreLog) "<start>:<end>.<n>" per window for until_window_closes, "all.<n>"
-    # for until_time_limit, each `entry_columns` and the inner keys removed.
+    # for until_time_limit, each `saved_entries` and the inner keys removed.
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
-        return self.log.export(self.buckets, changed_only, _part_name, self._columns)
+        return self.log.export(self.buckets, changed_only, _part_name, self._save)
 
-    def _columns(self, window: Any, put: dict | None) -> dict[str, Any]:
+    def _save(self, window: Any, put: dict | None) -> dict[str, Any]:
         entries = self.buckets[window] if put is None else put  # put: the entries still buffered
-        return self.entry_columns(window, list(entries), list(entries.values()))
+        return self.saved_entries(window, list(entries), list(entries.values()))
 
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
         """Catch up with the parts written and removed since this buffer's last export, or load an empty
@@ -229,24 +227,21 @@ class TimeOrderedKeyValueBuffer:
         entries new as there were items: a load) or when pushes and pops do not account for every item (an
         out-of-order entry went in before the ones that left)."""
         dropped, steps = self.log.catch_up(parts, removed, _window_of_name)
-        steps = [
-            (window, columns if "entries" in columns else self._from_field_columns(columns), gone)
-            for window, columns, gone in steps
-        ]
+        steps = [(window, self._current_form(saved), gone) for window, saved, gone in steps]
         before = {window: self.buckets.pop(window) for window in dropped if window in self.buckets}
         fresh: dict[tuple, None] = {}  # (window, inner key) of the entries whose heap item is new
-        for window, columns, _ in steps if not self.window_close else ():  # compared with the buffer before
+        for window, saved, _ in steps if not self.window_close else ():  # compared with the buffer before
             bucket = self.buckets.get(window) or before.get(window) or {}
-            keys = columns["keys"]
+            keys = saved["keys"]
             if not bucket:
                 fresh.update(dict.fromkeys(zip(repeat(window), keys)))
                 continue
-            for inner, saved in zip(keys, columns["entries"], strict=True):
+            for inner, new_entry in zip(keys, saved["entries"], strict=True):
                 entry = bucket.get(inner)
-                if entry is None or entry[_SEQ] != saved[_SEQ]:
+                if entry is None or entry[_SEQ] != new_entry[_SEQ]:
                     fresh[window, inner] = None
-        for window, columns, gone in steps:
-            self.load_entries(columns)
+        for window, saved, gone in steps:
+            self.load_entries(saved)
             bucket = self.buckets.get(window)
             if bucket is not None:
                 for inner in gone:  # a key put and removed between two exports was never saved
@@ -260,7 +255,7 @@ class TimeOrderedKeyValueBuffer:
         for window, inner in fresh:
             entry = buckets.get(window, {}).get(inner)
             if entry is not None:
-                heappush(heap, (entry[_BT], entry[_KB], entry[_SEQ], inner, None))
+                heappush(heap, (entry[_BT], entry[_KB], entry[_SEQ], inner))
         while heap and self._stale(heap[0]):
             heappop(heap)
         if len(heap) != sum(map(len, buckets.values())):
