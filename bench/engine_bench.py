@@ -12,7 +12,7 @@ Shapes: window_finals (spark_jobs.jobs.window_finals: count + suppress to one to
 State, as a runtime pays it: the records are cut into micro-batches of M records (each fed in calls of B),
 and after each micro-batch the task exports what changed (`export_state`), as the Spark runtime does before
 it keeps the live task for the next micro-batch; that export is printed as a share of the processing time,
-for each M, with what a second copy of the task spends catching up with each export (`apply_state`, what a
+for each M, with the entries it saved and its cost per entry, and what a second copy of the task spends catching up with each export (`apply_state`, what a
 Python worker pays for a partition the other worker ran last). After the last micro-batch the whole state is exported and imported (every part: what a new
 worker or a restart pays, not a micro-batch) and taken with `snapshot` / `restore`, also as shares.
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import pickle
 import pstats
 import random
 import sys
@@ -118,7 +119,7 @@ def run_micro_batches(keys, values, timestamps, batch: int, micro: int, topology
     Spark hands it a partition that the other worker ran last)."""
     task = StreamTask(topology)
     copy = None
-    costs = {"processing": 0.0, "exporting": 0.0, "catching up": 0.0, "exported bytes": 0}
+    costs = {"processing": 0.0, "exporting": 0.0, "catching up": 0.0, "exported bytes": 0, "saved entries": 0}
     for lo in range(0, len(keys), micro):
         with Timer() as t:
             for start in range(lo, min(lo + micro, len(keys)), batch):
@@ -130,6 +131,7 @@ def run_micro_batches(keys, values, timestamps, batch: int, micro: int, topology
             export = task.export_state()
         costs["exporting"] += t.cpu
         costs["exported bytes"] += sum(map(len, export.parts.values()))
+        costs["saved entries"] += saved_entries(export.parts)
         if copy is None:
             copy = StreamTask.import_state(topology, export.parts)  # the first export holds every part
         else:
@@ -137,6 +139,17 @@ def run_micro_batches(keys, values, timestamps, batch: int, micro: int, topology
                 copy.apply_state(export.parts, export.removed)
             costs["catching up"] += t.cpu
     return costs
+
+
+def saved_entries(parts: dict[str, bytes]) -> int:
+    """Entries in a store's parts ("<node>/<group>.<n>", see nodes/store_log.py), counted after the timing:
+    each part is (saved entries, removed keys), the saved entries' keys first or under "keys"."""
+    count = 0
+    for name, data in parts.items():
+        if "/" in name:
+            saved, _ = pickle.loads(data)
+            count += len(saved["keys"] if isinstance(saved, dict) else saved[0])
+    return count
 
 
 def state_costs(task: StreamTask, topology, keys, values, timestamps) -> tuple[dict, dict]:
@@ -283,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{'':14s} {'':>9s}       micro-batches of {micro:,}, share of processing: export after "
                     f"each {costs['exporting'] / processing:.1%}, {catch_up} ({costs['exporting']:.2f} s "
                     f"and {costs['catching up']:.2f} s of {processing:.2f} s CPU; "
-                    f"{costs['exported bytes'] / 1e6:,.1f} MB)"
+                    f"{costs['exported bytes'] / 1e6:,.1f} MB, {costs['saved entries']:,} entries saved: "
+                    f"{costs['exporting'] / max(costs['saved entries'], 1) * 1e6:.2f} µs of export each)"
                 )
         if len(key_counts) > 1:
             lo, hi = min(key_counts), max(key_counts)
