@@ -1,9 +1,13 @@
-"""State parts written before 2026-11-23 still load: suppress buffer entries saved a column per field, and
-window aggregates saved as three columns (keys, aggregates, max timestamps).
+"""State parts of earlier engines still load.
 
-`data/suppress_parts_v2_fields.pickle` holds, per topology `_topology` builds, the parts `export_state()` of commit
-cbc9e33's engine wrote after the first CUT records (made by running this module's RECORDS through that
-commit's spark_jobs.streams). A task imported from them must go on exactly as a task that never stopped.
+- `data/suppress_parts_v2_fields.pickle` (before 2026-11-23): suppress buffer entries saved a column per
+  field, window aggregates as three columns (keys, aggregates, max timestamps). Written by commit cbc9e33's
+  engine: the parts `export_state()` wrote after the first CUT records, per topology `_topology` builds.
+- `data/window_parts_v3_entries.pickle` (before 2026-11-24): both stores' entries saved by key, as
+  `(keys, entry tuples)`, since replaced by rows (nodes/window_rows.py). Written by commit a234958's engine:
+  the store of parts (bases, then deltas) after exports every 10 records up to CUT.
+
+A task imported from them must go on exactly as a task that never stopped.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import pytest
 import spark_jobs.streams as streams
 
 DATA = Path(__file__).parent / "data" / "suppress_parts_v2_fields.pickle"
+FIXTURES = [DATA, Path(__file__).parent / "data" / "window_parts_v3_entries.pickle"]
 
 _rng = random.Random(11)
 RECORDS = [
@@ -60,9 +65,10 @@ def _feed(task, records) -> list[tuple]:
     return [(topic, r.key, r.value, r.timestamp) for topic, r in task.drain_output().records()]
 
 
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda path: path.stem)
 @pytest.mark.parametrize("name", TOPOLOGIES)
-def test_parts_saved_a_column_per_field_load_and_go_on_as_the_task_that_wrote_them(name) -> None:
-    parts = pickle.loads(DATA.read_bytes())[name]
+def test_parts_of_earlier_engines_load_and_go_on_as_the_task_that_wrote_them(name, fixture) -> None:
+    parts = pickle.loads(fixture.read_bytes())[name]
     topology = _topology(streams, name)
     imported = streams.StreamTask.import_state(topology, parts)
     never_stopped = streams.StreamTask(topology)
@@ -83,4 +89,24 @@ def test_a_part_of_removed_keys_only_saved_a_column_per_field_loads() -> None:
     parts[base_name.replace(".0", ".1")] = pickle.dumps((empty, [gone]))
     buffer = streams.StreamTask.import_state(_topology(streams, "tumbling"), parts).nodes[BUFFER].buffer
     (bucket,) = buffer.buckets.values()
-    assert sorted(bucket) == sorted(columns["keys"][1:])
+    assert sorted(bucket.index) == sorted(columns["keys"][1:])
+
+
+@pytest.mark.parametrize("name", TOPOLOGIES)
+def test_copies_loaded_from_earlier_parts_stay_in_step_on_the_new_parts(name) -> None:
+    """Two copies import the same parts saved by key; one runs on and exports in today's form (rows by
+    number), the other catches up from that export: both must have numbered the rows alike."""
+    parts = pickle.loads(FIXTURES[1].read_bytes())[name]
+    topology = _topology(streams, name)
+    runner = streams.StreamTask.import_state(topology, parts)
+    follower = streams.StreamTask.import_state(topology, parts)
+    half = CUT + (len(RECORDS) - CUT) // 2
+    first = _feed(runner, RECORDS[CUT:half])
+    export = runner.export_state()
+    follower.apply_state(export.parts, export.removed)
+    never_stopped = streams.StreamTask(topology)
+    _feed(never_stopped, RECORDS[:CUT])
+    assert first == _feed(never_stopped, RECORDS[CUT:half])
+    rest = _feed(never_stopped, RECORDS[half:])
+    assert _feed(follower, RECORDS[half:]) == rest
+    assert follower.metrics() == never_stopped.metrics()

@@ -22,6 +22,7 @@ from ..windows import SessionWindows, SlidingWindows, TimeWindows
 from .base import Batch, Node
 from .store_log import StoreLog
 from .stores import TimestampedStoreNode, int_column
+from .window_rows import INT64, OBJECT, WindowRows
 
 
 class Aggregation:
@@ -103,11 +104,11 @@ _NEVER_CLOSES = 1 << 64  # above every int64 timestamp
 class TimeWindowAggregateNode(Node):
     """Tumbling and hopping windows.
 
-    Store: per window start, {key: (aggregate, max timestamp)}: one look-up per record and window. Buckets
-    by start make closed windows cheap to delete. An entry holds no object of its own (no list, no Windowed
-    key): tuples of strings and ints leave the cyclic GC's lists, and they are saved and loaded at C speed.
-    The Windowed keys of one window share one Window object, which lets a downstream suppress find its
-    bucket by identity.
+    Store: per window start, the window's rows (WindowRows): key -> row, then the aggregate and the max
+    timestamp by row (a list and an int64 array): one look-up per record and window, and an export gathers
+    the rows a batch changed from two columns. Windows by start make closed windows cheap to delete. The
+    Windowed keys of one window share one Window object, which lets a downstream suppress find its bucket by
+    identity.
     """
 
     def __init__(
@@ -118,10 +119,13 @@ class TimeWindowAggregateNode(Node):
         self.aggregation = aggregation
         self.send_old_values = send_old_values
         self.observed = -1
-        self.buckets: dict[int, dict[Any, tuple]] = {}  # start -> {key: (aggregate, max timestamp)}
+        self.buckets: dict[int, WindowRows] = {}  # start -> its rows: (aggregate, max timestamp) per key
         self.window_objects: dict[int, Window] = {}
         self.starts: list[int] = []  # heap of the buckets' starts
-        self.log = StoreLog()  # what changed per window since the last state export, by start
+        self.log = StoreLog()  # which windows changed since the last state export, by start
+        # a window's rows: the aggregate (an int64 for count; else any value, None in a dead row), the max
+        # timestamp
+        self._columns = (INT64 if aggregation.kind == "count" else OBJECT, INT64)
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         windows = self.windows
@@ -129,8 +133,9 @@ class TimeWindowAggregateNode(Node):
         close_after = size + windows.grace  # a window closes when end + grace <= observed time
         buckets, window_objects, starts = self.buckets, self.window_objects, self.starts
         new_windowed = tuple.__new__
-        log_puts = self.log.puts
+        log_touch = self.log.touch
         count = self.aggregation.kind == "count"
+        columns = self._columns
         initializer, aggregator = self.aggregation.initializer, self.aggregation.aggregator
         observed = self.observed
         out_k: list = []
@@ -192,32 +197,38 @@ class TimeWindowAggregateNode(Node):
                         continue
                     if closes < slot_closes:
                         slot_closes = closes
-                    bucket = buckets.get(start)
-                    if bucket is None:  # created for this row, which goes into every open window
-                        bucket = buckets[start] = {}
+                    rows = buckets.get(start)
+                    if rows is None:  # created for this row, which goes into every open window
+                        rows = buckets[start] = WindowRows(columns)
                         window_objects[start] = tuple.__new__(Window, (start, start + size))
                         heappush(starts, start)
-                    slot.append((bucket, window_objects[start], log_puts(start)))
+                    log_touch(start)
+                    slot.append((rows.index, rows.keys, *rows.columns, rows.dirty, window_objects[start]))
             if slot_dropped:
                 dropped += slot_dropped
-            for bucket, window, puts in slot:
-                entry = bucket.get(key)  # a stored aggregate is never None (below)
-                if entry is None:
+            # dirty: 1 per row put since the last export (WindowRows)
+            for index, row_keys, aggs, max_ts, dirty, window in slot:
+                row = index.get(key)
+                if row is None:
                     old = 0 if count else initializer()
                     new = old + 1 if count else aggregator(key, value, old)
                     new_ts = ts
                     if new is not None:
-                        bucket[key] = puts[key] = (new, ts)
+                        index[key] = len(row_keys)
+                        row_keys.append(key)
+                        aggs.append(new)
+                        max_ts.append(ts)
+                        dirty.append(1)
                 else:
-                    old, new_ts = entry
+                    old = aggs[row]
                     new = old + 1 if count else aggregator(key, value, old)
+                    new_ts = max_ts[row]
                     if ts > new_ts:
-                        new_ts = ts
-                    if new is None:  # Kafka's store deletes a null aggregate
-                        del bucket[key]
-                        self.log.remove(window[0], key)
-                    else:
-                        bucket[key] = puts[key] = (new, new_ts)
+                        new_ts = max_ts[row] = ts
+                    aggs[row] = new
+                    dirty[row] = 1
+                    if new is None:  # Kafka's store deletes a null aggregate: the row is dead (WindowRows)
+                        del index[key]
                 windowed = new_windowed(Windowed, (key, window))
                 out_k.append(windowed)
                 out_v.append(new)
@@ -238,45 +249,41 @@ class TimeWindowAggregateNode(Node):
         return Batch(out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src)
 
     def get(self, windowed_key):
-        bucket = self.buckets.get(windowed_key[1][0])
-        return None if bucket is None else bucket.get(windowed_key[0])  # (aggregate, max timestamp)
+        rows = self.buckets.get(windowed_key[1][0])
+        if rows is None:
+            return None
+        row = rows.index.get(windowed_key[0])
+        return None if row is None else (rows.columns[0][row], rows.columns[1][row])
 
     def snapshot_state(self):
         return {
             "observed": self.observed,
-            "windows": [
-                (
-                    start,
-                    list(bucket),
-                    int_column([entry[0] for entry in bucket.values()]),
-                    array("q", [entry[1] for entry in bucket.values()]),
-                )
-                for start, bucket in self.buckets.items()
-            ],
+            "rows": [(start, rows.base()) for start, rows in self.buckets.items()],
         }
 
     def restore_state(self, state):
         self.observed = state["observed"]
         self.buckets, self.window_objects, self.log = {}, {}, StoreLog()
-        for start, keys, aggs, timestamps in state["windows"]:
-            self._new_bucket(start).update(zip(keys, zip(aggs, timestamps, strict=True), strict=True))
+        for start, base in state.get("rows", ()):
+            self._new_window(start).load(base, str(start))
+        for start, keys, aggs, timestamps in state.get("windows", ()):  # a snapshot before 2026-11-24
+            _load_keyed(self._new_window(start), (keys, aggs, timestamps), [])
         self.starts = sorted(self.buckets)
 
-    def _new_bucket(self, start: int) -> dict:
-        bucket = self.buckets[start] = {}
+    def _new_window(self, start: int) -> WindowRows:
+        rows = self.buckets[start] = WindowRows(self._columns)
         self.window_objects[start] = tuple.__new__(Window, (start, start + self.windows.size))
-        return bucket
+        return rows
 
-    # State parts: "" holds the observed time; the windows' entries are in parts "<window start>.<n>" of
-    # the store's log (StoreLog): the keys and their (aggregate, max timestamp) entries, as they are.
+    # State parts: "" holds the observed time; the windows' rows are in parts "<window start>.<n>" of the
+    # store's log (StoreLog), as WindowRows saves them.
     def export_parts(self, changed_only):
-        parts, names = self.log.export(self.buckets, changed_only, str, self._save)
+        parts, names = self.log.export(self.buckets, changed_only, str, self._save, WindowRows.changes)
         parts[""] = self.observed
         return parts, ["", *names]
 
-    def _save(self, start: int, put: dict | None) -> tuple:
-        entries = self.buckets[start] if put is None else put
-        return list(entries), list(entries.values())
+    def _save(self, start: int, put: dict | None) -> dict:
+        return self.buckets[start].save(changed_only=put is not None)
 
     def apply_parts(self, parts, removed):
         if "" in parts:
@@ -285,18 +292,38 @@ class TimeWindowAggregateNode(Node):
         for start in dropped:
             del self.buckets[start], self.window_objects[start]
         for start, saved, gone in steps:
-            bucket = self.buckets.get(start)
-            if bucket is None:
-                bucket = self._new_bucket(start)
-            if len(saved) == 3:  # saved before 2026-11-23: keys, aggregates, max timestamps
-                keys, aggs, timestamps = saved
-                bucket.update(zip(keys, zip(aggs, timestamps, strict=True), strict=True))
+            rows = self.buckets.get(start)
+            if rows is None:
+                rows = self._new_window(start)
+            if type(saved) is dict:
+                rows.load(saved, str(start))
             else:
-                keys, entries = saved
-                bucket.update(zip(keys, entries, strict=True))
-            for key in gone:  # a key put and removed between two exports was never saved
-                bucket.pop(key, None)
+                _load_keyed(rows, saved, gone)
         self.starts = sorted(self.buckets)
+
+
+def _load_keyed(rows: WindowRows, saved: tuple, gone: list) -> None:
+    """Apply a window part saved by key (before 2026-11-24): `(keys, [(aggregate, max timestamp)])`, or
+    before 2026-11-23 `(keys, aggregates, max timestamps)`, and the keys removed since the previous part."""
+    if len(saved) == 3:
+        keys, aggs, timestamps = saved
+        entries = zip(aggs, timestamps, strict=True)
+    else:
+        keys, entries = saved
+    index = rows.index
+    aggs_column, ts_column = rows.columns
+    for key, entry in zip(keys, entries, strict=True):
+        row = index.get(key)
+        if row is None:
+            rows.append(key, entry)
+        else:
+            aggs_column[row], ts_column[row] = entry
+    for key in gone:  # a key put and removed between two exports was never saved
+        row = index.pop(key, None)
+        if row is not None:
+            aggs_column[row] = None  # a dead row (a count, in an int64 column, never leaves)
+    rows.dirty[:] = bytes(len(rows))
+    rows.saved = len(rows)
 
 
 class StreamAggregateNode(TimestampedStoreNode):

@@ -12,7 +12,8 @@ parts.
 The store records what a batch changes: `puts(group)` is a dict (of the store's choosing) of the entries put,
 `remove(group, key)` records a key removed (and drops it from the puts), `drop(group)` a group that left
 whole. The export asks the store for the saved form of a group's entries (`Save`). A part is
-`(saved entries, removed keys)`; the saved entries hold their keys first, or under "keys".
+`(saved entries, removed keys)`; the saved entries hold their keys first, or under "keys", or (WindowRows)
+the rows changed under "rows".
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ class StoreLog:
             keys = self.put[group] = self.new_puts()
         return keys
 
+    def touch(self, group: Any) -> None:
+        """Mark `group` changed, for a store that counts its own changes (`export`'s `changes`)."""
+        if group not in self.put:
+            self.put[group] = self.new_puts()
+
     def remove(self, group: Any, key: Any) -> None:
         """Record that `key` left `group`: what was put of it since the last export goes too."""
         put = self.put.get(group)
@@ -65,10 +71,16 @@ class StoreLog:
         self.saved.pop(group, None)
 
     def export(
-        self, groups: Mapping[Any, dict], changed_only: bool, name: Callable[[Any], str], save: Save
+        self,
+        groups: Mapping[Any, Any],
+        changed_only: bool,
+        name: Callable[[Any], str],
+        save: Save,
+        changes: Callable[[Any], int] | None = None,
     ) -> tuple[dict[str, tuple], list[str]]:
         """Parts new or changed (all of them unless `changed_only`) and the names of every current part.
-        `groups`: the store's entries, {group: {key: entry}}."""
+        `groups`: the store's entries, {group: {key: entry}} (or a sized object per group, with `changes`
+        counting its changes since the last export, for a store that tracks them itself)."""
         parts: dict[str, tuple] = {}
         saved = self.saved
         if not changed_only:
@@ -83,13 +95,13 @@ class StoreLog:
             put = self.put.get(group, ())
             removed = self.removed.get(group)
             gone = [key for key in removed if key not in entries] if removed else []
-            changes = len(put) + len(gone)
-            if log is None or log[1] + changes > DELTA_RATIO * len(entries) or log[0] >= MAX_DELTAS:
+            count = len(put) + len(gone) if changes is None else changes(entries)
+            if log is None or log[1] + count > DELTA_RATIO * len(entries) or log[0] >= MAX_DELTAS:
                 parts[f"{name(group)}.0"] = (save(group, None), [])
                 saved[group] = [0, 0]
-            elif changes:
+            elif count:
                 log[0] += 1
-                log[1] += changes
+                log[1] += count
                 parts[f"{name(group)}.{log[0]}"] = (save(group, put), gone)
         self.put, self.removed = {}, {}
         return parts, [f"{name(g)}.{i}" for g, (deltas, _) in saved.items() for i in range(deltas + 1)]
@@ -154,5 +166,6 @@ def _check_indexes(group_name: str, indexes: list[int], first: int) -> None:
 
 def _changes(part: tuple) -> int:
     saved, gone = part
-    keys = saved["keys"] if isinstance(saved, dict) else saved[0]
-    return len(keys) + len(gone)
+    if isinstance(saved, dict):  # rows changed (WindowRows), else entries put
+        return len(saved["rows"] if "rows" in saved else saved["keys"]) + len(gone)
+    return len(saved[0]) + len(gone)

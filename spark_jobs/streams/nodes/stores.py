@@ -8,12 +8,15 @@ from typing import Any
 from .base import Node
 
 
-def int_column(values: list) -> Any:
-    """Pack ints as a signed 64-bit array (compact and fast to pickle); other values stay a list."""
-    try:
-        return array("q", values)
-    except (TypeError, OverflowError):
-        return values
+def int_column(values: list | tuple) -> Any:
+    """Pack ints as a signed 64-bit array (compact and fast to pickle); other values stay a list (bools and
+    other int subclasses too: an array would load them back as plain ints)."""
+    if set(map(type, values)) <= {int}:
+        try:
+            return array("q", values)
+        except OverflowError:
+            pass
+    return list(values)
 
 
 class TimestampedStoreNode(Node):

@@ -11,7 +11,18 @@ from ..serde import headers_size, key_bytes, value_size, window_start_bytes
 from ..suppress import SHUT_DOWN, BufferFullError, Suppressed
 from ..timeutil import INT64_MAX
 from .base import Batch, Node
-from .time_ordered_buffer import _HDR, _NEW, _OLD, _PRIOR, _SIZE, _TS, NO_WINDOW, TimeOrderedKeyValueBuffer
+from .time_ordered_buffer import (
+    _HDR,
+    _NEW,
+    _OLD,
+    _PRIOR,
+    _SIZE,
+    _TS,
+    ENTRY_COLUMNS,
+    NO_WINDOW,
+    TimeOrderedKeyValueBuffer,
+)
+from .window_rows import WindowRows
 
 _NEVER = float("inf")
 
@@ -42,13 +53,19 @@ class SuppressNode(Node):
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         buffer = self.buffer
-        buckets, heap, log_puts = buffer.buckets, buffer.heap, buffer.log.puts
+        buckets, heap, log_puts, log_touch = buffer.buckets, buffer.heap, buffer.log.puts, buffer.log.touch
         pop_due, pop_head = buffer.pop_due, buffer.pop_head
         bucket_window: Any = NO_WINDOW
-        bucket: dict = {}
-        # the entries put into the bucket's window since the last state export, by inner key: the export
-        # reads them here, fresh and adjacent in memory, not by looking each up in the bucket
+        # until_time_limit: the bucket {inner key: entry}, and the entries put into it since the last state
+        # export (the export reads them there, fresh and adjacent in memory)
+        bucket: Any = {}
         puts: dict = {}
+        # until_window_closes: the bucket window's rows (WindowRows), their index and columns
+        index: dict = {}
+        row_keys: list = []
+        dirty = bytearray()
+        c_ts = c_size = c_base = c_new = c_old = c_prior = c_hdr = dirty
+        row = None
         # the length of the bucket window's start serialized: the suffix of its windowed keys' bytes
         suffix_len = 0
         observed, duration = self.observed, self.duration
@@ -97,20 +114,29 @@ class SuppressNode(Node):
             if window is not bucket_window:
                 bucket = buckets.get(window)
                 if bucket is None:
-                    bucket = buckets[window] = {}
                     if window_close:  # the heap of an until_window_closes buffer holds its windows
+                        bucket = buckets[window] = WindowRows(ENTRY_COLUMNS)
                         heappush(heap, (window[1], window[0]))
                         if window[1] + duration < evict_at:
                             evict_at = window[1] + duration
                             if observed >= evict_at:
                                 due = True
+                    else:
+                        bucket = buckets[window] = {}
                 bucket_window = window
-                puts = log_puts(window)
                 if window_close:
+                    log_touch(window)
+                    index, row_keys, dirty = bucket.index, bucket.keys, bucket.dirty
+                    c_ts, c_size, c_base, c_new, c_old, c_prior, c_hdr = bucket.columns
                     suffix_len = len(window_start_bytes(window[0]))
-            try:
-                entry = bucket[inner]
-            except KeyError:
+                else:
+                    puts = log_puts(window)
+            if window_close:
+                row = index.get(inner)
+                entry = None
+            else:
+                entry = bucket.get(inner)
+            if row is None and entry is None:
                 size_sum += num_bytes * (i - mark)
                 count_sum += count * (i - mark)
                 mark = i
@@ -133,7 +159,19 @@ class SuppressNode(Node):
                         if observed >= evict_at:
                             due = True
                 size = base + new_size + context_size + (headers_size(hdr) if hdr else 0)
-                bucket[inner] = puts[inner] = (bt, kb, new, old, old, ts, hdr, size, seq, base)
+                if window_close:  # a row (WindowRows.append, inlined: ENTRY_COLUMNS)
+                    index[inner] = len(row_keys)
+                    row_keys.append(inner)
+                    c_ts.append(ts)
+                    c_size.append(size)
+                    c_base.append(base)
+                    c_new.append(new)
+                    c_old.append(old)
+                    c_prior.append(old)
+                    c_hdr.append(hdr)
+                    dirty.append(1)
+                else:
+                    bucket[inner] = puts[inner] = (bt, kb, new, old, old, ts, hdr, size, seq, base)
                 seq += 1
                 count += 1
                 num_bytes += size
@@ -143,12 +181,14 @@ class SuppressNode(Node):
                 if num_bytes > size_max:
                     size_max = num_bytes
             else:
-                # entry fields by position (see _BT.._BASE): this runs once per buffered update
-                base, prior = entry[9], entry[4]  # _BASE, _PRIOR
+                if window_close:
+                    base, prior, grown = c_base[row], c_prior[row], -c_size[row]
+                else:  # entry fields by position (see _BT.._BASE): this runs once per buffered update
+                    base, prior, grown = entry[9], entry[4], -entry[7]  # _BASE, _PRIOR, _SIZE
                 size = base + new_size + context_size + (headers_size(hdr) if hdr else 0)
                 if old != prior:
                     size += 8 if type(old) is int else vsize(old)
-                grown = size - entry[7]  # _SIZE
+                grown += size
                 if grown:
                     size_sum += num_bytes * (i - mark)
                     count_sum += count * (i - mark)
@@ -156,19 +196,27 @@ class SuppressNode(Node):
                     num_bytes += grown
                     if num_bytes > size_max:
                         size_max = num_bytes
-                # _BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _BASE
-                bucket[inner] = puts[inner] = (
-                    entry[0],
-                    entry[1],
-                    new,
-                    old,
-                    prior,
-                    ts,
-                    hdr,
-                    size,
-                    entry[8],
-                    base,
-                )
+                if window_close:
+                    c_new[row] = new
+                    c_old[row] = old
+                    c_ts[row] = ts
+                    c_hdr[row] = hdr
+                    if grown:
+                        c_size[row] = size
+                    dirty[row] = 1
+                else:  # _BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _BASE
+                    bucket[inner] = puts[inner] = (
+                        entry[0],
+                        entry[1],
+                        new,
+                        old,
+                        prior,
+                        ts,
+                        hdr,
+                        size,
+                        entry[8],
+                        base,
+                    )
             # emit every entry whose buffer time has passed, then enforce the capacity
             if due or (bounded and (count > max_records or num_bytes > max_bytes)):
                 size_sum += num_bytes * (i + 1 - mark)  # the samples up to this row's put

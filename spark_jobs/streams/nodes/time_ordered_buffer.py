@@ -3,16 +3,16 @@
 Entries are indexed by window, then key (`until_time_limit`: one bucket, by key): windowed keys of one
 window share a Window object upstream, so the bucket is found by identity without hashing. They leave in
 (buffer time, key bytes) order; an update keeps its entry's place. `until_time_limit` keeps a heap of its
-entries (each has its own buffer time, its first put's). `until_window_closes` keeps a heap of its windows
-only: a window's entries share its end as buffer time and, the config being strict, leave together when it
-closes, so they are sorted by key bytes once then, not pushed into a heap one by one (and their key bytes
-are computed then, not kept). The suppress node (nodes/suppress.py) holds the emit policy: when entries are
-due or the buffer is over capacity.
+entries (each has its own buffer time, its first put's), each a tuple in a dict by key. `until_window_closes`
+keeps a heap of its windows only: a window's entries share its end as buffer time and, the config being
+strict, leave together when it closes, so they are sorted by key bytes once then, not pushed into a heap one
+by one (and their key bytes are computed then, not kept). Its windows keep their entries in rows
+(WindowRows, columns ENTRY_COLUMNS), which an export saves column-wise. The suppress node
+(nodes/suppress.py) holds the emit policy: when entries are due or the buffer is over capacity.
 """
 
 from __future__ import annotations
 
-from array import array
 from heapq import heapify, heappop, heappush
 from itertools import repeat
 from operator import add, itemgetter
@@ -21,6 +21,7 @@ from typing import Any
 from ..records import Window, Windowed
 from ..serde import key_bytes, value_size, window_start_bytes
 from .store_log import StoreLog
+from .window_rows import INT64, OBJECT, WindowRows
 
 # Entry fields, in a tuple per buffered key (replaced on update). The entry and its heap item hold only
 # the inner key and plain values, no list and no Windowed key: tuples of untracked objects leave the cyclic
@@ -32,11 +33,24 @@ _BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _BASE = range(10)
 NO_WINDOW = object()
 _new_tuple = tuple.__new__
 
+# The columns of an until_window_closes window's rows: the entry fields but _BT, _KB and _SEQ (its entries
+# leave by window and key bytes, so they need no sequence number). They never leave one by one (the buffer
+# is strict), so no row is dead (WindowRows: the first column is an int64).
+ENTRY_COLUMNS = (INT64, INT64, INT64, OBJECT, OBJECT, OBJECT, OBJECT)  # ts, size, base, new, old, prior, hdr
+_ROW_FIELDS = itemgetter(_TS, _SIZE, _BASE, _NEW, _OLD, _PRIOR, _HDR)  # entry tuple -> row fields
+
+
+def _entries(rows: WindowRows) -> Any:
+    """The entry tuples of a window's rows, in row order."""
+    ts, size, base, new, old, prior, hdr = rows.columns
+    return zip(repeat(None), repeat(None), new, old, prior, ts, hdr, size, repeat(None), base)
+
 
 class TimeOrderedKeyValueBuffer:
     def __init__(self, window_close: bool) -> None:
         self.window_close = window_close
-        self.buckets: dict[Any, dict[Any, list]] = {}
+        # window -> its rows (until_window_closes), or None -> {inner key: entry tuple} (until_time_limit)
+        self.buckets: dict[Any, Any] = {}
         # until_time_limit: (buffer time, key bytes, seq, inner key) per entry; until_window_closes:
         # (end, start) per window. Either way the head's buffer time is heap[0][0].
         self.heap: list[tuple] = []
@@ -68,12 +82,12 @@ class TimeOrderedKeyValueBuffer:
             while heap and heap[0][0] == end:  # windows ending together interleave by key bytes
                 start = heappop(heap)[1]
                 window = _new_tuple(Window, (start, end))
-                bucket = self.buckets.pop(window, None)
-                if bucket:
+                window_rows = self.buckets.pop(window, None)
+                if window_rows:
                     self.log.drop(window)
-                    keys = list(bucket)
+                    keys = window_rows.keys
                     rows += zip(
-                        self._window_key_bytes(keys, start, end), keys, repeat(window), bucket.values()
+                        self._window_key_bytes(keys, start, end), keys, repeat(window), _entries(window_rows)
                     )
             rows.sort(key=itemgetter(0))  # key bytes are unique within an end (they hold the start)
             due += [(_new_tuple(Windowed, (inner, window)), entry) for _, inner, window, entry in rows]
@@ -88,27 +102,24 @@ class TimeOrderedKeyValueBuffer:
         return entry
 
     def entry(self, key: Any) -> tuple | None:
-        window, inner = (key[1], key[0]) if self.window_close else (None, key)
-        bucket = self.buckets.get(window)
-        return None if bucket is None else bucket.get(inner)
-
-    def saved_entries(self, windows: list | Any, inners: list, entries: list) -> dict[str, Any]:
-        """Entries as saved: their inner keys, the entry tuples themselves (plain values: pickled and loaded
-        at C speed, and loaded as they are), and for until_window_closes their windows: `windows` is the
-        window of each entry (a snapshot: "starts" and "ends" columns) or the one window of them all (a
-        state part: "window")."""
-        saved: dict[str, Any] = {"keys": inners, "entries": entries}
         if not self.window_close:
-            return saved
-        if type(windows) is list:
-            saved["starts"] = array("q", [w[0] for w in windows])
-            saved["ends"] = array("q", [w[1] for w in windows])
-        else:
-            saved["window"] = (windows[0], windows[1])
-        return saved
+            return self.buckets.get(None, {}).get(key)
+        rows = self.buckets.get(key[1])
+        row = None if rows is None else rows.index.get(key[0])
+        if row is None:
+            return None
+        ts, size, base, new, old, prior, hdr = (column[row] for column in rows.columns)
+        return (None, None, new, old, prior, ts, hdr, size, None, base)
+
+    @staticmethod
+    def saved_entries(inners: list, entries: list) -> dict[str, Any]:
+        """until_time_limit entries as saved: their inner keys and the entry tuples themselves (plain values:
+        pickled and loaded at C speed, and loaded as they are)."""
+        return {"keys": inners, "entries": entries}
 
     def load_entries(self, saved: dict[str, Any]) -> None:
-        """Put entries saved by `saved_entries` (in `_current_form`) into the buckets (then `rebuild_heap`)."""
+        """Put entries saved by key (`saved_entries`; until_window_closes before 2026-11-24, in `_current_form`)
+        into the buckets (then `rebuild_heap`)."""
         keys, entries = saved["keys"], saved["entries"]
         if not keys:
             return
@@ -124,10 +135,10 @@ class TimeOrderedKeyValueBuffer:
             runs = [(windows[lo], lo, hi) for lo, hi in zip([0, *cuts], [*cuts, len(keys)], strict=True)]
         for (start, end), lo, hi in runs:
             window = _new_tuple(Window, (start, end))
-            bucket = self.buckets.get(window)
-            if bucket is None:
-                bucket = self.buckets[window] = {}
-            bucket.update(zip(keys[lo:hi], entries[lo:hi], strict=True))
+            rows = self.buckets.get(window)
+            if rows is None:
+                rows = self.buckets[window] = WindowRows(ENTRY_COLUMNS)
+            _put_entries(rows, keys[lo:hi], entries[lo:hi])
 
     def _current_form(self, saved: dict[str, Any]) -> dict[str, Any]:
         """Saved entries in `saved_entries`' form, also those saved a column per field before 2026-11-23
@@ -194,29 +205,40 @@ class TimeOrderedKeyValueBuffer:
         heapify(self.heap)
 
     def snapshot_entries(self) -> dict[str, Any]:
-        rows = sorted(
-            (
-                (entry[_SEQ], window, inner, entry)
-                for window, bucket in self.buckets.items()
-                for inner, entry in bucket.items()
-            ),
-            key=itemgetter(0),
-        )
-        return self.saved_entries([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
+        if self.window_close:  # the windows' rows as an export's bases
+            return {"windows": [((w[0], w[1]), rows.base()) for w, rows in self.buckets.items()]}
+        bucket = self.buckets.get(None, {})
+        rows = sorted(bucket.items(), key=lambda item: item[1][_SEQ])
+        return self.saved_entries([r[0] for r in rows], [r[1] for r in rows])
 
     def restore_entries(self, saved: dict[str, Any]) -> None:
         self.buckets, self.log = {}, StoreLog()
-        self.load_entries(self._current_form(saved))
+        if "windows" in saved:
+            for (start, end), base in saved["windows"]:
+                window = _new_tuple(Window, (start, end))
+                self.buckets[window] = WindowRows(ENTRY_COLUMNS)
+                self.buckets[window].load(base, _part_name(window))
+        else:  # until_time_limit, or an until_window_closes snapshot before 2026-11-24
+            self.load_entries(self._current_form(saved))
         self.rebuild_heap()
 
     # Parts: the store log's (StoreLog) "<start>:<end>.<n>" per window for until_window_closes, "all.<n>"
     # for until_time_limit, each `saved_entries` and the inner keys removed.
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        if self.window_close:  # saved as WindowRows saves them, with their window
+            return self.log.export(
+                self.buckets, changed_only, _part_name, self._save_rows, WindowRows.changes
+            )
         return self.log.export(self.buckets, changed_only, _part_name, self._save)
 
     def _save(self, window: Any, put: dict | None) -> dict[str, Any]:
         entries = self.buckets[window] if put is None else put  # put: the entries still buffered
-        return self.saved_entries(window, list(entries), list(entries.values()))
+        return self.saved_entries(list(entries), list(entries.values()))
+
+    def _save_rows(self, window: Any, put: dict | None) -> dict[str, Any]:
+        saved = self.buckets[window].save(changed_only=put is not None)
+        saved["window"] = (window[0], window[1])
+        return saved
 
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
         """Catch up with the parts written and removed since this buffer's last export, or load an empty
@@ -227,10 +249,13 @@ class TimeOrderedKeyValueBuffer:
         entries new as there were items: a load) or when pushes and pops do not account for every item (an
         out-of-order entry went in before the ones that left)."""
         dropped, steps = self.log.catch_up(parts, removed, _window_of_name)
+        if self.window_close:
+            self._apply_window_steps(dropped, steps)
+            return
         steps = [(window, self._current_form(saved), gone) for window, saved, gone in steps]
         before = {window: self.buckets.pop(window) for window in dropped if window in self.buckets}
         fresh: dict[tuple, None] = {}  # (window, inner key) of the entries whose heap item is new
-        for window, saved, _ in steps if not self.window_close else ():  # compared with the buffer before
+        for window, saved, _ in steps:  # compared with the buffer before
             bucket = self.buckets.get(window) or before.get(window) or {}
             keys = saved["keys"]
             if not bucket:
@@ -249,7 +274,7 @@ class TimeOrderedKeyValueBuffer:
         for window in [w for w, bucket in self.buckets.items() if not bucket]:
             del self.buckets[window]
         heap, buckets = self.heap, self.buckets
-        if self.window_close or len(fresh) >= len(heap):
+        if len(fresh) >= len(heap):
             self.rebuild_heap()
             return
         for window, inner in fresh:
@@ -261,11 +286,52 @@ class TimeOrderedKeyValueBuffer:
         if len(heap) != sum(map(len, buckets.values())):
             self.rebuild_heap()
 
+    def _apply_window_steps(self, dropped: list, steps: list[tuple[Any, Any, list]]) -> None:
+        """until_window_closes: the windows' parts over their rows, then the heap of windows rebuilt."""
+        buckets = self.buckets
+        for window in dropped:
+            buckets.pop(window, None)
+        for window, saved, gone in steps:
+            rows = buckets.get(window)
+            if rows is None:
+                rows = buckets[window] = WindowRows(ENTRY_COLUMNS)
+            if "columns" in saved:
+                rows.load(saved, _part_name(window))
+                continue
+            saved = self._current_form(saved)  # saved by key, before 2026-11-24
+            _put_entries(rows, saved["keys"], saved["entries"])
+            if gone:  # keys removed, by the engine of 2026-11-22 only: rows are renumbered (the copies alike)
+                gone_keys = set(gone)
+                kept = [
+                    (key, entry)
+                    for key, entry in zip(rows.keys, _entries(rows), strict=True)
+                    if key not in gone_keys
+                ]
+                rows = buckets[window] = WindowRows(ENTRY_COLUMNS)
+                _put_entries(rows, [key for key, _ in kept], [entry for _, entry in kept])
+        for window in [w for w, rows in buckets.items() if not rows]:
+            del buckets[window]
+        self.rebuild_heap()
+
     def _stale(self, item: tuple) -> bool:
         """Whether an until_time_limit heap item no longer stands for a buffered entry (gone, or buffered
         again since)."""
         entry = self.buckets.get(None, {}).get(item[3])
         return entry is None or entry[_SEQ] != item[2]
+
+
+def _put_entries(rows: WindowRows, keys: list, entries: list) -> None:
+    """Put entry tuples into a window's rows by key (loads of saved entries: a snapshot, an older part)."""
+    index, columns = rows.index, rows.columns
+    for inner, fields in zip(keys, map(_ROW_FIELDS, entries), strict=True):
+        row = index.get(inner)
+        if row is None:
+            rows.append(inner, fields)
+        else:
+            for column, value in zip(columns, fields, strict=True):
+                column[row] = value
+    rows.dirty[:] = bytes(len(rows))
+    rows.saved = len(rows)
 
 
 def _window_of_name(name: str) -> Any:

@@ -1,0 +1,160 @@
+"""One window's entries of a window store in rows: a key -> row index and a column per field.
+
+A row is appended when a key first enters the window and keeps its number while the window lives. A put
+flags its row in `dirty` (a bytearray), so a state export finds the rows changed in one vectorized pass and
+saves their numbers and their fields gathered from the columns (int64 arrays where the field is an int:
+copied, not pickled one object at a time), plus each new key's name once. Keeping an entry as a tuple per
+key instead costs an export several cache misses per changed entry (the tuple, its key, its int objects,
+scattered over the heap): at 250k keys per task that was most of its cost.
+
+A row whose entry left is dead: its first field is None and the index no longer names it; should the key
+come back it gets a new row. Dead rows stay until the window goes, so that row numbers agree between the
+copies of a store that the parts keep in step.
+
+Saved form (a part of the store log, nodes/store_log.py): a base `{"keys", "columns"}` holds every row; a
+delta `{"from", "keys", "rows", "columns"}` holds the keys of the rows appended since the previous export
+(rows `from`.. on), then the numbers of every row put since, in order, and their fields by column.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from .stores import int_column
+
+# A column is a list (any value) or an array("q") (int64: timestamps, counts, sizes, sequence numbers).
+INT64 = "q"
+OBJECT = ""
+
+
+class WindowRows:
+    """The rows of one window; `kinds` says per column whether it is an int64 array or a list."""
+
+    __slots__ = ("index", "keys", "columns", "dirty", "saved")
+
+    def __init__(self, kinds: tuple[str, ...]) -> None:
+        self.index: dict[Any, int] = {}  # key -> its live row
+        self.keys: list[Any] = []  # by row
+        self.columns: list[Any] = [array(kind) if kind else [] for kind in kinds]
+        self.dirty = bytearray()  # by row: 1 where put since the last export
+        self.saved = 0  # rows the last export (or import) saw: later ones are new to the store's copies
+
+    def __len__(self) -> int:  # rows, dead ones too: what a base saves
+        return len(self.keys)
+
+    def append(self, key: Any, fields: tuple) -> int:
+        """A row for `key` (new to the window, or back after its entry left): its number."""
+        row = self.index[key] = len(self.keys)
+        self.keys.append(key)
+        for column, value in zip(self.columns, fields, strict=True):
+            column.append(value)
+        self.dirty.append(1)
+        return row
+
+    def changes(self) -> int:
+        """Rows put since the last export."""
+        return self.dirty.count(1)
+
+    def live(self) -> list[tuple[Any, int]]:
+        """(key, row) of the live entries, in row order."""
+        keys = self.keys
+        return [(keys[row], row) for row in sorted(self.index.values())]
+
+    # -- saving and loading -------------------------------------------------------------------------------
+
+    def save(self, changed_only: bool) -> dict[str, Any]:
+        """The saved form of the rows put since the last export (a delta), or of every row (a base)."""
+        keys, columns, first = self.keys, self.columns, self.saved
+        self.saved = len(keys)
+        if not changed_only:
+            self.dirty[:] = bytes(len(keys))
+            return self.base()
+        flags = np.frombuffer(self.dirty, np.uint8)
+        rows = np.flatnonzero(flags)
+        del flags  # a bytearray exporting its buffer cannot grow
+        self.dirty[:] = bytes(len(keys))
+        positions = rows.tolist()
+        # gathers a list column in one C loop (with one row itemgetter returns the value, not a tuple)
+        gather = (
+            itemgetter(*positions) if len(positions) > 1 else lambda column: [column[r] for r in positions]
+        )
+        return {
+            "from": first,
+            "keys": keys[first:],
+            "rows": _int64s(rows),
+            "columns": [
+                _int64s(np.frombuffer(column, np.int64)[rows])
+                if type(column) is array
+                else int_column(gather(column))
+                for column in columns
+            ],
+        }
+
+    def base(self) -> dict[str, Any]:
+        """The saved form of every row (what `save` writes as a base), leaving the export state alone."""
+        return {"keys": list(self.keys), "columns": [_packed(column) for column in self.columns]}
+
+    def load(self, saved: dict[str, Any], name: str) -> None:
+        """Apply a saved base (to an empty window) or delta (to the rows it continues)."""
+        keys, columns = self.keys, self.columns
+        if "rows" not in saved:
+            if keys:
+                raise ValueError(f"state part {name!r}: a base over a window that has rows")
+            keys += saved["keys"]
+            for column, values in zip(columns, saved["columns"], strict=True):
+                column.extend(values)
+            self.index = dict(zip(keys, range(len(keys)), strict=False))
+            self._forget_dead(range(len(keys)), columns[0])
+        else:
+            first = saved["from"]
+            if first != len(keys):
+                raise ValueError(
+                    f"state part {name!r} continues a window of {first} rows, not of this store's {len(keys)}"
+                )
+            new_keys, rows = saved["keys"], saved["rows"]
+            added = len(new_keys)
+            keys += new_keys
+            positions = np.frombuffer(rows, np.int64)
+            row_list: list[int] | None = None
+            for column, values in zip(columns, saved["columns"], strict=True):
+                if len(values) != len(rows):
+                    raise ValueError(f"state part {name!r}: {len(values)} values for {len(rows)} rows")
+                if type(column) is array:
+                    column.frombytes(bytes(8 * added))  # zeros, overwritten below
+                    target = np.frombuffer(column, np.int64)
+                    target[positions] = np.frombuffer(values, np.int64)
+                    del target  # an array exporting its buffer cannot grow
+                else:
+                    column.extend([None] * added)
+                    if row_list is None:
+                        row_list = positions.tolist()
+                    deque(map(column.__setitem__, row_list, values), maxlen=0)  # a C loop of stores
+            self.index.update(zip(new_keys, range(first, first + added), strict=True))
+            self._forget_dead(rows, saved["columns"][0])
+        self.dirty.extend(bytes(len(keys) - len(self.dirty)))
+        self.saved = len(keys)
+
+    def _forget_dead(self, rows: Any, firsts: Any) -> None:
+        """Drop from the index the keys of `rows` whose first field (`firsts`, by position) is None."""
+        if type(firsts) is array or None not in firsts:
+            return
+        index, keys = self.index, self.keys
+        for row, first in zip(rows, firsts, strict=True):
+            if first is None and index.get(keys[row]) == row:
+                del index[keys[row]]
+
+
+def _int64s(values: np.ndarray) -> array:
+    """An int64 ndarray as an array("q"): saved forms hold no numpy object."""
+    packed = array(INT64)
+    packed.frombytes(values.astype(np.int64, copy=False).tobytes())
+    return packed
+
+
+def _packed(column: Any) -> Any:
+    return column[:] if type(column) is array else int_column(column)
