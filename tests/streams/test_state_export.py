@@ -338,6 +338,7 @@ def test_deleted_and_evicted_entries_do_not_come_back_after_import(cuts) -> None
     expected = run_task(topology, data, cuts=cuts)
     assert {"sums", "limited", "finals"} <= {row[1] for row in expected}
     assert run_with_exports(topology, data, cuts, import_at=cuts) == expected
+    assert run_on_copies(topology, data, cuts, owners=[0, 1, 0, 2, 1]) == expected  # deltas of dead rows
 
 
 def test_a_copy_drops_a_group_rebased_or_gone_since_it_last_saw_it() -> None:

@@ -116,14 +116,20 @@ class WindowRows:
                 raise ValueError(
                     f"state part {name!r} continues a window of {first} rows, not of this store's {len(keys)}"
                 )
-            new_keys, rows = saved["keys"], saved["rows"]
+            new_keys, rows, values_by_column = saved["keys"], saved["rows"], saved["columns"]
             added = len(new_keys)
-            keys += new_keys
             positions = np.frombuffer(rows, np.int64)
-            row_list: list[int] | None = None
-            for column, values in zip(columns, saved["columns"], strict=True):
+            # checked before any change: a part refused leaves the store as it was
+            if len(positions) and not 0 <= positions.min() <= positions.max() < first + added:
+                raise ValueError(f"state part {name!r}: rows out of the window's {first + added}")
+            for values in values_by_column:
                 if len(values) != len(rows):
                     raise ValueError(f"state part {name!r}: {len(values)} values for {len(rows)} rows")
+            if len(values_by_column) != len(columns):
+                raise ValueError(f"state part {name!r}: {len(values_by_column)} columns, not {len(columns)}")
+            keys += new_keys
+            row_list: list[int] | None = None
+            for column, values in zip(columns, values_by_column, strict=True):
                 if type(column) is array:
                     column.frombytes(bytes(8 * added))  # zeros, overwritten below
                     target = np.frombuffer(column, np.int64)

@@ -1,0 +1,136 @@
+"""WindowRows: a window's entries in rows, saved as the rows changed since the last export.
+
+Contract: a copy that loads the base, then every delta in order, holds the same live entries as the store
+that wrote them, numbered alike (so the next delta applies), whatever mix of new keys, updates, dead rows
+and keys coming back the exports cut.
+"""
+
+from __future__ import annotations
+
+import pickle
+from array import array
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_jobs.streams.nodes.window_rows import INT64, OBJECT, WindowRows
+
+from .test_properties import PROPERTY
+
+KINDS = (OBJECT, INT64)  # as the time-window aggregate: aggregate (None: dead), max timestamp
+
+
+def put(rows: WindowRows, key: str, agg, ts: int) -> None:
+    """What the aggregate does per record: a new row, or an update (None kills the row)."""
+    row = rows.index.get(key)
+    if row is None:
+        if agg is not None:
+            rows.append(key, (agg, ts))
+        return
+    aggs, max_ts = rows.columns
+    aggs[row] = agg
+    max_ts[row] = max(max_ts[row], ts)
+    rows.dirty[row] = 1
+    if agg is None:
+        del rows.index[key]
+
+
+def live(rows: WindowRows) -> dict:
+    aggs, max_ts = rows.columns
+    return {key: (aggs[row], max_ts[row]) for key, row in rows.live()}
+
+
+def round_trip(saved: dict) -> dict:
+    return pickle.loads(pickle.dumps(saved, protocol=5))
+
+
+operations = st.lists(
+    st.lists(
+        st.tuples(
+            st.sampled_from([f"k{i}" for i in range(12)]),
+            st.one_of(st.none(), st.integers(-(2**40), 2**40), st.text(max_size=3)),
+            st.integers(0, 2**45),
+        ),
+        max_size=30,
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@PROPERTY
+@given(batches=operations, rebase_at=st.sets(st.integers(0, 7)))
+def test_a_copy_that_loads_every_export_holds_the_same_entries(batches, rebase_at) -> None:
+    store, copy = WindowRows(KINDS), WindowRows(KINDS)
+    for n, batch in enumerate(batches):
+        for key, agg, ts in batch:
+            put(store, key, agg, ts)
+        if n == 0 or n in rebase_at:
+            copy = WindowRows(KINDS)
+            copy.load(round_trip(store.save(changed_only=False)), "w.0")
+        else:
+            changed = store.changes()
+            saved = round_trip(store.save(changed_only=True))
+            assert len(saved["rows"]) == changed
+            copy.load(saved, f"w.{n}")
+        assert live(copy) == live(store)
+        assert copy.index == store.index and copy.keys == store.keys
+        assert store.changes() == 0  # the export cleared the flags
+    batch = [(f"new{i}", i, i) for i in range(3)] + [("k1", 7, 2**44)]
+    for key, agg, ts in batch:  # the next delta still applies: the rows are numbered alike
+        put(store, key, agg, ts)
+    copy.load(round_trip(store.save(changed_only=True)), "w.last")
+    assert live(copy) == live(store)
+
+
+def test_a_delta_saves_only_the_rows_put_since_the_last_export() -> None:
+    rows = WindowRows(KINDS)
+    for i in range(1000):
+        put(rows, f"k{i}", 1, 10)
+    rows.save(changed_only=False)
+    put(rows, "k5", 2, 30)
+    put(rows, "k900", None, 20)  # dead
+    put(rows, "new", 1, 40)
+    saved = rows.save(changed_only=True)
+    assert saved["from"] == 1000 and saved["keys"] == ["new"]
+    assert list(saved["rows"]) == [5, 900, 1000]
+    aggs, max_ts = saved["columns"]
+    assert list(aggs) == [2, None, 1] and list(max_ts) == [30, 20, 40]
+    assert rows.save(changed_only=True)["rows"] == saved["rows"][:0]  # nothing since
+
+
+def test_int_columns_are_saved_as_int64_arrays_and_other_values_as_they_are() -> None:
+    rows = WindowRows(KINDS)
+    put(rows, "a", 3, 1)
+    put(rows, "b", 2**40, 2)
+    assert type(rows.save(changed_only=False)["columns"][0]).__name__ == "array"
+    put(rows, "c", True, 3)  # a bool is not saved as an int: it loads back as True
+    copy = WindowRows(KINDS)
+    copy.load(round_trip(rows.save(changed_only=False)), "w.0")
+    assert live(copy)["c"] == (True, 3) and type(live(copy)["c"][0]) is bool
+
+
+def test_a_delta_that_does_not_continue_the_rows_is_refused() -> None:
+    store = WindowRows(KINDS)
+    put(store, "a", 1, 1)
+    base = store.save(changed_only=False)
+    put(store, "b", 1, 2)
+    first = store.save(changed_only=True)
+    put(store, "c", 1, 3)
+    second = store.save(changed_only=True)
+    copy = WindowRows(KINDS)
+    copy.load(base, "w.0")
+    with pytest.raises(ValueError, match="continues a window of 2 rows, not of this store's 1"):
+        copy.load(second, "w.2")
+    with pytest.raises(ValueError, match="a base over a window that has rows"):
+        copy.load(base, "w.0")
+    copy.load(first, "w.1")
+    with pytest.raises(ValueError, match="0 values for 1 rows"):
+        copy.load(dict(second, columns=[second["columns"][0][:0], second["columns"][1]]), "w.2")
+    with pytest.raises(ValueError, match="rows out of the window's 3"):
+        copy.load(dict(second, rows=array("q", [3])), "w.2")
+    copy = WindowRows(KINDS)
+    for n, saved in enumerate([base, first, second]):
+        copy.load(saved, f"w.{n}")
+    assert live(copy) == live(store)
