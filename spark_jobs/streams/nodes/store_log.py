@@ -11,7 +11,8 @@ parts.
 
 The store records what a batch changes: `puts(group)` is a dict (of the store's choosing) of the entries put,
 `remove(group, key)` records a key removed (and drops it from the puts), `drop(group)` a group that left
-whole. The export asks the store for the saved form of a group's entries (`Save`). A part is
+whole. A store that flags its changed entries itself (WindowRows, nodes/window_rows.py) only marks the
+group with `touch(group)` and gives `export` a count of its changes. The export asks the store for the saved form of a group's entries (`Save`). A part is
 `(saved entries, removed keys)`; the saved entries hold their keys first, or under "keys", or (WindowRows)
 the rows changed under "rows".
 """
