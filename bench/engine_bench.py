@@ -143,12 +143,16 @@ def run_micro_batches(keys, values, timestamps, batch: int, micro: int, topology
 
 def saved_entries(parts: dict[str, bytes]) -> int:
     """Entries in a store's parts ("<node>/<group>.<n>", see nodes/store_log.py), counted after the timing:
-    each part is (saved entries, removed keys), the saved entries' keys first or under "keys"."""
+    each part is (saved entries, removed keys); the saved entries' keys come first or under "keys", or their
+    rows under "rows" (a delta of WindowRows, whose "keys" are only the new ones)."""
     count = 0
     for name, data in parts.items():
         if "/" in name:
             saved, _ = pickle.loads(data)
-            count += len(saved["keys"] if isinstance(saved, dict) else saved[0])
+            if isinstance(saved, dict):
+                count += len(saved["rows"] if "rows" in saved else saved["keys"])
+            else:
+                count += len(saved[0])
     return count
 
 
