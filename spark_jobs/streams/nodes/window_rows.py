@@ -2,10 +2,13 @@
 
 A row is appended when a key first enters the window and keeps its number while the window lives. A put
 flags its row in `dirty` (a bytearray), so a state export finds the rows changed in one vectorized pass and
-saves their numbers and their fields gathered from the columns (int64 arrays where the field is an int:
-copied, not pickled one object at a time), plus each new key's name once. Keeping an entry as a tuple per
-key instead costs an export several cache misses per changed entry (the tuple, its key, its int objects,
-scattered over the heap): at 250k keys per task that was most of its cost.
+saves their numbers and their fields gathered from the columns (an int64 column as an array: copied, not
+pickled one object at a time; a list column as a tuple of its values), plus each new key's name once.
+Keeping an entry as a tuple per key instead costs an export several cache misses per changed entry (the
+tuple, its key, its int objects, scattered over the heap): at 250k keys per task that was most of its cost.
+A list column is not packed into an int64 array even when it holds ints: checking that they are all ints
+(not bools) and packing costs more than pickling small ints, and the count, whose values are ints, has an
+int64 column.
 
 A row whose entry left is dead: its first field is None and the index no longer names it; should the key
 come back it gets a new row. Dead rows stay until the window goes, so that row numbers agree between the
@@ -24,8 +27,6 @@ from operator import itemgetter
 from typing import Any
 
 import numpy as np
-
-from .stores import int_column
 
 # A column is a list (any value) or an array("q") (int64: timestamps, counts, sizes, sequence numbers).
 INT64 = "q"
@@ -88,9 +89,7 @@ class WindowRows:
             "keys": keys[first:],
             "rows": _int64s(rows),
             "columns": [
-                _int64s(np.frombuffer(column, np.int64)[rows])
-                if type(column) is array
-                else int_column(gather(column))
+                _int64s(np.frombuffer(column, np.int64)[rows]) if type(column) is array else gather(column)
                 for column in columns
             ],
         }
@@ -163,4 +162,4 @@ def _int64s(values: np.ndarray) -> array:
 
 
 def _packed(column: Any) -> Any:
-    return column[:] if type(column) is array else int_column(column)
+    return column[:] if type(column) is array else list(column)
