@@ -19,6 +19,8 @@ from spark_jobs.streams.nodes.window_rows import INT64, OBJECT, WindowRows
 from .test_properties import PROPERTY
 
 KINDS = (OBJECT, INT64)  # as the time-window aggregate: aggregate (None: dead), max timestamp
+# the same, then a fixed column (set when a row is appended: the first timestamp)
+LAYOUTS = {"changing": (KINDS, 0), "fixed": ((OBJECT, INT64, INT64), 1)}
 
 
 def put(rows: WindowRows, key: str, agg, ts: int) -> None:
@@ -26,9 +28,9 @@ def put(rows: WindowRows, key: str, agg, ts: int) -> None:
     row = rows.index.get(key)
     if row is None:
         if agg is not None:
-            rows.append(key, (agg, ts))
+            rows.append(key, (agg, ts, ts)[: len(rows.columns)])
         return
-    aggs, max_ts = rows.columns
+    aggs, max_ts = rows.columns[:2]
     aggs[row] = agg
     max_ts[row] = max(max_ts[row], ts)
     rows.dirty[row] = 1
@@ -37,8 +39,7 @@ def put(rows: WindowRows, key: str, agg, ts: int) -> None:
 
 
 def live(rows: WindowRows) -> dict:
-    aggs, max_ts = rows.columns
-    return {key: (aggs[row], max_ts[row]) for key, row in rows.live()}
+    return {key: tuple(column[row] for column in rows.columns) for key, row in rows.live()}
 
 
 def round_trip(saved: dict) -> dict:
@@ -59,15 +60,17 @@ operations = st.lists(
 )
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @PROPERTY
 @given(batches=operations, rebase_at=st.sets(st.integers(0, 7)))
-def test_a_copy_that_loads_every_export_holds_the_same_entries(batches, rebase_at) -> None:
-    store, copy = WindowRows(KINDS), WindowRows(KINDS)
+def test_a_copy_that_loads_every_export_holds_the_same_entries(layout, batches, rebase_at) -> None:
+    kinds, fixed = LAYOUTS[layout]
+    store, copy = WindowRows(kinds, fixed), WindowRows(kinds, fixed)
     for n, batch in enumerate(batches):
         for key, agg, ts in batch:
             put(store, key, agg, ts)
         if n == 0 or n in rebase_at:
-            copy = WindowRows(KINDS)
+            copy = WindowRows(kinds, fixed)
             copy.load(round_trip(store.save(changed_only=False)), "w.0")
         else:
             changed = store.changes()
@@ -135,3 +138,24 @@ def test_a_delta_that_does_not_continue_the_rows_is_refused() -> None:
     for n, saved in enumerate([base, first, second]):
         copy.load(saved, f"w.{n}")
     assert live(copy) == live(store)
+
+
+def test_a_delta_holds_a_fixed_column_for_its_new_rows_only() -> None:
+    rows = WindowRows(*LAYOUTS["fixed"])
+    for i in range(5):
+        put(rows, f"k{i}", 1, 10 + i)
+    rows.save(changed_only=False)
+    put(rows, "k1", 2, 30)
+    put(rows, "new", 1, 40)
+    saved = rows.save(changed_only=True)
+    assert list(saved["rows"]) == [1, 5]
+    aggs, max_ts, first_ts = saved["columns"]
+    assert list(aggs) == [2, 1] and list(max_ts) == [30, 40] and list(first_ts) == [40]
+    copy = WindowRows(*LAYOUTS["fixed"])
+    for i in range(5):
+        put(copy, f"k{i}", 1, 10 + i)
+    copy.save(changed_only=False)
+    with pytest.raises(ValueError, match="2 values for 1 rows"):
+        copy.load(dict(saved, columns=[aggs, max_ts, max_ts]), "w.1")
+    copy.load(saved, "w.1")
+    assert live(copy) == live(rows) and live(copy)["k1"] == (2, 30, 11)

@@ -18,11 +18,10 @@ from .time_ordered_buffer import (
     _PRIOR,
     _SIZE,
     _TS,
-    ENTRY_COLUMNS,
     NO_WINDOW,
     TimeOrderedKeyValueBuffer,
+    entry_rows,
 )
-from .window_rows import WindowRows
 
 _NEVER = float("inf")
 
@@ -115,7 +114,7 @@ class SuppressNode(Node):
                 bucket = buckets.get(window)
                 if bucket is None:
                     if window_close:  # the heap of an until_window_closes buffer holds its windows
-                        bucket = buckets[window] = WindowRows(ENTRY_COLUMNS)
+                        bucket = buckets[window] = entry_rows()
                         heappush(heap, (window[1], window[0]))
                         if window[1] + duration < evict_at:
                             evict_at = window[1] + duration
@@ -127,7 +126,7 @@ class SuppressNode(Node):
                 if window_close:
                     log_touch(window)
                     index, row_keys, dirty = bucket.index, bucket.keys, bucket.dirty
-                    c_ts, c_size, c_base, c_new, c_old, c_prior, c_hdr = bucket.columns
+                    c_ts, c_size, c_new, c_old, c_hdr, c_base, c_prior = bucket.columns
                     suffix_len = len(window_start_bytes(window[0]))
                 else:
                     puts = log_puts(window)

@@ -34,15 +34,21 @@ NO_WINDOW = object()
 _new_tuple = tuple.__new__
 
 # The columns of an until_window_closes window's rows: the entry fields but _BT, _KB and _SEQ (its entries
-# leave by window and key bytes, so they need no sequence number). They never leave one by one (the buffer
-# is strict), so no row is dead (WindowRows: the first column is an int64).
-ENTRY_COLUMNS = (INT64, INT64, INT64, OBJECT, OBJECT, OBJECT, OBJECT)  # ts, size, base, new, old, prior, hdr
-_ROW_FIELDS = itemgetter(_TS, _SIZE, _BASE, _NEW, _OLD, _PRIOR, _HDR)  # entry tuple -> row fields
+# leave by window and key bytes, so they need no sequence number); base and prior value last, fixed while
+# the key stays buffered. Entries never leave one by one (the buffer is strict), so no row is dead
+# (WindowRows: the first column is an int64).
+ENTRY_COLUMNS = (INT64, INT64, OBJECT, OBJECT, OBJECT, INT64, OBJECT)  # ts, size, new, old, hdr | base, prior
+_ROW_FIELDS = itemgetter(_TS, _SIZE, _NEW, _OLD, _HDR, _BASE, _PRIOR)  # entry tuple -> row fields
+
+
+def entry_rows() -> WindowRows:
+    """The rows of a new until_window_closes window."""
+    return WindowRows(ENTRY_COLUMNS, fixed=2)
 
 
 def _entries(rows: WindowRows) -> Any:
     """The entry tuples of a window's rows, in row order."""
-    ts, size, base, new, old, prior, hdr = rows.columns
+    ts, size, new, old, hdr, base, prior = rows.columns
     return zip(repeat(None), repeat(None), new, old, prior, ts, hdr, size, repeat(None), base)
 
 
@@ -108,7 +114,7 @@ class TimeOrderedKeyValueBuffer:
         row = None if rows is None else rows.index.get(key[0])
         if row is None:
             return None
-        ts, size, base, new, old, prior, hdr = (column[row] for column in rows.columns)
+        ts, size, new, old, hdr, base, prior = (column[row] for column in rows.columns)
         return (None, None, new, old, prior, ts, hdr, size, None, base)
 
     @staticmethod
@@ -137,7 +143,7 @@ class TimeOrderedKeyValueBuffer:
             window = _new_tuple(Window, (start, end))
             rows = self.buckets.get(window)
             if rows is None:
-                rows = self.buckets[window] = WindowRows(ENTRY_COLUMNS)
+                rows = self.buckets[window] = entry_rows()
             _put_entries(rows, keys[lo:hi], entries[lo:hi])
 
     def _current_form(self, saved: dict[str, Any]) -> dict[str, Any]:
@@ -216,7 +222,7 @@ class TimeOrderedKeyValueBuffer:
         if "windows" in saved:
             for (start, end), base in saved["windows"]:
                 window = _new_tuple(Window, (start, end))
-                self.buckets[window] = WindowRows(ENTRY_COLUMNS)
+                self.buckets[window] = entry_rows()
                 self.buckets[window].load(base, _part_name(window))
         else:  # until_time_limit, or an until_window_closes snapshot before 2026-11-24
             self.load_entries(self._current_form(saved))
@@ -294,7 +300,7 @@ class TimeOrderedKeyValueBuffer:
         for window, saved, gone in steps:
             rows = buckets.get(window)
             if rows is None:
-                rows = buckets[window] = WindowRows(ENTRY_COLUMNS)
+                rows = buckets[window] = entry_rows()
             if "columns" in saved:
                 rows.load(saved, _part_name(window))
                 continue
@@ -307,7 +313,7 @@ class TimeOrderedKeyValueBuffer:
                     for key, entry in zip(rows.keys, _entries(rows), strict=True)
                     if key not in gone_keys
                 ]
-                rows = buckets[window] = WindowRows(ENTRY_COLUMNS)
+                rows = buckets[window] = entry_rows()
                 _put_entries(rows, [key for key, _ in kept], [entry for _, entry in kept])
         for window in [w for w, rows in buckets.items() if not rows]:
             del buckets[window]

@@ -16,7 +16,8 @@ copies of a store that the parts keep in step.
 
 Saved form (a part of the store log, nodes/store_log.py): a base `{"keys", "columns"}` holds every row; a
 delta `{"from", "keys", "rows", "columns"}` holds the keys of the rows appended since the previous export
-(rows `from`.. on), then the numbers of every row put since, in order, and their fields by column.
+(rows `from`.. on), then the numbers of every row put since, in order, and their fields by column (of a
+fixed column, set when a row is appended, only the new rows' values).
 """
 
 from __future__ import annotations
@@ -34,14 +35,17 @@ OBJECT = ""
 
 
 class WindowRows:
-    """The rows of one window; `kinds` says per column whether it is an int64 array or a list."""
+    """The rows of one window; `kinds` says per column whether it is an int64 array or a list. The last
+    `fixed` columns are set when a row is appended and never change: a delta holds them for its new rows
+    only."""
 
-    __slots__ = ("index", "keys", "columns", "dirty", "saved")
+    __slots__ = ("index", "keys", "columns", "changing", "dirty", "saved")
 
-    def __init__(self, kinds: tuple[str, ...]) -> None:
+    def __init__(self, kinds: tuple[str, ...], fixed: int = 0) -> None:
         self.index: dict[Any, int] = {}  # key -> its live row
         self.keys: list[Any] = []  # by row
         self.columns: list[Any] = [array(kind) if kind else [] for kind in kinds]
+        self.changing = len(kinds) - fixed  # the columns before it can change
         self.dirty = bytearray()  # by row: 1 where put since the last export
         self.saved = 0  # rows the last export (or import) saw: later ones are new to the store's copies
 
@@ -90,7 +94,11 @@ class WindowRows:
             "rows": _int64s(rows),
             "columns": [
                 _int64s(np.frombuffer(column, np.int64)[rows]) if type(column) is array else gather(column)
-                for column in columns
+                for column in columns[: self.changing]
+            ]
+            + [
+                column[first:] if type(column) is array else tuple(column[first:])
+                for column in columns[self.changing :]
             ],
         }
 
@@ -121,14 +129,19 @@ class WindowRows:
             # checked before any change: a part refused leaves the store as it was
             if len(positions) and not 0 <= positions.min() <= positions.max() < first + added:
                 raise ValueError(f"state part {name!r}: rows out of the window's {first + added}")
-            for values in values_by_column:
-                if len(values) != len(rows):
-                    raise ValueError(f"state part {name!r}: {len(values)} values for {len(rows)} rows")
             if len(values_by_column) != len(columns):
                 raise ValueError(f"state part {name!r}: {len(values_by_column)} columns, not {len(columns)}")
+            for n, values in enumerate(values_by_column):
+                expected = len(rows) if n < self.changing else added
+                if len(values) != expected:
+                    raise ValueError(f"state part {name!r}: {len(values)} values for {expected} rows")
             keys += new_keys
             row_list: list[int] | None = None
-            for column, values in zip(columns, values_by_column, strict=True):
+            for column, values in zip(
+                columns[self.changing :], values_by_column[self.changing :], strict=True
+            ):
+                column.extend(values)  # fixed: the new rows' values, in order
+            for column, values in zip(columns[: self.changing], values_by_column, strict=False):
                 if type(column) is array:
                     column.frombytes(bytes(8 * added))  # zeros, overwritten below
                     target = np.frombuffer(column, np.int64)
