@@ -6,7 +6,14 @@ import copy
 
 import pytest
 
-from spark_jobs.streams import Processor, PunctuationType, Record, Topology
+from spark_jobs.streams import (
+    Processor,
+    PunctuationType,
+    Record,
+    StreamsBuilder,
+    TimeWindows,
+    Topology,
+)
 from spark_jobs.streams.runtime.task import StreamTask
 
 from .helpers import drain, run_task, sensor_topology
@@ -147,3 +154,30 @@ def test_table_and_aggregation_stores_survive_a_restore_at_any_split(split):
     assert restarted == straight
     # The stores matter: the grouped counts depend on earlier rows (a key moving between groups).
     assert any(topic == "per-value" and value == 0 for _, topic, _, value, *_ in straight)
+
+
+def test_bool_aggregates_stay_bools_through_snapshot_and_export() -> None:
+    """Stores pack int values into int64 arrays when saved; a bool is an int to Python, but must not come
+    back as 1 (a reduce of flags: "any", a windowed "all")."""
+    builder = StreamsBuilder()
+    grouped = builder.stream("readings").group_by_key()
+    grouped.reduce(lambda a, b: a or b).to_stream().to("any")
+    windowed = grouped.windowed_by(TimeWindows.of_size_and_grace(100, 0))
+    windowed.reduce(lambda a, b: a and b).to_stream().to("all")
+    topology = builder.build()
+    task = StreamTask(topology)
+    task.process_batch("readings", ["a", "b", "a"], [False, True, True], [1, 2, 3])
+    task.drain_output()
+    copies = [StreamTask.restore(topology, task.snapshot())]
+    copies.append(StreamTask.import_state(topology, task.export_state().parts))
+    outputs = []
+    for each in [task, *copies]:
+        each.process_batch("readings", ["a", "b"], [False, False], [4, 5])
+        outputs.append([(topic, r.value, type(r.value)) for topic, r in each.drain_output().records()])
+    assert outputs[0] == [
+        ("any", True, bool),
+        ("all", False, bool),
+        ("any", True, bool),
+        ("all", False, bool),
+    ]
+    assert outputs[1] == outputs[0] and outputs[2] == outputs[0]
