@@ -307,23 +307,13 @@ def _load_keyed(rows: WindowRows, saved: tuple, gone: list) -> None:
     before 2026-11-23 `(keys, aggregates, max timestamps)`, and the keys removed since the previous part."""
     if len(saved) == 3:
         keys, aggs, timestamps = saved
-        entries = zip(aggs, timestamps, strict=True)
+        rows.load_by_key(keys, zip(aggs, timestamps, strict=True))
     else:
-        keys, entries = saved
-    index = rows.index
-    aggs_column, ts_column = rows.columns
-    for key, entry in zip(keys, entries, strict=True):
-        row = index.get(key)
-        if row is None:
-            rows.append(key, entry)
-        else:
-            aggs_column[row], ts_column[row] = entry
+        rows.load_by_key(*saved)
     for key in gone:  # a key put and removed between two exports was never saved
-        row = index.pop(key, None)
+        row = rows.index.pop(key, None)
         if row is not None:
-            aggs_column[row] = None  # a dead row (a count, in an int64 column, never leaves)
-    rows.dirty[:] = bytes(len(rows))
-    rows.saved = len(rows)
+            rows.columns[0][row] = None  # a dead row (a count, in an int64 column, never leaves)
 
 
 class StreamAggregateNode(TimestampedStoreNode):

@@ -328,16 +328,7 @@ class TimeOrderedKeyValueBuffer:
 
 def _put_entries(rows: WindowRows, keys: list, entries: list) -> None:
     """Put entry tuples into a window's rows by key (loads of saved entries: a snapshot, an older part)."""
-    index, columns = rows.index, rows.columns
-    for inner, fields in zip(keys, map(_ROW_FIELDS, entries), strict=True):
-        row = index.get(inner)
-        if row is None:
-            rows.append(inner, fields)
-        else:
-            for column, value in zip(columns, fields, strict=True):
-                column[row] = value
-    rows.dirty[:] = bytes(len(rows))
-    rows.saved = len(rows)
+    rows.load_by_key(keys, map(_ROW_FIELDS, entries))
 
 
 def _window_of_name(name: str) -> Any:
