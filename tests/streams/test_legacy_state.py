@@ -6,6 +6,7 @@
 - `data/window_parts_v3_entries.pickle` (before 2026-11-24): both stores' entries saved by key, as
   `(keys, entry tuples)`, since replaced by rows (nodes/window_rows.py). Written by commit a234958's engine:
   the store of parts (bases, then deltas) after exports every 10 records up to CUT.
+  `data/window_snapshots_v3_entries.pickle`: that engine's `snapshot()` of the same tasks at CUT.
 
 A task imported from them must go on exactly as a task that never stopped.
 """
@@ -22,6 +23,7 @@ import spark_jobs.streams as streams
 
 DATA = Path(__file__).parent / "data" / "suppress_parts_v2_fields.pickle"
 FIXTURES = [DATA, Path(__file__).parent / "data" / "window_parts_v3_entries.pickle"]
+SNAPSHOTS = Path(__file__).parent / "data" / "window_snapshots_v3_entries.pickle"
 
 _rng = random.Random(11)
 RECORDS = [
@@ -33,7 +35,8 @@ BUFFER = "KTABLE-SUPPRESS-0000000002"
 
 
 def _topology(st, name: str):
-    """count() of the records, per window but for "time_limit", suppressed into "out"."""
+    """count() of the records, per window but for "time_limit", suppressed into "out" ("reducing": a sum that
+    turns null now and then, per tumbling window, also to "sums")."""
     builder = st.StreamsBuilder()
     grouped = builder.stream("in").group_by_key()
     windows = {
@@ -41,7 +44,13 @@ def _topology(st, name: str):
         "hopping": lambda: st.TimeWindows.of_size_and_grace(90, 10).advance_by(30),
         "session": lambda: st.SessionWindows.of_inactivity_gap_and_grace(15, 30),
     }
-    table = grouped.windowed_by(windows[name]()).count() if name in windows else grouped.count()
+    if name == "reducing":  # a null aggregate deletes its entry: parts that remove keys
+        table = grouped.windowed_by(windows["tumbling"]()).reduce(
+            lambda a, b: None if (a + b) % 7 == 0 else a + b
+        )
+        table.to_stream().to("sums")
+    else:
+        table = grouped.windowed_by(windows[name]()).count() if name in windows else grouped.count()
     if name == "time_limit":
         suppressed = st.Suppressed.until_time_limit(
             50, st.BufferConfig.max_records(12).emit_early_when_full()
@@ -57,6 +66,7 @@ def _topology(st, name: str):
 
 
 TOPOLOGIES = ["hopping", "session", "time_limit", "tumbling"]
+V3_TOPOLOGIES = [*TOPOLOGIES, "reducing"]  # the v3 fixtures also have parts that remove keys
 
 
 def _feed(task, records) -> list[tuple]:
@@ -65,18 +75,24 @@ def _feed(task, records) -> list[tuple]:
     return [(topic, r.key, r.value, r.timestamp) for topic, r in task.drain_output().records()]
 
 
-@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda path: path.stem)
-@pytest.mark.parametrize("name", TOPOLOGIES)
-def test_parts_of_earlier_engines_load_and_go_on_as_the_task_that_wrote_them(name, fixture) -> None:
+@pytest.mark.parametrize(
+    ("fixture", "name"),
+    [(FIXTURES[0], name) for name in TOPOLOGIES] + [(FIXTURES[1], name) for name in V3_TOPOLOGIES],
+    ids=lambda value: value.stem if isinstance(value, Path) else value,
+)
+def test_parts_of_earlier_engines_load_and_go_on_as_the_task_that_wrote_them(fixture, name) -> None:
     parts = pickle.loads(fixture.read_bytes())[name]
     topology = _topology(streams, name)
     imported = streams.StreamTask.import_state(topology, parts)
+    # saved again in today's form and loaded: what the old parts removed must stay removed
+    resaved = streams.StreamTask.restore(topology, imported.snapshot())
     never_stopped = streams.StreamTask(topology)
     _feed(never_stopped, RECORDS[:CUT])
     expected = _feed(never_stopped, RECORDS[CUT:])
     assert expected, "the records after the cut close windows: output to compare"
-    assert _feed(imported, RECORDS[CUT:]) == expected
-    assert imported.metrics() == never_stopped.metrics()
+    for task in (imported, resaved):
+        assert _feed(task, RECORDS[CUT:]) == expected
+        assert task.metrics() == never_stopped.metrics()
 
 
 def test_a_part_of_removed_keys_only_saved_a_column_per_field_loads() -> None:
@@ -92,7 +108,18 @@ def test_a_part_of_removed_keys_only_saved_a_column_per_field_loads() -> None:
     assert sorted(bucket.index) == sorted(columns["keys"][1:])
 
 
-@pytest.mark.parametrize("name", TOPOLOGIES)
+@pytest.mark.parametrize("name", V3_TOPOLOGIES)
+def test_snapshots_of_the_engine_that_saved_entries_by_key_restore(name) -> None:
+    topology = _topology(streams, name)
+    blob = pickle.loads(SNAPSHOTS.read_bytes())[name]
+    restored = streams.StreamTask.restore(topology, blob)
+    never_stopped = streams.StreamTask(topology)
+    _feed(never_stopped, RECORDS[:CUT])
+    assert _feed(restored, RECORDS[CUT:]) == _feed(never_stopped, RECORDS[CUT:])
+    assert restored.metrics() == never_stopped.metrics()
+
+
+@pytest.mark.parametrize("name", V3_TOPOLOGIES)
 def test_copies_loaded_from_earlier_parts_stay_in_step_on_the_new_parts(name) -> None:
     """Two copies import the same parts saved by key; one runs on and exports in today's form (rows by
     number), the other catches up from that export: both must have numbered the rows alike."""
