@@ -52,14 +52,13 @@ class WindowRows:
     def __len__(self) -> int:  # rows, dead ones too: what a base saves
         return len(self.keys)
 
-    def append(self, key: Any, fields: tuple) -> int:
-        """A row for `key` (new to the window, or back after its entry left): its number."""
-        row = self.index[key] = len(self.keys)
+    def append(self, key: Any, fields: tuple) -> None:
+        """A row for `key` (new to the window, or back after its entry left)."""
+        self.index[key] = len(self.keys)
         self.keys.append(key)
         for column, value in zip(self.columns, fields, strict=True):
             column.append(value)
         self.dirty.append(1)
-        return row
 
     def load_by_key(self, keys: Any, fields: Any) -> None:
         """Put entries saved by key (a snapshot or a part of an earlier engine): a new row per key new to
@@ -183,9 +182,7 @@ class WindowRows:
 
 def _int64s(values: np.ndarray) -> array:
     """An int64 ndarray as an array("q"): saved forms hold no numpy object."""
-    packed = array(INT64)
-    packed.frombytes(values.astype(np.int64, copy=False).tobytes())
-    return packed
+    return array(INT64, values.astype(np.int64, copy=False).tobytes())
 
 
 def _packed(column: Any) -> Any:
