@@ -75,7 +75,8 @@ class PartitionRecords:
 
     Values are either decoded (`values`) or, from the bulk JSON path, still JSON text (`values_json`, one
     `msgspec.Raw` per record, known to decode): the task decodes them, a whole chunk in one call. The bulk
-    path also numbers the keys (`key_codes` into the file's `key_table`), so that a chunk carries each
+    path also numbers the keys (`key_codes` into `key_table`, the distinct keys of this partition's records
+    in the file), so that a chunk carries each
     distinct key once; `keys` is then built only when asked for.
     """
 
@@ -322,9 +323,11 @@ def _group_by_partition(
     json_values: bool = False,
 ) -> None:
     """Valid records (no partition or offset fields) of a whole file into their partitions, by columns:
-    one stable sort by partition, then each column is picked in that order once and cut into slices."""
+    one stable sort by partition, then each column is picked in that order once and cut into slices. Each
+    partition gets the table of its own keys: a chunk then carries no key of another partition (with many
+    keys, the file's table in every chunk would make each task decode every partition's keys)."""
     key_table = list(dict.fromkeys(keys))
-    code_of = {key: code for code, key in enumerate(key_table)}
+    code_of = dict(zip(key_table, range(len(key_table)), strict=True))
     codes = np.fromiter(map(code_of.__getitem__, keys), dtype=np.int32, count=len(keys))
     partition_of_code = np.array([partition_for_key(k, num_partitions) for k in key_table], dtype=np.int32)
     partitions = partition_of_code[codes]
@@ -332,19 +335,31 @@ def _group_by_partition(
     counts = np.bincount(partitions, minlength=num_partitions).tolist()
     pick = _picker(order.tolist())
     values, timestamps = pick(values), pick(timestamps)
-    codes = codes[order]
+    # A key's code within its partition's table: the keys of a partition keep their order of first
+    # appearance in the file.
+    code_order = np.argsort(partition_of_code, kind="stable")
+    keys_per_partition = np.bincount(partition_of_code, minlength=num_partitions)
+    first_code = np.cumsum(keys_per_partition) - keys_per_partition
+    local_code = np.empty(len(key_table), dtype=np.int32)
+    local_code[code_order] = np.arange(len(key_table), dtype=np.int32) - np.repeat(
+        first_code, keys_per_partition
+    )
+    table_of = _picker(code_order.tolist())(key_table)
+    codes = local_code[codes[order]]
     start = 0
     for partition, count in enumerate(counts):
         if not count:
             continue
         end = start + count
+        table_start = int(first_code[partition])
+        partition_table = table_of[table_start : table_start + int(keys_per_partition[partition])]
         parsed.by_partition[partition] = PartitionRecords(
             values=None if json_values else values[start:end],
             timestamps=timestamps[start:end],
             offsets=[None] * count,
             lines=(order[start:end] + 1).tolist(),
             values_json=values[start:end] if json_values else None,
-            key_table=key_table,
+            key_table=partition_table,
             key_codes=codes[start:end].tolist(),
         )
         start = end

@@ -5,10 +5,11 @@ from __future__ import annotations
 import io
 import json
 
+import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_jobs.spark.landing import read_landing_file
+from spark_jobs.spark.landing import partition_for_key, read_landing_file
 from spark_jobs.spark.transport import (
     CHUNK_RECORDS,
     KIND_DATA,
@@ -36,6 +37,22 @@ def test_a_clean_file_comes_back_in_file_order_across_chunks():
     assert got.values == [r["value"] for r in records]
     assert got.timestamps == [r["timestamp"] for r in records]
     assert len({id(k) for k in got.keys}) == 3  # one string object per distinct key
+
+
+def test_a_chunk_carries_the_keys_of_its_own_partition_only():
+    # With many keys, a table of the whole file's keys in every chunk made each task decode every
+    # partition's keys: the table must hold exactly the distinct keys of the chunk's partition.
+    records = [{"key": f"sensor-{i % 997}", "timestamp": 1000 + i} for i in range(5000)]
+    parsed = read_landing_file("/in/a.jsonl", _file(records), 4)
+    chunks = data_chunks(parsed, file_mtime=1, with_values=False)
+    assert {c.partition for c in chunks} == {0, 1, 2, 3}
+    for chunk in chunks:
+        key_table, key_codes, timestamps, _ = msgspec.msgpack.decode(memoryview(chunk.payload)[1:])
+        own = [r for r in records if partition_for_key(r["key"], 4) == chunk.partition]
+        assert sorted(key_table) == sorted({r["key"] for r in own})
+        assert [key_table[c] for c in key_codes] == [r["key"] for r in own]
+        assert timestamps == [r["timestamp"] for r in own]
+    assert sum(len(ordered_input(_partition(chunks, p)).keys) for p in range(4)) == len(records)
 
 
 def test_files_go_by_modification_time_then_path_and_wall_clocks_come_last():
