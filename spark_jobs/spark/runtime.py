@@ -26,8 +26,6 @@ each batch once.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import os
 import signal
@@ -42,12 +40,13 @@ from urllib.parse import unquote, urlparse
 
 import pandas as pd
 import pyarrow as pa
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from spark_jobs.spark import sink, task_state, wall_clock
+from spark_jobs.spark.gc_control import without_cyclic_gc
 from spark_jobs.spark.job import JobSpec, write_job_record
 from spark_jobs.spark.landing import read_landing_file
 from spark_jobs.spark.summary import RunSummary
+from spark_jobs.spark.task_processor import TaskProcessor
 from spark_jobs.spark.task_runner import INITIAL_WALL_CLOCK_MS, run_task_batch
 from spark_jobs.spark.topics import QUARANTINE_TOPIC, quarantine_table
 from spark_jobs.spark.transport import (
@@ -150,19 +149,6 @@ def _local_path(uri: str) -> str:
     return unquote(urlparse(uri).path) if _is_local(uri) else uri
 
 
-@contextlib.contextmanager
-def _without_cyclic_gc():
-    """A micro-batch allocates millions of small objects that are all still alive when the cyclic garbage
-    collector runs, again and again, for nothing; collect once afterwards instead."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def parse_files(
     batches: Iterator[pa.RecordBatch],
     num_partitions: int,
@@ -172,7 +158,7 @@ def parse_files(
 ) -> Iterator[pa.RecordBatch]:
     """Stage 2 (executors): whole files in, input chunks out (values only if the topology reads them:
     one flag, or one per topic). `multi_input`: each file also tells every partition it was read."""
-    with _without_cyclic_gc():
+    with without_cyclic_gc():
         yield from _parse_files(batches, num_partitions, task_groups, with_values, multi_input)
 
 
@@ -219,80 +205,6 @@ def _output_rows(topic: str, partition: int, table: pa.Table) -> list[tuple]:
 
 def _frame(rows: list[tuple]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["topic", "partition", "rows", "payload"])
-
-
-class SparkPartStore:
-    """`task_state.PartStore` over the state variables of `transformWithStateInPandas` (RocksDB): a MapState
-    (part, chunk) -> bytes, where only the entries written in a micro-batch go to its changelog, and a
-    ValueState with the version and the manifest."""
-
-    def __init__(self, chunks, meta):
-        self._chunks = chunks
-        self._meta = meta
-
-    def read_meta(self):
-        if not self._meta.exists():
-            return None
-        version, manifest = self._meta.get()
-        return version, bytes(manifest)
-
-    def write_meta(self, version, manifest):
-        self._meta.update((version, manifest))
-
-    def read_chunks(self):
-        for (part, index), (data,) in self._chunks.iterator():
-            yield part, index, data
-
-    def read_chunk(self, part, index):
-        value = self._chunks.getValue((part, index))
-        return None if value is None else bytes(value[0])
-
-    def write_chunk(self, part, index, data):
-        self._chunks.updateValue((part, index), (data,))
-
-    def remove_chunk(self, part, index):
-        self._chunks.removeKey((part, index))
-
-
-class TaskProcessor(StatefulProcessor):
-    """Stage 3 (executors): one call per task (group) and micro-batch, its state in small entries."""
-
-    def __init__(
-        self,
-        spec: JobSpec,
-        checkpoint_id: str,
-        chunk_bytes: int,
-        last_landed=None,
-        live_tasks: int | None = None,
-    ):
-        self.spec = spec
-        # Per input topic, its last landed file when the query started (multi-input record selection).
-        self.last_landed = last_landed
-        self.checkpoint_id = checkpoint_id
-        # Read on the driver and shipped with the processor, so that a test's setting reaches the workers.
-        self.chunk_bytes = chunk_bytes
-        self.live_tasks = live_tasks
-
-    def init(self, handle) -> None:
-        self._store = SparkPartStore(
-            handle.getMapState("chunks", task_state.CHUNK_KEY_DDL, task_state.CHUNK_VALUE_DDL),
-            handle.getValueState("meta", task_state.META_DDL),
-        )
-
-    def handleInputRows(self, key, rows, timerValues):
-        with _without_cyclic_gc():
-            yield from run_partition(
-                self.spec,
-                rows,
-                self._store,
-                self.checkpoint_id,
-                self.chunk_bytes,
-                self.last_landed,
-                self.live_tasks,
-            )
-
-    def close(self) -> None:
-        pass
 
 
 def run_partition(
