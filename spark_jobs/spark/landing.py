@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import json
 import operator
 import zlib
@@ -326,9 +327,16 @@ def _group_by_partition(
     one stable sort by partition, then each column is picked in that order once and cut into slices. Each
     partition gets the table of its own keys: a chunk then carries no key of another partition (with many
     keys, the file's table in every chunk would make each task decode every partition's keys)."""
-    key_table = list(dict.fromkeys(keys))
-    code_of = dict(zip(key_table, range(len(key_table)), strict=True))
-    codes = np.fromiter(map(code_of.__getitem__, keys), dtype=np.int32, count=len(keys))
+    # A key's code is its rank by first appearance, found in one pass: each record's position of its key's
+    # first appearance (one dict operation per record), then those positions ranked.
+    first_of: dict = {}
+    firsts = np.fromiter(map(first_of.setdefault, keys, itertools.count()), dtype=np.int64, count=len(keys))
+    key_table = list(first_of)
+    rank = np.empty(len(keys), dtype=np.int32)
+    rank[np.fromiter(first_of.values(), dtype=np.int64, count=len(first_of))] = np.arange(
+        len(first_of), dtype=np.int32
+    )
+    codes = rank[firsts]
     partition_of_code = np.array([partition_for_key(k, num_partitions) for k in key_table], dtype=np.int32)
     partitions = partition_of_code[codes]
     order = np.argsort(partitions, kind="stable")
