@@ -272,8 +272,10 @@ def _read_json_lines(content: bytes, num_partitions: int, parsed: LandingFile) -
 _RECORD_FIELDS = frozenset(("key", "value", "timestamp"))
 
 
-class _CleanLine(msgspec.Struct, forbid_unknown_fields=True):
-    """What a clean line is: a string key, an integer timestamp, any JSON value (kept as text here)."""
+class _CleanLine(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """What a clean line is: a string key, an integer timestamp, any JSON value (kept as text here). Not
+    tracked by the garbage collector (`gc=False`): its fields (str, int, Raw) cannot form a cycle, and a
+    file's 60k lines decode and unpack about a fifth faster."""
 
     key: str
     timestamp: int
