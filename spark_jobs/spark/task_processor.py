@@ -2,9 +2,9 @@
 variables.
 
 A module of its own, light to import: at every query start Spark's driver unpickles the processor in a new
-Python process, only to call `init` and learn its state variables. Importing the runtime there (pandas,
-pyarrow, the engine) cost about 0.6 s per run, so the function that processes the rows is imported when
-the first rows come, in the executors' Python workers.
+Python process, only to call `init` and learn its state variables. Importing the runtime there (pandas
+above all, and the parsing and sink modules) cost about 0.4 s more per run, so the function that processes
+the rows is imported when the first rows come, in the executors' Python workers.
 """
 
 from __future__ import annotations
