@@ -9,8 +9,9 @@ The query, stage by stage:
 2. `mapInArrow`: each file is read (if local), parsed, validated and partitioned (`landing`), and cut
    into chunks of records per partition (`transport`), each with its topic; bad records go to the
    pseudo-partition -1. A multi-input job's file also tells every partition that it was read.
-3. `groupBy(task group).transformWithStateInPandas`: one group per partition = one task (a task group
-   is an integer chosen per partition so that Spark spreads the partitions evenly over its tasks). The
+3. `groupBy(task group).transformWithStateInPandas` (`task_processor`, then `run_partition` here): one
+   group per partition = one task (a task group is an integer chosen per partition so that Spark spreads
+   the partitions evenly over its tasks). The
    task state is kept in small entries of Spark's state store (RocksDB provider, checkpointed), and a
    micro-batch writes only the parts that changed (`task_state`); the live task stays in the Python
    worker between micro-batches. Each micro-batch processes the partition's records in order, applies
