@@ -11,13 +11,13 @@ The query, stage by stage:
    pseudo-partition -1. A multi-input job's file also tells every partition that it was read.
 3. `groupBy(task group).transformWithStateInPandas` (`task_processor`, then `run_partition` here): one
    group per partition = one task (a task group is an integer chosen per partition so that Spark spreads
-   the partitions evenly over its tasks). The
-   task state is kept in small entries of Spark's state store (RocksDB provider, checkpointed), and a
-   micro-batch writes only the parts that changed (`task_state`); the live task stays in the Python
-   worker between micro-batches. Each micro-batch processes the partition's records in order, applies
-   wall-clock markers, and emits its output as Arrow tables (`task_runner`). A multi-input task takes its
-   records by Kafka's record selection, waiting for a topic that still has landed, unread files (the
-   query ships each topic's last landed file as listed when it starts: `task_runner.select_records`).
+   the partitions evenly over its tasks). The task state is kept in small entries of Spark's state store
+   (RocksDB provider, checkpointed), and a micro-batch writes only the parts that changed
+   (`task_state`); the live task stays in the Python worker between micro-batches. Each micro-batch
+   processes the partition's records in order, applies wall-clock markers, and emits its output as Arrow
+   tables (`task_runner`). A multi-input task takes its records by Kafka's record selection, waiting for
+   a topic that still has landed, unread files (the query ships each topic's last landed file as listed
+   when it starts: `task_runner.select_records`).
 4. `foreachBatch`: the output is staged and published per topic with an atomic rename (`sink`).
 
 Spark logs a micro-batch's offsets before running it and restores the state of the previous version on
