@@ -43,7 +43,6 @@ import pandas as pd
 import pyarrow as pa
 
 from spark_jobs.spark import sink, task_state, wall_clock
-from spark_jobs.spark.gc_control import without_cyclic_gc
 from spark_jobs.spark.job import JobSpec, write_job_record
 from spark_jobs.spark.landing import read_landing_file
 from spark_jobs.spark.summary import RunSummary
@@ -65,6 +64,7 @@ from spark_jobs.spark.transport import (
     table_to_ipc,
     wall_clock_chunks,
 )
+from spark_jobs.streams.runtime.gc_pause import no_cyclic_gc
 
 AVAILABLE_NOW = "available-now"
 CONTINUOUS = "continuous"
@@ -159,7 +159,7 @@ def parse_files(
 ) -> Iterator[pa.RecordBatch]:
     """Stage 2 (executors): whole files in, input chunks out (values only if the topology reads them:
     one flag, or one per topic). `multi_input`: each file also tells every partition it was read."""
-    with without_cyclic_gc():
+    with no_cyclic_gc():
         yield from _parse_files(batches, num_partitions, task_groups, with_values, multi_input)
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from spark_jobs.spark import task_state
-from spark_jobs.spark.gc_control import without_cyclic_gc
 from spark_jobs.spark.job import JobSpec
+from spark_jobs.streams.runtime.gc_pause import no_cyclic_gc
 
 
 class SparkPartStore:
@@ -77,7 +77,7 @@ class TaskProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         from spark_jobs.spark.runtime import run_partition  # here, not at import: see the module docstring
 
-        with without_cyclic_gc():
+        with no_cyclic_gc():
             yield from run_partition(
                 self.spec,
                 rows,

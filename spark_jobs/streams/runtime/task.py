@@ -18,7 +18,6 @@ columns where that cannot change anything:
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import io
 import pickle
@@ -35,6 +34,7 @@ from ..topology import Topology, topology_fingerprint
 from . import batching
 from .batching import EMPTY, Columns
 from .context import TaskContext
+from .gc_pause import no_cyclic_gc
 from .punctuation import PunctuationManager, PunctuationSchedule
 
 _first, _second = itemgetter(0), itemgetter(1)
@@ -129,19 +129,6 @@ class StateExport(NamedTuple):
 
 
 TASK_PART = "task"  # clocks, output sequence, punctuation, pending output
-
-
-class _NoCyclicGC:
-    """Snapshots and restores build or walk one object per store entry, none of them in a reference cycle:
-    pausing the cyclic collector meanwhile spares the full collections that rescan every live entry."""
-
-    def __enter__(self) -> None:
-        self.was_enabled = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.was_enabled:
-            gc.enable()
 
 
 def _digest(data: bytes) -> bytes:
@@ -259,7 +246,7 @@ class StreamTask:
         # generation and set off full collections that rescan every container of the task's state. Cyclic
         # garbage a user function makes is collected at the first collection after the batch.
         try:
-            with _NoCyclicGC():
+            with no_cyclic_gc():
                 runner = self._columnar[topic]
                 if runner is None:
                     serial = self._serial_runners[source.name]
@@ -412,7 +399,7 @@ class StreamTask:
 
     def snapshot(self) -> bytes:
         """The complete task state as bytes (pickle protocol 5; zlib when it pays)."""
-        with _NoCyclicGC():
+        with no_cyclic_gc():
             return self._snapshot()
 
     def _snapshot(self) -> bytes:
@@ -432,7 +419,7 @@ class StreamTask:
     @classmethod
     def restore(cls, topology: Topology, blob: bytes) -> StreamTask:
         """A task in the state `blob` was taken in; `topology` is the same object or a fresh build of it."""
-        with _NoCyclicGC():
+        with no_cyclic_gc():
             return cls._restore(topology, blob)
 
     @classmethod
@@ -456,7 +443,7 @@ class StreamTask:
         the parts that changed; any other part is serialized and kept only if its bytes differ from the
         previous export.
         """
-        with _NoCyclicGC():
+        with no_cyclic_gc():
             return self._export_state()
 
     def _export_state(self) -> StateExport:
@@ -502,7 +489,7 @@ class StreamTask:
         the removed ones); `topology` is the same object or a fresh build of it."""
         if TASK_PART not in parts:
             raise ValueError(f"the task state has no {TASK_PART!r} part; parts: {sorted(parts)[:10]}")
-        with _NoCyclicGC():
+        with no_cyclic_gc():
             task = cls._from_task_state(topology, pickle.loads(parts[TASK_PART]))
             task._part_digests = {TASK_PART: _digest(parts[TASK_PART])}
             task._apply_parts({name: data for name, data in parts.items() if name != TASK_PART}, [])
@@ -516,7 +503,7 @@ class StreamTask:
         changed. Raises ValueError where the parts do not continue this task's history: then import."""
         if self._part_digests is None:
             raise ValueError("this task was never exported or imported: it has no export history")
-        with _NoCyclicGC():
+        with no_cyclic_gc():
             self._apply_parts(parts, removed)
 
     def _apply_parts(self, parts: Mapping[str, bytes], removed: Iterable[str]) -> None:
