@@ -77,8 +77,7 @@ class PartitionRecords:
     Values are either decoded (`values`) or, from the bulk JSON path, still JSON text (`values_json`, one
     `msgspec.Raw` per record, known to decode): the task decodes them, a whole chunk in one call. The bulk
     path also numbers the keys (`key_codes` into `key_table`, the distinct keys of this partition's records
-    in the file), so that a chunk carries each
-    distinct key once; `keys` is then built only when asked for.
+    in the file), so that a chunk carries each distinct key once; `keys` is then built only when asked for.
     """
 
     __slots__ = ("_keys", "values", "timestamps", "offsets", "lines", "values_json", "key_table", "key_codes")
@@ -326,53 +325,54 @@ def _group_by_partition(
     json_values: bool = False,
 ) -> None:
     """Valid records (no partition or offset fields) of a whole file into their partitions, by columns:
-    one stable sort by partition, then each column is picked in that order once and cut into slices. Each
-    partition gets the table of its own keys: a chunk then carries no key of another partition (with many
-    keys, the file's table in every chunk would make each task decode every partition's keys)."""
-    # A key's code is its rank by first appearance, found in one pass: each record's position of its key's
-    # first appearance (one dict operation per record), then those positions ranked.
-    first_of: dict = {}
-    firsts = np.fromiter(map(first_of.setdefault, keys, itertools.count()), dtype=np.int64, count=len(keys))
-    key_table = list(first_of)
-    rank = np.empty(len(keys), dtype=np.int32)
-    rank[np.fromiter(first_of.values(), dtype=np.int64, count=len(first_of))] = np.arange(
-        len(first_of), dtype=np.int32
-    )
-    codes = rank[firsts]
-    partition_of_code = np.array([partition_for_key(k, num_partitions) for k in key_table], dtype=np.int32)
-    partitions = partition_of_code[codes]
+    one stable sort by partition, then each column is picked in that order once and cut into slices."""
+    partitions, codes, tables = _number_keys(keys, num_partitions)
     order = np.argsort(partitions, kind="stable")
     counts = np.bincount(partitions, minlength=num_partitions).tolist()
     pick = _picker(order.tolist())
     values, timestamps = pick(values), pick(timestamps)
-    # A key's code within its partition's table: the keys of a partition keep their order of first
-    # appearance in the file.
-    code_order = np.argsort(partition_of_code, kind="stable")
-    keys_per_partition = np.bincount(partition_of_code, minlength=num_partitions)
-    first_code = np.cumsum(keys_per_partition) - keys_per_partition
-    local_code = np.empty(len(key_table), dtype=np.int32)
-    local_code[code_order] = np.arange(len(key_table), dtype=np.int32) - np.repeat(
-        first_code, keys_per_partition
-    )
-    table_of = _picker(code_order.tolist())(key_table)
-    codes = local_code[codes[order]]
+    codes = codes[order]
     start = 0
     for partition, count in enumerate(counts):
         if not count:
             continue
         end = start + count
-        table_start = int(first_code[partition])
-        partition_table = table_of[table_start : table_start + int(keys_per_partition[partition])]
         parsed.by_partition[partition] = PartitionRecords(
             values=None if json_values else values[start:end],
             timestamps=timestamps[start:end],
             offsets=[None] * count,
             lines=(order[start:end] + 1).tolist(),
             values_json=values[start:end] if json_values else None,
-            key_table=partition_table,
+            key_table=tables[partition],
             key_codes=codes[start:end].tolist(),
         )
         start = end
+
+
+def _number_keys(keys: list, num_partitions: int) -> tuple[np.ndarray, np.ndarray, list[list]]:
+    """Per record, its key's partition and its key's code in that partition's table; per partition, the
+    table: its distinct keys by first appearance. A table per partition, not one per file: a chunk then
+    carries no key of another partition (with many keys, the file's table in every chunk made each task
+    decode every partition's keys)."""
+    # One dict operation per record: the position of the record's key's first appearance.
+    first_of: dict = {}
+    firsts = np.fromiter(map(first_of.setdefault, keys, itertools.count()), dtype=np.int64, count=len(keys))
+    distinct = list(first_of)
+    partition_of_key = np.array([partition_for_key(k, num_partitions) for k in distinct], dtype=np.int32)
+    # The distinct keys grouped by partition, each group in order of first appearance: a key's code is its
+    # place in its group.
+    grouped = np.argsort(partition_of_key, kind="stable")
+    sizes = np.bincount(partition_of_key, minlength=num_partitions)
+    code_of_key = np.empty(len(distinct), dtype=np.int32)
+    code_of_key[grouped] = np.arange(len(distinct)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    in_groups = _picker(grouped.tolist())(distinct)
+    ends = np.cumsum(sizes).tolist()
+    tables = [in_groups[end - size : end] for end, size in zip(ends, sizes.tolist(), strict=True)]
+    # from a record's first position to its key: the keys' first positions ranked
+    key_at = np.empty(len(keys), dtype=np.int32)
+    key_at[np.fromiter(first_of.values(), dtype=np.int64, count=len(distinct))] = np.arange(len(distinct))
+    key_of_record = key_at[firsts]
+    return partition_of_key[key_of_record], code_of_key[key_of_record], tables
 
 
 def _picker(idx: list[int]):

@@ -267,3 +267,23 @@ def test_every_line_is_accepted_exactly_when_it_decodes_strictly(values):
     for records in parsed.by_partition.values():
         got.update(zip(records.keys, records.decoded_values(), strict=True))
     assert got == expected_good
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from([f"k{i}" for i in range(12)] + ["é", ""]), min_size=1, max_size=60),
+    st.integers(1, 5),
+)
+def test_each_partition_gets_its_records_in_file_order_and_a_table_of_its_own_keys(keys, num_partitions):
+    lines = b"".join(json.dumps({"key": k, "timestamp": i}).encode() + b"\n" for i, k in enumerate(keys))
+    parsed = read_landing_file("f.jsonl", lines, num_partitions)
+    assert not parsed.quarantined.lines
+    for partition in range(num_partitions):
+        own = [(i, k) for i, k in enumerate(keys) if partition_for_key(k, num_partitions) == partition]
+        records = parsed.by_partition.get(partition)
+        if not own:
+            assert records is None
+            continue
+        assert records.timestamps == [i for i, _ in own]
+        assert records.keys == [k for _, k in own]
+        assert records.key_table == list(dict.fromkeys(k for _, k in own))  # distinct, by first appearance
