@@ -28,6 +28,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from ..nodes.base import Node, SinkNode, SourceNode, UserProcessorNode
+from ..nodes.final_window_count import final_window_count
 from ..records import Record, Windowed, make_record, make_windowed
 from ..timeutil import INT64_MAX, Duration, to_millis
 from ..topology import Topology, topology_fingerprint
@@ -696,6 +697,11 @@ class StreamTask:
 
             return run_sink
         process = node.process_columns
+        fused = final_window_count(node)
+        if fused is not None:  # the count and its final suppress in one pass: the suppress's output
+            node = fused.suppress
+            node.need_src = node.need_src or need_src
+            process = fused.process_columns
         fan_out = len(node.children) > 1
         children = [self._columnar_runner(child, need_src or fan_out) for child in node.children]
         if not children:

@@ -1,0 +1,433 @@
+"""A windowed count whose only child is a final suppress, both run in one vectorized pass per batch.
+
+`windowed_by(TimeWindows).count().suppress(until_window_closes(unbounded()))` is Kafka's way to get one
+final count per key and window (KIP-328), and the shape of the window-finals job. Run node by node, every
+record costs a trip through the count's loop (a Windowed key, four output columns) and then the suppress
+buffer's loop; here a batch's records become (record, window) pairs in numpy arrays, each distinct key and
+window is looked up once, and only the entries that leave the buffer are built as Python objects.
+
+The result is the nodes' own, to the metric: the same outputs in the same order, the same drops, the same
+rows in both stores (new keys appended in order of first appearance, every row put flagged for the next
+export), the same observed times and buffer metrics. What makes one pass possible (docs/semantics.md
+sections 4 and 5): the count forwards every pair it keeps with the new count, the old count and the
+row's maximum timestamp, so the buffer's observed time is the running maximum of those timestamps; a window
+leaves the buffer at the first pair whose observed time reaches its end + grace, and no later pair can
+be in it, since the count's observed time is never behind the buffer's and the count drops the pairs of a
+closed window. So the buffer's entries are put with their batch-final values first, then the windows
+leave in order, each at its pair, and the metrics (a sample after every put and after every eviction)
+are sums over those positions. The plan checks all this before changing anything; a batch it cannot
+vouch for (non-string or null keys, headers, timestamps it cannot hold in int64) runs node by node.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from heapq import heappop, heappush
+from itertools import count as counter
+from itertools import repeat
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..records import Window
+from ..serde import window_start_bytes
+from ..timeutil import INT64_MAX
+from .aggregations import TimeWindowAggregateNode
+from .base import Batch
+from .suppress import SuppressNode
+from .time_ordered_buffer import _NEW, _OLD, _SIZE, _TS, entry_rows
+from .window_rows import WindowRows
+
+# Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
+MIN_ROWS = 256
+# Timestamps up to here keep every window start + size + grace within int64.
+_MAX_TIMESTAMP = 2**62
+_new_tuple = tuple.__new__
+
+
+def final_window_count(count: Any) -> FinalWindowCount | None:
+    """The fused pair when `count` is a windowed count whose only child is an unbounded final suppress."""
+    if not isinstance(count, TimeWindowAggregateNode) or count.aggregation.kind != "count":
+        return None
+    if len(count.children) != 1 or not count.send_old_values:
+        return None
+    suppress = count.children[0]
+    if not isinstance(suppress, SuppressNode) or not suppress.window_close:
+        return None
+    if suppress.max_records != INT64_MAX or suppress.max_bytes != INT64_MAX:
+        return None  # a bounded buffer may shut down mid-batch: node by node
+    return FinalWindowCount(count, suppress)
+
+
+class _Plan(NamedTuple):
+    """A batch worked out, nothing changed yet (see FinalWindowCount._plan)."""
+
+    observed: int  # the count's observed time after the batch
+    dropped: int  # (record, window) pairs of closed windows
+    rec: np.ndarray  # per pair: its record
+    group: np.ndarray  # per pair: its (window, key) group
+    windows: list[tuple[int, np.ndarray]]  # (start, its groups in order of first appearance), same order
+    keys: list[str]  # per group: its key
+    final: np.ndarray  # per group: the count after the batch
+    final_ts: np.ndarray  # per group: the row's maximum timestamp after the batch
+    count_row: np.ndarray  # per group: its row in the count's window, -1 if new
+    buffer_row: np.ndarray  # per group: its row in the buffer's window, -1 if new
+    base: np.ndarray  # per group: the fixed part of its buffer entry's size
+    prior: np.ndarray  # per group: the entry's prior value (the old count at its first put)
+    last_size: np.ndarray  # per group: the entry's size after its last put
+    delta_bytes: np.ndarray  # per pair: how the put changes the buffer's bytes
+    delta_count: np.ndarray  # per pair: 1 where the put inserts an entry
+    buffer_observed: np.ndarray  # per pair: the buffer's observed time after its put
+    passes: list[int]  # the pairs after whose put windows leave the buffer, ascending
+
+
+class FinalWindowCount:
+    """Runs `count` and its child `suppress` over a batch as the two nodes would, in one pass."""
+
+    def __init__(self, count: TimeWindowAggregateNode, suppress: SuppressNode) -> None:
+        self.count = count
+        self.suppress = suppress
+
+    def process_columns(self, keys, values, olds, timestamps, headers) -> Batch | None:
+        """The suppress node's output; its `src` points at this batch's rows (the count's input)."""
+        plan = None
+        if len(keys) >= MIN_ROWS and headers is None:
+            plan = self._plan(keys, timestamps)
+        if plan is None:
+            return self._node_by_node(keys, values, olds, timestamps, headers)
+        return self._apply(plan)
+
+    def _node_by_node(self, keys, values, olds, timestamps, headers) -> Batch | None:
+        self.count.need_src = True
+        out = self.count.process_columns(keys, values, olds, timestamps, headers)
+        if out is None or not out.keys:
+            return None
+        final = self.suppress.process_columns(out.keys, out.values, out.olds, out.timestamps, out.headers)
+        src = final.src if out.src is None else [out.src[i] for i in final.src]
+        return final._replace(src=src)
+
+    # -- planning: everything worked out, nothing changed -------------------------------------------------
+
+    def _plan(self, keys: list, timestamps: list) -> _Plan | None:
+        count, suppress = self.count, self.suppress
+        ts = np.array(timestamps)
+        if ts.dtype != np.int64 or ts.min() < 0 or ts.max() >= _MAX_TIMESTAMP:
+            return None
+        # keys numbered by first appearance (a dict operation per record)
+        first_of: dict = {}
+        try:
+            firsts = np.fromiter(map(first_of.setdefault, keys, counter()), np.int64, len(keys))
+        except TypeError:  # an unhashable key: the count's loop raises it
+            return None
+        distinct = list(first_of)
+        if set(map(type, distinct)) != {str}:  # null keys are dropped, and equal keys of other types may
+            return None  # differ in which object a row keeps: node by node
+        number = np.empty(len(keys), np.int64)
+        number[np.fromiter(first_of.values(), np.int64, len(distinct))] = np.arange(len(distinct))
+        code = number[firsts]
+
+        # (record, window) pairs, in the count's output order: by record, then window start
+        windows = count.windows
+        size, advance = windows.size, windows.advance
+        close_after = size + windows.grace
+        observed = np.maximum(np.maximum.accumulate(ts), count.observed)
+        last = ts - ts % advance
+        first = ts - (size - advance)
+        first = np.where(first < 0, 0, first - first % advance)
+        per_record = -(-size // advance)
+        if per_record == 1:
+            rec, start = np.arange(len(keys)), last
+            valid = None
+        else:
+            start = (first[:, None] + np.arange(per_record) * advance).ravel()
+            rec = np.repeat(np.arange(len(keys)), per_record)
+            valid = start <= last[rec]
+        keep = start + close_after > observed[rec]  # the pair's window is still open
+        if valid is not None:
+            keep &= valid
+            dropped = int(np.count_nonzero(valid)) - int(np.count_nonzero(keep))
+        else:
+            dropped = len(keep) - int(np.count_nonzero(keep))
+        if not keep.all():
+            rec, start = rec[keep], start[keep]
+        if not len(rec):  # every pair dropped
+            return _Plan._make([int(observed[-1]), dropped, rec] + [None] * 13 + [[]])
+        m = len(rec)
+
+        # (window, key) groups, numbered by window then key; windows in order of first appearance
+        starts, window_first, window_of = np.unique(start, return_index=True, return_inverse=True)
+        group_id = window_of * len(distinct) + code[rec]
+        ids, group_first, group, sizes = np.unique(
+            group_id, return_index=True, return_inverse=True, return_counts=True
+        )
+        by_group = np.argsort(group, kind="stable")  # pairs grouped, each group in pair order
+        group_at = np.cumsum(sizes) - sizes  # where each group begins in by_group
+        rank = np.empty(m, np.int64)
+        rank[by_group] = np.arange(m) - np.repeat(group_at, sizes)
+        pair_ts = ts[rec]
+        group_max_ts = np.maximum.reduceat(pair_ts[by_group], group_at)
+        group_window = ids // len(distinct)
+        group_key = (ids % len(distinct)).tolist()
+        window_groups = np.searchsorted(group_window, np.arange(len(starts) + 1))
+
+        n_groups = len(ids)
+        old0 = np.zeros(n_groups, np.int64)  # the count before the batch (its initializer, 0, if new)
+        ts0 = np.full(n_groups, -1, np.int64)  # the row's maximum timestamp before the batch
+        count_row = np.full(n_groups, -1, np.int64)
+        buffer_row = np.full(n_groups, -1, np.int64)
+        base = np.zeros(n_groups, np.int64)
+        prior = np.zeros(n_groups, np.int64)
+        size_before = np.zeros(n_groups, np.int64)  # the entry's size before the batch (0: none)
+        plan_windows: list[tuple[int, np.ndarray]] = []
+        key_of_group = [distinct[k] for k in group_key]
+        buffer_windows = suppress.buffer.buckets
+        for w in np.argsort(window_first).tolist():  # windows in order of first appearance
+            lo, hi = window_groups[w], window_groups[w + 1]
+            in_window = lo + np.argsort(group_first[lo:hi])  # its groups in order of first appearance
+            plan_windows.append((int(starts[w]), in_window))
+            wkeys = [key_of_group[g] for g in in_window.tolist()]
+            rows = count.buckets.get(int(starts[w]))
+            if rows is not None:
+                found = np.array(list(map(rows.index.get, wkeys, repeat(-1))), np.int64)
+                count_row[in_window] = found
+                old = found >= 0
+                aggs, max_ts = (np.frombuffer(column, np.int64) for column in rows.columns)
+                old0[in_window[old]] = aggs[found[old]]
+                ts0[in_window[old]] = max_ts[found[old]]
+                del aggs, max_ts  # an array exporting its buffer cannot grow
+            entries = buffer_windows.get((int(starts[w]), int(starts[w]) + size))
+            key_lengths = np.fromiter(map(len, map(str.encode, wkeys)), np.int64, len(wkeys))
+            base[in_window] = 16 + key_lengths + len(window_start_bytes(int(starts[w])))
+            if entries is not None:
+                found = np.array(list(map(entries.index.get, wkeys, repeat(-1))), np.int64)
+                buffer_row[in_window] = found
+                held = found >= 0
+                if held.any():
+                    rows_held = found[held]
+                    priors = itemgetter(*rows_held.tolist())(entries.columns[6])
+                    priors = [priors] if len(rows_held) == 1 else list(priors)
+                    if set(map(type, priors)) != {int}:
+                        return None  # an entry from a buffer fed without old values
+                    prior[in_window[held]] = priors
+                    base[in_window[held]] = np.frombuffer(entries.columns[5], np.int64)[rows_held]
+                    size_before[in_window[held]] = np.frombuffer(entries.columns[1], np.int64)[rows_held]
+        new_entry = buffer_row < 0
+        prior[new_entry] = old0[new_entry]  # an entry's first put has the old count as its prior value
+
+        # the buffer's puts: an update's size counts its old value too once it is not the prior one
+        context_size = 20 + len(count.task_context.current_topic or "")
+        old = old0[group] + rank
+        put_size = base[group] + 8 + context_size + np.where(old != prior[group], 8, 0)
+        sorted_size = put_size[by_group]
+        previous = np.empty(m, np.int64)
+        previous[1:] = sorted_size[:-1]
+        previous[group_at] = size_before
+        delta_bytes = np.empty(m, np.int64)
+        delta_bytes[by_group] = sorted_size - previous
+        delta_count = ((rank == 0) & new_entry[group]).astype(np.int64)
+        last_size = sorted_size[group_at + sizes - 1]
+        buffer_observed = np.maximum(
+            np.maximum.accumulate(np.maximum(pair_ts, ts0[group])), suppress.observed
+        )
+
+        # when each window leaves: at the first pair whose observed time reaches its end + grace
+        duration = suppress.duration
+        leaves: dict[int, int] = {}
+        for window, entries in buffer_windows.items():
+            if not len(entries):
+                return None  # an empty window leaves without a metric sample: node by node
+            leaves[window[0]] = int(np.searchsorted(buffer_observed, window[1] + duration, "left"))
+        group_last = by_group[group_at + sizes - 1]  # per group: its last pair
+        for w_start, in_window in plan_windows:
+            at = int(np.searchsorted(buffer_observed, w_start + size + duration, "left"))
+            if leaves.setdefault(w_start, at) != at:
+                return None
+            if at < m and int(group_last[in_window].max()) > at:
+                return None  # a pair after its window left: not what the count lets through
+            if at < int(group_first[in_window].min()):
+                return None
+        passes = sorted({at for at in leaves.values() if at < m})
+        final = old0 + sizes
+        final_ts = np.maximum(ts0, group_max_ts)
+        return _Plan(
+            int(observed[-1]),
+            dropped,
+            rec,
+            group,
+            plan_windows,
+            key_of_group,
+            final,
+            final_ts,
+            count_row,
+            buffer_row,
+            base,
+            prior,
+            last_size,
+            delta_bytes,
+            delta_count,
+            buffer_observed,
+            passes,
+        )
+
+    # -- applying the plan --------------------------------------------------------------------------------
+
+    def _apply(self, plan: _Plan) -> Batch | None:
+        suppress = self.suppress
+        if plan.group is None:  # every pair dropped: the count's time and drops only
+            self._finish_count(plan)
+            return None
+        window_objects = {}
+        for start, in_window in plan.windows:
+            window_objects[start] = self._put_counts(start, in_window, plan)
+        for start, in_window in plan.windows:
+            self._put_entries(window_objects[start], in_window, plan)
+        self._finish_count(plan)
+
+        # the windows leave, each after its pair's put, in the buffer's order
+        buffer = suppress.buffer
+        out_k: list = []
+        out_v: list = []
+        out_o: list = []
+        out_t: list = []
+        src: list = []
+        left_bytes: list[int] = []
+        left_count: list[int] = []
+        rec = plan.rec
+        for at in plan.passes:
+            leaving = buffer.pop_due(int(plan.buffer_observed[at]) - suppress.duration)
+            left_count.append(len(leaving))
+            left_bytes.append(sum(entry[_SIZE] for _, entry in leaving))
+            for key, entry in leaving:
+                if entry[_NEW] is not None:  # final results drop tombstones
+                    out_k.append(key)
+                    out_v.append(entry[_NEW])
+                    out_o.append(entry[_OLD])
+                    out_t.append(entry[_TS])
+            src += repeat(int(rec[at]), len(out_k) - len(src))
+        self._buffer_metrics(plan, left_bytes, left_count)
+        return Batch(out_k, out_v, out_o, out_t, None, src)
+
+    def _put_counts(self, start: int, in_window: np.ndarray, plan: _Plan) -> Window:
+        """The count's rows of one window: created, updated, flagged; its Window object."""
+        count = self.count
+        rows = count.buckets.get(start)
+        if rows is None:
+            rows = count.buckets[start] = WindowRows(count._columns)
+            count.window_objects[start] = _new_tuple(Window, (start, start + count.windows.size))
+            heappush(count.starts, start)
+        count.log.touch(start)
+        found = plan.count_row[in_window]
+        held = found >= 0
+        if held.any():
+            at = found[held]
+            aggs, max_ts = (np.frombuffer(column, np.int64) for column in rows.columns)
+            aggs[at] = plan.final[in_window[held]]
+            max_ts[at] = plan.final_ts[in_window[held]]
+            dirty = np.frombuffer(rows.dirty, np.uint8)
+            dirty[at] = 1
+            del aggs, max_ts, dirty  # views: the columns grow below
+        new = in_window[~held]
+        if len(new):
+            _append_rows(
+                rows,
+                [plan.keys[g] for g in new.tolist()],
+                [plan.final[new], plan.final_ts[new]],
+            )
+        return count.window_objects[start]
+
+    def _put_entries(self, window: Window, in_window: np.ndarray, plan: _Plan) -> None:
+        """The buffer's entries of one window, with their values after the batch."""
+        suppress = self.suppress
+        buffer = suppress.buffer
+        entries = buffer.buckets.get(window)
+        if entries is None:
+            entries = buffer.buckets[window] = entry_rows()
+            heappush(buffer.heap, (window[1], window[0]))
+        buffer.log.touch(window)
+        found = plan.buffer_row[in_window]
+        held = found >= 0
+        final = plan.final[in_window]
+        if held.any():
+            at = found[held]
+            c_ts, c_size, c_new, c_old, c_hdr = entries.columns[:5]
+            np.frombuffer(c_ts, np.int64)[at] = plan.final_ts[in_window[held]]
+            np.frombuffer(c_size, np.int64)[at] = plan.last_size[in_window[held]]
+            np.frombuffer(entries.dirty, np.uint8)[at] = 1
+            rows = at.tolist()
+            deque(map(c_new.__setitem__, rows, final[held].tolist()), maxlen=0)
+            deque(map(c_old.__setitem__, rows, (final[held] - 1).tolist()), maxlen=0)
+            deque(map(c_hdr.__setitem__, rows, repeat(None)), maxlen=0)
+        new = in_window[~held]
+        if len(new):
+            news = plan.final[new]
+            # ENTRY_COLUMNS: ts, size, new, old, hdr | base, prior
+            _append_rows(
+                entries,
+                [plan.keys[g] for g in new.tolist()],
+                [
+                    plan.final_ts[new],
+                    plan.last_size[new],
+                    news.tolist(),
+                    (news - 1).tolist(),
+                    [None] * len(new),
+                    plan.base[new],
+                    plan.prior[new].tolist(),
+                ],
+            )
+
+    def _finish_count(self, plan: _Plan) -> None:
+        """The count's observed time and drops, and its closed windows deleted (as its loop ends)."""
+        count = self.count
+        count.observed = max(count.observed, plan.observed)
+        if plan.dropped:
+            count.count_dropped(plan.dropped)
+        starts, close_after = count.starts, count.windows.size + count.windows.grace
+        while starts and starts[0] + close_after <= count.observed:
+            start = heappop(starts)
+            del count.buckets[start], count.window_objects[start]
+            count.log.drop(start)
+
+    def _buffer_metrics(self, plan: _Plan, left_bytes: list[int], left_count: list[int]) -> None:
+        """The buffer's size and count after every put and after every eviction pass, summed into its
+        metrics as the node's samples would be."""
+        suppress = self.suppress
+        m = len(plan.rec)
+        passes = np.array(plan.passes, np.int64)
+        gone_bytes, gone_count = np.array(left_bytes, np.int64), np.array(left_count, np.int64)
+        before = np.searchsorted(passes, np.arange(m), "left")  # the passes before each pair's put
+        bytes_put = (
+            suppress.num_bytes
+            + np.cumsum(plan.delta_bytes)
+            - np.concatenate(([0], np.cumsum(gone_bytes)))[before]
+        )
+        count_put = (
+            suppress.count
+            + np.cumsum(plan.delta_count)
+            - np.concatenate(([0], np.cumsum(gone_count)))[before]
+        )
+        bytes_left, count_left = bytes_put[passes] - gone_bytes, count_put[passes] - gone_count
+        suppress._save(
+            int(plan.buffer_observed[-1]),
+            suppress.count + int(plan.delta_count.sum()) - int(gone_count.sum()),
+            suppress.num_bytes + int(plan.delta_bytes.sum()) - int(gone_bytes.sum()),
+            suppress.next_seq + int(plan.delta_count.sum()),
+            suppress.samples + m + len(passes),
+            suppress.size_sum + int(bytes_put.sum()) + int(bytes_left.sum()),
+            suppress.count_sum + int(count_put.sum()) + int(count_left.sum()),
+            max(suppress.size_max, int(bytes_put.max())),
+            max(suppress.count_max, int(count_put.max())),
+        )
+
+
+def _append_rows(rows: WindowRows, keys: list, columns: list) -> None:
+    """New rows for `keys` (new to the window), a column's values each: int64 arrays or lists."""
+    first = len(rows.keys)
+    rows.index.update(zip(keys, range(first, first + len(keys)), strict=True))
+    rows.keys += keys
+    for column, values in zip(rows.columns, columns, strict=True):
+        if type(values) is np.ndarray:
+            column.frombytes(values.astype(np.int64, copy=False).tobytes())
+        else:
+            column += values
+    rows.dirty += b"\x01" * len(keys)

@@ -1,0 +1,175 @@
+"""The windowed count + final suppress run in one vectorized pass (nodes/final_window_count.py) gives what the
+two nodes give one after the other: outputs in order, drops, buffer metrics and exported state, byte for byte."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spark_jobs.streams import BufferConfig, StreamsBuilder, StreamTask, Suppressed, TimeWindows
+from spark_jobs.streams.nodes import final_window_count
+from spark_jobs.streams.nodes.final_window_count import FinalWindowCount
+
+TOPIC = "readings"
+
+
+def finals_topology(size: int, advance: int, grace: int, other_branch: bool = False):
+    windows = TimeWindows.of_size_and_grace(size, grace)
+    if advance != size:
+        windows = windows.advance_by(advance)
+    builder = StreamsBuilder()
+    stream = builder.stream(TOPIC)
+    counts = stream.group_by_key().windowed_by(windows).count()
+    finals = counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()).with_name("finals"))
+    finals.to_stream().map_values(lambda n: n * 10).to("finals")
+    if other_branch:  # a sibling of the count: the outputs interleave by input record (src)
+        stream.map_values(lambda v: v).to("echo")
+    return builder.build()
+
+
+@contextlib.contextmanager
+def min_rows(n: int):
+    saved = final_window_count.MIN_ROWS
+    final_window_count.MIN_ROWS = n
+    try:
+        yield
+    finally:
+        final_window_count.MIN_ROWS = saved
+
+
+class Pair:
+    """The same topology in two tasks: one fused (every batch that qualifies), one node by node."""
+
+    def __init__(self, topology_of) -> None:
+        self.topology_of = topology_of
+        self.fused = StreamTask(topology_of())
+        self.nodes = StreamTask(topology_of())
+        self.parts: tuple[dict, dict] = ({}, {})
+
+    def run(self, keys, timestamps, headers=None) -> tuple[list, list]:
+        values = list(range(len(keys)))
+        with min_rows(1):
+            self.fused.process_batch(TOPIC, keys, values, timestamps, headers)
+        with min_rows(10**9):
+            self.nodes.process_batch(TOPIC, keys, values, timestamps, headers)
+        return _records(self.fused), _records(self.nodes)
+
+    def exports(self):
+        """Both tasks' state exports, each added to the parts its task's history holds."""
+        exports = self.fused.export_state(), self.nodes.export_state()
+        for held, export in zip(self.parts, exports, strict=True):
+            held.update(export.parts)
+            for name in export.removed:
+                del held[name]
+        return exports
+
+    def move(self) -> None:
+        """Each task goes on as a new task imported from the parts of its last export."""
+        self.fused = StreamTask.import_state(self.topology_of(), self.parts[0])
+        self.nodes = StreamTask.import_state(self.topology_of(), self.parts[1])
+
+
+def _records(task: StreamTask) -> list:
+    return [(topic, r.key, r.value, r.timestamp, r.headers) for topic, r in task.drain_output().records()]
+
+
+@st.composite
+def batches(draw):
+    """Batches of readings from a few sensors: mostly in order, some out of order, some late; some batches
+    with headers (they run node by node, and the entries they put keep their headers until put again)."""
+    sensors = [f"s{i}" for i in range(draw(st.integers(1, 12)))]
+    clock = draw(st.integers(0, 50))
+    out = []
+    for _ in range(draw(st.integers(1, 6))):
+        keys, timestamps = [], []
+        for _ in range(draw(st.integers(0, 40))):
+            clock += draw(st.integers(0, 7))
+            lateness = draw(st.sampled_from([0, 0, 0, 3, 15, 60]))
+            keys.append(draw(st.sampled_from(sensors)))
+            timestamps.append(max(0, clock - lateness))
+        headers = [{"batch": b"h"}] * len(keys) if draw(st.integers(0, 4)) == 0 else None
+        out.append((keys, timestamps, headers))
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shape=st.sampled_from([(10, 10, 0), (10, 10, 5), (20, 5, 4), (15, 10, 20), (30, 30, 2)]),
+    runs=batches(),
+    other_branch=st.booleans(),
+    moves=st.lists(st.booleans(), min_size=6, max_size=6),
+)
+def test_fused_equals_node_by_node(shape, runs, other_branch, moves) -> None:
+    size, advance, grace = shape
+    pair = Pair(lambda: finals_topology(size, advance, grace, other_branch))
+    for (keys, timestamps, headers), move in zip(runs, moves, strict=False):
+        fused, nodes = pair.run(keys, timestamps, headers)
+        assert fused == nodes
+        assert pair.fused.metrics() == pair.nodes.metrics()
+        fused_export, nodes_export = pair.exports()
+        assert fused_export.parts == nodes_export.parts
+        assert fused_export.removed == nodes_export.removed
+        if move:
+            pair.move()
+
+
+def test_the_fused_pass_runs_and_emits_in_window_and_key_order(monkeypatch) -> None:
+    applied = []
+    real_apply = FinalWindowCount._apply
+
+    def counting_apply(self, plan):
+        applied.append(len(plan.rec))
+        return real_apply(self, plan)
+
+    monkeypatch.setattr(FinalWindowCount, "_apply", counting_apply)
+    pair = Pair(lambda: finals_topology(10, 10, 0))
+    keys = ["b", "a", "c", "a", "b", "late", "z"]
+    timestamps = [1, 2, 3, 11, 12, 5, 25]  # "late" (5) comes after window [0, 10) closed at 11
+    fused, nodes = pair.run(keys, timestamps)
+    assert applied == [6]  # every record but the late one, in one pass
+    assert (
+        fused
+        == nodes
+        == [
+            ("finals", key, value, ts, None)
+            for key, value, ts in [
+                (("a", (0, 10)), 10, 2),  # window [0, 10) closes at 11 (grace 0): a, b, c by key
+                (("b", (0, 10)), 10, 1),
+                (("c", (0, 10)), 10, 3),
+                (("a", (10, 20)), 10, 11),  # [10, 20) closes at 25
+                (("b", (10, 20)), 10, 12),
+            ]
+        ]
+    )
+    assert pair.fused.metrics()["dropped-records-total"] == 1
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ["a", None, "b", "a"],  # a null key: dropped by the count's loop
+        ["a", 1, "b", "a"],  # not all strings
+    ],
+)
+def test_batches_it_cannot_vouch_for_run_node_by_node(keys) -> None:
+    pair = Pair(lambda: finals_topology(10, 10, 0))
+    timestamps = [1, 2, 3, 30]
+    fused, nodes = pair.run(keys, timestamps)
+    assert fused == nodes
+    assert pair.fused.metrics() == pair.nodes.metrics()
+
+
+def test_an_entry_put_with_headers_loses_them_when_put_again_without() -> None:
+    pair = Pair(lambda: finals_topology(10, 10, 0))
+    pair.run(["a", "b"], [1, 2], headers=[{"trace": b"t1"}, None])  # headers: node by node
+    pair.exports()
+    pair.run(["a", "b", "a"], [3, 4, 5])  # fused: a's entry is put again, without headers
+    fused_export, nodes_export = pair.exports()
+    assert fused_export.parts == nodes_export.parts
+    fused, nodes = pair.run(["c"], [20])  # [0, 10) closes: its entries leave, with their sizes counted
+    assert fused == nodes
+    assert [value for _, _, value, _, _ in fused] == [30, 20]  # a: 3 readings, b: 2
+    assert pair.fused.metrics() == pair.nodes.metrics()
