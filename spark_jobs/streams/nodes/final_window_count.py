@@ -41,8 +41,6 @@ from .window_rows import WindowRows
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
 MIN_ROWS = 256
-# Timestamps up to here keep every window start + size + grace within int64.
-_MAX_TIMESTAMP = 2**62
 _new_tuple = tuple.__new__
 
 
@@ -109,10 +107,15 @@ class FinalWindowCount:
 
     # -- planning: everything worked out, nothing changed -------------------------------------------------
 
-    def _plan(self, keys: list, timestamps: list) -> _Plan | None:
-        count, suppress = self.count, self.suppress
+    def _pairs(self, keys: list, timestamps: list) -> tuple | None:
+        """The count's (record, window) pairs in its output order (by record, then window start), those of
+        closed windows dropped: `(observed time after, dropped, record per pair, start per pair, key number
+        per record, the keys by number, timestamps)`; None for a batch to run node by node."""
+        count = self.count
+        size, advance = count.windows.size, count.windows.advance
+        close_after = size + count.windows.grace
         ts = np.array(timestamps)
-        if ts.dtype != np.int64 or ts.min() < 0 or ts.max() >= _MAX_TIMESTAMP:
+        if ts.dtype != np.int64 or ts.min() < 0 or int(ts.max()) + close_after > INT64_MAX:
             return None
         # keys numbered by first appearance (a dict operation per record)
         first_of: dict = {}
@@ -125,14 +128,9 @@ class FinalWindowCount:
             return None  # differ in which object a row keeps: node by node
         number = np.empty(len(keys), np.int64)
         number[np.fromiter(first_of.values(), np.int64, len(distinct))] = np.arange(len(distinct))
-        code = number[firsts]
 
-        # (record, window) pairs, in the count's output order: by record, then window start
-        windows = count.windows
-        size, advance = windows.size, windows.advance
-        close_after = size + windows.grace
         observed = np.maximum(np.maximum.accumulate(ts), count.observed)
-        last = ts - ts % advance
+        last = ts - ts % advance  # the window starts of a record: first, first + advance, .., last
         first = ts - (size - advance)
         first = np.where(first < 0, 0, first - first % advance)
         per_record = -(-size // advance)
@@ -151,9 +149,18 @@ class FinalWindowCount:
             dropped = len(keep) - int(np.count_nonzero(keep))
         if not keep.all():
             rec, start = rec[keep], start[keep]
+        return int(observed[-1]), dropped, rec, start, number[firsts], distinct, ts
+
+    def _plan(self, keys: list, timestamps: list) -> _Plan | None:
+        count, suppress = self.count, self.suppress
+        pairs = self._pairs(keys, timestamps)
+        if pairs is None:
+            return None
+        observed, dropped, rec, start, code, distinct, ts = pairs
         if not len(rec):  # every pair dropped
-            return _Plan._make([int(observed[-1]), dropped, rec] + [None] * 13 + [[]])
+            return _Plan._make([observed, dropped, rec] + [None] * 13 + [[]])
         m = len(rec)
+        size = count.windows.size
 
         # (window, key) groups, numbered by window then key; windows in order of first appearance
         starts, window_first, window_of = np.unique(start, return_index=True, return_inverse=True)
@@ -231,27 +238,14 @@ class FinalWindowCount:
             np.maximum.accumulate(np.maximum(pair_ts, ts0[group])), suppress.observed
         )
 
-        # when each window leaves: at the first pair whose observed time reaches its end + grace
-        duration = suppress.duration
-        leaves: dict[int, int] = {}
-        for window, entries in buffer_windows.items():
-            if not len(entries):
-                return None  # an empty window leaves without a metric sample: node by node
-            leaves[window[0]] = int(np.searchsorted(buffer_observed, window[1] + duration, "left"))
         group_last = by_group[group_at + sizes - 1]  # per group: its last pair
-        for w_start, in_window in plan_windows:
-            at = int(np.searchsorted(buffer_observed, w_start + size + duration, "left"))
-            if leaves.setdefault(w_start, at) != at:
-                return None
-            if at < m and int(group_last[in_window].max()) > at:
-                return None  # a pair after its window left: not what the count lets through
-            if at < int(group_first[in_window].min()):
-                return None
-        passes = sorted({at for at in leaves.values() if at < m})
+        passes = self._passes(buffer_observed, plan_windows, group_first, group_last)
+        if passes is None:
+            return None
         final = old0 + sizes
         final_ts = np.maximum(ts0, group_max_ts)
         return _Plan(
-            int(observed[-1]),
+            observed,
             dropped,
             rec,
             group,
@@ -269,6 +263,28 @@ class FinalWindowCount:
             buffer_observed,
             passes,
         )
+
+    def _passes(
+        self, buffer_observed: np.ndarray, plan_windows: list, group_first: np.ndarray, group_last: np.ndarray
+    ) -> list[int] | None:
+        """The pairs after whose put windows leave the buffer, ascending: a window leaves at the first pair
+        whose observed time reaches its end + grace. None when that is not as the node would have it (a
+        window leaving before its first pair or before its last one, an empty window)."""
+        size, duration, m = self.count.windows.size, self.suppress.duration, len(buffer_observed)
+        leaves: dict[int, int] = {}  # window start -> the pair it leaves at (m: not in this batch)
+        for window, entries in self.suppress.buffer.buckets.items():
+            if not len(entries):
+                return None  # an empty window leaves without a metric sample: node by node
+            leaves[window[0]] = int(np.searchsorted(buffer_observed, window[1] + duration, "left"))
+        for start, in_window in plan_windows:
+            at = int(np.searchsorted(buffer_observed, start + size + duration, "left"))
+            if leaves.setdefault(start, at) != at:
+                return None
+            if at < m and int(group_last[in_window].max()) > at:
+                return None  # a pair after its window left: not what the count lets through
+            if at < int(group_first[in_window].min()):
+                return None
+        return sorted({at for at in leaves.values() if at < m})
 
     # -- applying the plan --------------------------------------------------------------------------------
 
