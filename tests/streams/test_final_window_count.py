@@ -121,7 +121,7 @@ def test_the_fused_pass_runs_and_emits_in_window_and_key_order(monkeypatch) -> N
     real_apply = FinalWindowCount._apply
 
     def counting_apply(self, plan):
-        applied.append(len(plan.rec))
+        applied.append(len(plan.pairs.rec))
         return real_apply(self, plan)
 
     monkeypatch.setattr(FinalWindowCount, "_apply", counting_apply)

@@ -131,11 +131,10 @@ class TimeWindowAggregateNode(Node):
         windows = self.windows
         size, advance = windows.size, windows.advance
         close_after = size + windows.grace  # a window closes when end + grace <= observed time
-        buckets, window_objects, starts = self.buckets, self.window_objects, self.starts
+        buckets, window_objects = self.buckets, self.window_objects
         new_windowed = tuple.__new__
         log_touch = self.log.touch
         count = self.aggregation.kind == "count"
-        columns = self._columns
         initializer, aggregator = self.aggregation.initializer, self.aggregation.aggregator
         observed = self.observed
         out_k: list = []
@@ -199,9 +198,7 @@ class TimeWindowAggregateNode(Node):
                         slot_closes = closes
                     rows = buckets.get(start)
                     if rows is None:  # created for this row, which goes into every open window
-                        rows = buckets[start] = WindowRows(columns)
-                        window_objects[start] = tuple.__new__(Window, (start, start + size))
-                        heappush(starts, start)
+                        rows = self.open_window(start)
                     log_touch(start)
                     slot.append((rows.index, rows.keys, *rows.columns, rows.dirty, window_objects[start]))
             if slot_dropped:
@@ -242,10 +239,7 @@ class TimeWindowAggregateNode(Node):
         self.observed = observed
         if dropped:
             self.count_dropped(dropped)
-        while starts and starts[0] + close_after <= observed:
-            start = heappop(starts)
-            del buckets[start], window_objects[start]
-            self.log.drop(start)  # what it put since the last export is not kept until then
+        self.drop_closed_windows()
         return Batch(out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src)
 
     def get(self, windowed_key):
@@ -274,6 +268,20 @@ class TimeWindowAggregateNode(Node):
         rows = self.buckets[start] = WindowRows(self._columns)
         self.window_objects[start] = tuple.__new__(Window, (start, start + self.windows.size))
         return rows
+
+    def open_window(self, start: int) -> WindowRows:
+        """A new window's rows, in the heap of starts (a batch creating it; `_new_window` for a load, which
+        rebuilds the heap)."""
+        heappush(self.starts, start)
+        return self._new_window(start)
+
+    def drop_closed_windows(self) -> None:
+        """Delete the windows that closed (end + grace <= observed time), as a batch ends."""
+        starts, close_after = self.starts, self.windows.size + self.windows.grace
+        while starts and starts[0] + close_after <= self.observed:
+            start = heappop(starts)
+            del self.buckets[start], self.window_objects[start]
+            self.log.drop(start)  # what it put since the last export is not kept until then
 
     # State parts: "" holds the observed time; the windows' rows are in parts "<window start>.<n>" of the
     # store's log (StoreLog), as WindowRows saves them.

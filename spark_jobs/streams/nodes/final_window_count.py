@@ -21,10 +21,8 @@ vouch for (non-string or null keys, headers, timestamps it cannot hold in int64)
 
 from __future__ import annotations
 
-from collections import deque
-from heapq import heappop, heappush
+from itertools import compress, repeat
 from itertools import count as counter
-from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -36,12 +34,10 @@ from ..timeutil import INT64_MAX
 from .aggregations import TimeWindowAggregateNode
 from .base import Batch
 from .suppress import SuppressNode
-from .time_ordered_buffer import _NEW, _OLD, _SIZE, _TS, entry_rows
-from .window_rows import WindowRows
+from .time_ordered_buffer import _NEW, _OLD, _SIZE, _TS
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
 MIN_ROWS = 256
-_new_tuple = tuple.__new__
 
 
 def final_window_count(count: Any) -> FinalWindowCount | None:
@@ -58,15 +54,27 @@ def final_window_count(count: Any) -> FinalWindowCount | None:
     return FinalWindowCount(count, suppress)
 
 
+class _Pairs(NamedTuple):
+    """The count's (record, window) pairs of a batch, in its output order (by record, then window start),
+    those of closed windows dropped."""
+
+    observed: int  # the count's observed time after the batch
+    dropped: int  # pairs of closed windows
+    rec: np.ndarray  # per pair: its record
+    start: np.ndarray  # per pair: its window's start
+    key: np.ndarray  # per record: its key's number
+    keys: list[str]  # the distinct keys, by number
+    ts: np.ndarray  # per record: its timestamp
+
+
 class _Plan(NamedTuple):
     """A batch worked out, nothing changed yet (see FinalWindowCount._plan)."""
 
-    observed: int  # the count's observed time after the batch
-    dropped: int  # (record, window) pairs of closed windows
-    rec: np.ndarray  # per pair: its record
+    pairs: _Pairs
     group: np.ndarray  # per pair: its (window, key) group
-    windows: list[tuple[int, np.ndarray]]  # (start, its groups in order of first appearance), same order
-    keys: list[str]  # per group: its key
+    # the windows in order of first appearance: (start, their groups in order of first appearance, the
+    # groups' keys)
+    windows: list[tuple[int, np.ndarray, list[str]]]
     final: np.ndarray  # per group: the count after the batch
     final_ts: np.ndarray  # per group: the row's maximum timestamp after the batch
     count_row: np.ndarray  # per group: its row in the count's window, -1 if new
@@ -88,29 +96,30 @@ class FinalWindowCount:
         self.suppress = suppress
 
     def process_columns(self, keys, values, olds, timestamps, headers) -> Batch | None:
-        """The suppress node's output; its `src` points at this batch's rows (the count's input)."""
-        plan = None
+        """The suppress node's output; its `src` points at this batch's rows (the count's input), when the
+        count's `need_src` says that anything reads it."""
         if len(keys) >= MIN_ROWS and headers is None:
-            plan = self._plan(keys, timestamps)
-        if plan is None:
-            return self._node_by_node(keys, values, olds, timestamps, headers)
-        return self._apply(plan)
+            pairs = self._pairs(keys, timestamps)
+            if pairs is not None and not len(pairs.rec):  # every pair dropped: the count's time and drops
+                self._finish_count(pairs)
+                return None
+            plan = None if pairs is None else self._plan(pairs)
+            if plan is not None:
+                return self._apply(plan)
+        return self._node_by_node(keys, values, olds, timestamps, headers)
 
     def _node_by_node(self, keys, values, olds, timestamps, headers) -> Batch | None:
-        self.count.need_src = True
         out = self.count.process_columns(keys, values, olds, timestamps, headers)
         if out is None or not out.keys:
             return None
         final = self.suppress.process_columns(out.keys, out.values, out.olds, out.timestamps, out.headers)
-        src = final.src if out.src is None else [out.src[i] for i in final.src]
-        return final._replace(src=src)
+        # the count's own src is None when nothing reads it (then the suppress's is not read either)
+        return final._replace(src=None if out.src is None else [out.src[i] for i in final.src])
 
     # -- planning: everything worked out, nothing changed -------------------------------------------------
 
-    def _pairs(self, keys: list, timestamps: list) -> tuple | None:
-        """The count's (record, window) pairs in its output order (by record, then window start), those of
-        closed windows dropped: `(observed time after, dropped, record per pair, start per pair, key number
-        per record, the keys by number, timestamps)`; None for a batch to run node by node."""
+    def _pairs(self, keys: list, timestamps: list) -> _Pairs | None:
+        """The batch's pairs; None for a batch to run node by node."""
         count = self.count
         size, advance = count.windows.size, count.windows.advance
         close_after = size + count.windows.grace
@@ -149,16 +158,11 @@ class FinalWindowCount:
             dropped = len(keep) - int(np.count_nonzero(keep))
         if not keep.all():
             rec, start = rec[keep], start[keep]
-        return int(observed[-1]), dropped, rec, start, number[firsts], distinct, ts
+        return _Pairs(int(observed[-1]), dropped, rec, start, number[firsts], distinct, ts)
 
-    def _plan(self, keys: list, timestamps: list) -> _Plan | None:
+    def _plan(self, pairs: _Pairs) -> _Plan | None:
         count, suppress = self.count, self.suppress
-        pairs = self._pairs(keys, timestamps)
-        if pairs is None:
-            return None
-        observed, dropped, rec, start, code, distinct, ts = pairs
-        if not len(rec):  # every pair dropped
-            return _Plan._make([observed, dropped, rec] + [None] * 13 + [[]])
+        rec, start, code, distinct, ts = pairs.rec, pairs.start, pairs.key, pairs.keys, pairs.ts
         m = len(rec)
         size = count.windows.size
 
@@ -175,7 +179,7 @@ class FinalWindowCount:
         pair_ts = ts[rec]
         group_max_ts = np.maximum.reduceat(pair_ts[by_group], group_at)
         group_window = ids // len(distinct)
-        group_key = (ids % len(distinct)).tolist()
+        key_of_group = list(map(distinct.__getitem__, (ids % len(distinct)).tolist()))
         window_groups = np.searchsorted(group_window, np.arange(len(starts) + 1))
 
         n_groups = len(ids)
@@ -186,14 +190,13 @@ class FinalWindowCount:
         base = np.zeros(n_groups, np.int64)
         prior = np.zeros(n_groups, np.int64)
         size_before = np.zeros(n_groups, np.int64)  # the entry's size before the batch (0: none)
-        plan_windows: list[tuple[int, np.ndarray]] = []
-        key_of_group = [distinct[k] for k in group_key]
+        plan_windows: list[tuple[int, np.ndarray, list[str]]] = []
         buffer_windows = suppress.buffer.buckets
         for w in np.argsort(window_first).tolist():  # windows in order of first appearance
             lo, hi = window_groups[w], window_groups[w + 1]
             in_window = lo + np.argsort(group_first[lo:hi])  # its groups in order of first appearance
-            plan_windows.append((int(starts[w]), in_window))
-            wkeys = [key_of_group[g] for g in in_window.tolist()]
+            wkeys = list(map(key_of_group.__getitem__, in_window.tolist()))
+            plan_windows.append((int(starts[w]), in_window, wkeys))
             rows = count.buckets.get(int(starts[w]))
             if rows is not None:
                 found = np.array(list(map(rows.index.get, wkeys, repeat(-1))), np.int64)
@@ -204,13 +207,13 @@ class FinalWindowCount:
                 ts0[in_window[old]] = max_ts[found[old]]
                 del aggs, max_ts  # an array exporting its buffer cannot grow
             entries = buffer_windows.get((int(starts[w]), int(starts[w]) + size))
-            key_lengths = np.fromiter(map(len, map(str.encode, wkeys)), np.int64, len(wkeys))
-            base[in_window] = 16 + key_lengths + len(window_start_bytes(int(starts[w])))
+            new_keys = wkeys
             if entries is not None:
                 found = np.array(list(map(entries.index.get, wkeys, repeat(-1))), np.int64)
                 buffer_row[in_window] = found
                 held = found >= 0
                 if held.any():
+                    new_keys = list(compress(wkeys, (~held).tolist()))
                     rows_held = found[held]
                     priors = itemgetter(*rows_held.tolist())(entries.columns[6])
                     priors = [priors] if len(rows_held) == 1 else list(priors)
@@ -219,6 +222,10 @@ class FinalWindowCount:
                     prior[in_window[held]] = priors
                     base[in_window[held]] = np.frombuffer(entries.columns[5], np.int64)[rows_held]
                     size_before[in_window[held]] = np.frombuffer(entries.columns[1], np.int64)[rows_held]
+            if new_keys:  # a new entry's fixed size: buffer time, prior value (an int), key bytes
+                key_bytes = np.fromiter(map(len, map(str.encode, new_keys)), np.int64, len(new_keys))
+                new_groups = in_window if new_keys is wkeys else in_window[~held]
+                base[new_groups] = 16 + key_bytes + len(window_start_bytes(int(starts[w])))
         new_entry = buffer_row < 0
         prior[new_entry] = old0[new_entry]  # an entry's first put has the old count as its prior value
 
@@ -245,12 +252,9 @@ class FinalWindowCount:
         final = old0 + sizes
         final_ts = np.maximum(ts0, group_max_ts)
         return _Plan(
-            observed,
-            dropped,
-            rec,
+            pairs,
             group,
             plan_windows,
-            key_of_group,
             final,
             final_ts,
             count_row,
@@ -276,29 +280,24 @@ class FinalWindowCount:
             if not len(entries):
                 return None  # an empty window leaves without a metric sample: node by node
             leaves[window[0]] = int(np.searchsorted(buffer_observed, window[1] + duration, "left"))
-        for start, in_window in plan_windows:
-            at = int(np.searchsorted(buffer_observed, start + size + duration, "left"))
-            if leaves.setdefault(start, at) != at:
-                return None
+        for start, in_window, _ in plan_windows:
+            at = leaves.get(start)
+            if at is None:  # a window new to the buffer: it must not leave before its first pair
+                at = leaves[start] = int(np.searchsorted(buffer_observed, start + size + duration, "left"))
+                if at < int(group_first[in_window].min()):
+                    return None
             if at < m and int(group_last[in_window].max()) > at:
                 return None  # a pair after its window left: not what the count lets through
-            if at < int(group_first[in_window].min()):
-                return None
         return sorted({at for at in leaves.values() if at < m})
 
     # -- applying the plan --------------------------------------------------------------------------------
 
-    def _apply(self, plan: _Plan) -> Batch | None:
+    def _apply(self, plan: _Plan) -> Batch:
         suppress = self.suppress
-        if plan.group is None:  # every pair dropped: the count's time and drops only
-            self._finish_count(plan)
-            return None
-        window_objects = {}
-        for start, in_window in plan.windows:
-            window_objects[start] = self._put_counts(start, in_window, plan)
-        for start, in_window in plan.windows:
-            self._put_entries(window_objects[start], in_window, plan)
-        self._finish_count(plan)
+        for start, in_window, keys in plan.windows:
+            window = self._put_counts(start, in_window, keys, plan)
+            self._put_entries(window, in_window, keys, plan)
+        self._finish_count(plan.pairs)
 
         # the windows leave, each after its pair's put, in the buffer's order
         buffer = suppress.buffer
@@ -309,7 +308,7 @@ class FinalWindowCount:
         src: list = []
         left_bytes: list[int] = []
         left_count: list[int] = []
-        rec = plan.rec
+        rec = plan.pairs.rec
         for at in plan.passes:
             leaving = buffer.pop_due(int(plan.buffer_observed[at]) - suppress.duration)
             left_count.append(len(leaving))
@@ -324,91 +323,66 @@ class FinalWindowCount:
         self._buffer_metrics(plan, left_bytes, left_count)
         return Batch(out_k, out_v, out_o, out_t, None, src)
 
-    def _put_counts(self, start: int, in_window: np.ndarray, plan: _Plan) -> Window:
+    def _put_counts(self, start: int, in_window: np.ndarray, keys: list[str], plan: _Plan) -> Window:
         """The count's rows of one window: created, updated, flagged; its Window object."""
         count = self.count
         rows = count.buckets.get(start)
         if rows is None:
-            rows = count.buckets[start] = WindowRows(count._columns)
-            count.window_objects[start] = _new_tuple(Window, (start, start + count.windows.size))
-            heappush(count.starts, start)
+            rows = count.open_window(start)
         count.log.touch(start)
         found = plan.count_row[in_window]
         held = found >= 0
         if held.any():
-            at = found[held]
-            aggs, max_ts = (np.frombuffer(column, np.int64) for column in rows.columns)
-            aggs[at] = plan.final[in_window[held]]
-            max_ts[at] = plan.final_ts[in_window[held]]
-            dirty = np.frombuffer(rows.dirty, np.uint8)
-            dirty[at] = 1
-            del aggs, max_ts, dirty  # views: the columns grow below
-        new = in_window[~held]
-        if len(new):
-            _append_rows(
-                rows,
-                [plan.keys[g] for g in new.tolist()],
-                [plan.final[new], plan.final_ts[new]],
-            )
+            rows.put_rows(found[held], [plan.final[in_window[held]], plan.final_ts[in_window[held]]])
+        if not held.all():
+            new = in_window[~held]
+            rows.extend(list(compress(keys, (~held).tolist())), [plan.final[new], plan.final_ts[new]])
         return count.window_objects[start]
 
-    def _put_entries(self, window: Window, in_window: np.ndarray, plan: _Plan) -> None:
-        """The buffer's entries of one window, with their values after the batch."""
-        suppress = self.suppress
-        buffer = suppress.buffer
+    def _put_entries(self, window: Window, in_window: np.ndarray, keys: list[str], plan: _Plan) -> None:
+        """The buffer's entries of one window, with their values after the batch (ENTRY_COLUMNS: ts, size,
+        new, old, hdr | base, prior; the new value is the count, the old one the count before)."""
+        buffer = self.suppress.buffer
         entries = buffer.buckets.get(window)
         if entries is None:
-            entries = buffer.buckets[window] = entry_rows()
-            heappush(buffer.heap, (window[1], window[0]))
+            entries = buffer.open_window(window)
         buffer.log.touch(window)
         found = plan.buffer_row[in_window]
         held = found >= 0
-        final = plan.final[in_window]
         if held.any():
-            at = found[held]
-            c_ts, c_size, c_new, c_old, c_hdr = entries.columns[:5]
-            np.frombuffer(c_ts, np.int64)[at] = plan.final_ts[in_window[held]]
-            np.frombuffer(c_size, np.int64)[at] = plan.last_size[in_window[held]]
-            np.frombuffer(entries.dirty, np.uint8)[at] = 1
-            rows = at.tolist()
-            deque(map(c_new.__setitem__, rows, final[held].tolist()), maxlen=0)
-            deque(map(c_old.__setitem__, rows, (final[held] - 1).tolist()), maxlen=0)
-            deque(map(c_hdr.__setitem__, rows, repeat(None)), maxlen=0)
-        new = in_window[~held]
-        if len(new):
-            news = plan.final[new]
-            # ENTRY_COLUMNS: ts, size, new, old, hdr | base, prior
-            _append_rows(
-                entries,
-                [plan.keys[g] for g in new.tolist()],
+            groups = in_window[held]
+            final = plan.final[groups]
+            changing = [plan.final_ts[groups], plan.last_size[groups], final, final - 1, [None] * len(groups)]
+            entries.put_rows(found[held], changing)
+        if not held.all():
+            groups = in_window[~held]
+            final = plan.final[groups]
+            entries.extend(
+                list(compress(keys, (~held).tolist())),
                 [
-                    plan.final_ts[new],
-                    plan.last_size[new],
-                    news.tolist(),
-                    (news - 1).tolist(),
-                    [None] * len(new),
-                    plan.base[new],
-                    plan.prior[new].tolist(),
+                    plan.final_ts[groups],
+                    plan.last_size[groups],
+                    final.tolist(),
+                    (final - 1).tolist(),
+                    [None] * len(groups),
+                    plan.base[groups],
+                    plan.prior[groups].tolist(),
                 ],
             )
 
-    def _finish_count(self, plan: _Plan) -> None:
+    def _finish_count(self, pairs: _Pairs) -> None:
         """The count's observed time and drops, and its closed windows deleted (as its loop ends)."""
         count = self.count
-        count.observed = max(count.observed, plan.observed)
-        if plan.dropped:
-            count.count_dropped(plan.dropped)
-        starts, close_after = count.starts, count.windows.size + count.windows.grace
-        while starts and starts[0] + close_after <= count.observed:
-            start = heappop(starts)
-            del count.buckets[start], count.window_objects[start]
-            count.log.drop(start)
+        count.observed = max(count.observed, pairs.observed)
+        if pairs.dropped:
+            count.count_dropped(pairs.dropped)
+        count.drop_closed_windows()
 
     def _buffer_metrics(self, plan: _Plan, left_bytes: list[int], left_count: list[int]) -> None:
         """The buffer's size and count after every put and after every eviction pass, summed into its
         metrics as the node's samples would be."""
         suppress = self.suppress
-        m = len(plan.rec)
+        m = len(plan.pairs.rec)
         passes = np.array(plan.passes, np.int64)
         gone_bytes, gone_count = np.array(left_bytes, np.int64), np.array(left_count, np.int64)
         before = np.searchsorted(passes, np.arange(m), "left")  # the passes before each pair's put
@@ -434,16 +408,3 @@ class FinalWindowCount:
             max(suppress.size_max, int(bytes_put.max())),
             max(suppress.count_max, int(count_put.max())),
         )
-
-
-def _append_rows(rows: WindowRows, keys: list, columns: list) -> None:
-    """New rows for `keys` (new to the window), a column's values each: int64 arrays or lists."""
-    first = len(rows.keys)
-    rows.index.update(zip(keys, range(first, first + len(keys)), strict=True))
-    rows.keys += keys
-    for column, values in zip(rows.columns, columns, strict=True):
-        if type(values) is np.ndarray:
-            column.frombytes(values.astype(np.int64, copy=False).tobytes())
-        else:
-            column += values
-    rows.dirty += b"\x01" * len(keys)

@@ -20,7 +20,6 @@ from .time_ordered_buffer import (
     _TS,
     NO_WINDOW,
     TimeOrderedKeyValueBuffer,
-    entry_rows,
 )
 
 _NEVER = float("inf")
@@ -114,8 +113,7 @@ class SuppressNode(Node):
                 bucket = buckets.get(window)
                 if bucket is None:
                     if window_close:  # the heap of an until_window_closes buffer holds its windows
-                        bucket = buckets[window] = entry_rows()
-                        heappush(heap, (window[1], window[0]))
+                        bucket = buffer.open_window(window)
                         if window[1] + duration < evict_at:
                             evict_at = window[1] + duration
                             if observed >= evict_at:

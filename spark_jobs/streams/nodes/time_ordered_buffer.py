@@ -64,6 +64,12 @@ class TimeOrderedKeyValueBuffer:
         # {inner key: entry} put, inner keys removed
         self.log = StoreLog()
 
+    def open_window(self, window: Any) -> WindowRows:
+        """An until_window_closes window's rows, new to the buffer, its end in the heap."""
+        rows = self.buckets[window] = entry_rows()
+        heappush(self.heap, (window[1], window[0]))
+        return rows
+
     def pop_head(self) -> tuple[Any, list]:
         """Remove the entry first in (buffer time, key bytes) order: `(key, entry)` (until_time_limit: an
         until_window_closes buffer is strict, so its entries only leave by `pop_due`)."""

@@ -60,6 +60,34 @@ class WindowRows:
             column.append(value)
         self.dirty.append(1)
 
+    def extend(self, keys: list, columns: list) -> None:
+        """Rows for `keys` (each new to the window), appended in order; per column its values, an int64
+        ndarray or a list."""
+        first = len(self.keys)
+        self.index.update(zip(keys, range(first, first + len(keys)), strict=True))
+        self.keys += keys
+        for column, values in zip(self.columns, columns, strict=True):
+            if type(values) is np.ndarray:
+                column.frombytes(values.astype(np.int64, copy=False).tobytes())
+            else:
+                column += values
+        self.dirty += b"\x01" * len(keys)
+
+    def put_rows(self, rows: np.ndarray, columns: list) -> None:
+        """Replace the changing fields of existing rows (their numbers in `rows`) and flag them put; per
+        changing column its values, an int64 ndarray or a list."""
+        row_list = self._row_list(rows)
+        for column, values in zip(self.columns[: self.changing], columns, strict=True):
+            _assign(column, rows, row_list, values)
+        np.frombuffer(self.dirty, np.uint8)[rows] = 1
+
+    def _row_list(self, rows: np.ndarray) -> list[int] | None:
+        """The row numbers as a list, for the list columns' stores (None when every changing column is an
+        int64 array: a count's window)."""
+        if all(type(column) is array for column in self.columns[: self.changing]):
+            return None
+        return rows.tolist()
+
     def load_by_key(self, keys: Any, fields: Any) -> None:
         """Put entries saved by key (a snapshot or a part of an earlier engine): a new row per key new to
         the window, else its row's fields replaced. The rows are then as an import leaves them."""
@@ -149,22 +177,18 @@ class WindowRows:
                 if len(values) != expected:
                     raise ValueError(f"state part {name!r}: {len(values)} values for {expected} rows")
             keys += new_keys
-            row_list: list[int] | None = None
             for column, values in zip(
                 columns[self.changing :], values_by_column[self.changing :], strict=True
             ):
                 column.extend(values)  # fixed: the new rows' values, in order
+            row_list = self._row_list(positions)
             for column, values in zip(columns[: self.changing], values_by_column, strict=False):
                 if type(column) is array:
                     column.frombytes(bytes(8 * added))  # zeros, overwritten below
-                    target = np.frombuffer(column, np.int64)
-                    target[positions] = np.frombuffer(values, np.int64)
-                    del target  # an array exporting its buffer cannot grow
+                    values = np.frombuffer(values, np.int64)
                 else:
                     column.extend([None] * added)
-                    if row_list is None:
-                        row_list = positions.tolist()
-                    deque(map(column.__setitem__, row_list, values), maxlen=0)  # a C loop of stores
+                _assign(column, positions, row_list, values)
             self.index.update(zip(new_keys, range(first, first + added), strict=True))
             self._forget_dead(rows, saved["columns"][0])
         self.dirty.extend(bytes(len(keys) - len(self.dirty)))
@@ -178,6 +202,18 @@ class WindowRows:
         for row, first in zip(rows, firsts, strict=True):
             if first is None and index.get(keys[row]) == row:
                 del index[keys[row]]
+
+
+def _assign(column: Any, rows: np.ndarray, row_list: list[int] | None, values: Any) -> None:
+    """column[rows] = values: an int64 column through a numpy view, a list column by a C loop of stores."""
+    if type(column) is array:
+        target = np.frombuffer(column, np.int64)
+        target[rows] = values
+        del target  # an array exporting its buffer cannot grow
+    else:
+        if type(values) is np.ndarray:
+            values = values.tolist()
+        deque(map(column.__setitem__, row_list, values), maxlen=0)
 
 
 def _int64s(values: np.ndarray) -> array:
