@@ -35,6 +35,7 @@ from .aggregations import TimeWindowAggregateNode
 from .base import Batch
 from .suppress import SuppressNode
 from .time_ordered_buffer import _NEW, _OLD, _SIZE, _TS
+from .window_rows import WindowRows
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
 MIN_ROWS = 256
@@ -179,7 +180,8 @@ class FinalWindowCount:
         pair_ts = ts[rec]
         group_max_ts = np.maximum.reduceat(pair_ts[by_group], group_at)
         group_window = ids // len(distinct)
-        key_of_group = list(map(distinct.__getitem__, (ids % len(distinct)).tolist()))
+        key_of_group = ids % len(distinct)  # per group: its key's number
+        key_objects = np.fromiter(distinct, object, len(distinct))  # gathered in C, not by a list lookup each
         window_groups = np.searchsorted(group_window, np.arange(len(starts) + 1))
 
         n_groups = len(ids)
@@ -195,7 +197,7 @@ class FinalWindowCount:
         for w in np.argsort(window_first).tolist():  # windows in order of first appearance
             lo, hi = window_groups[w], window_groups[w + 1]
             in_window = lo + np.argsort(group_first[lo:hi])  # its groups in order of first appearance
-            wkeys = list(map(key_of_group.__getitem__, in_window.tolist()))
+            wkeys = key_objects[key_of_group[in_window]].tolist()
             plan_windows.append((int(starts[w]), in_window, wkeys))
             rows = count.buckets.get(int(starts[w]))
             if rows is not None:
@@ -209,7 +211,8 @@ class FinalWindowCount:
             entries = buffer_windows.get((int(starts[w]), int(starts[w]) + size))
             new_keys = wkeys
             if entries is not None:
-                found = np.array(list(map(entries.index.get, wkeys, repeat(-1))), np.int64)
+                if not _same_rows(rows, entries):
+                    found = np.array(list(map(entries.index.get, wkeys, repeat(-1))), np.int64)
                 buffer_row[in_window] = found
                 held = found >= 0
                 if held.any():
@@ -223,7 +226,9 @@ class FinalWindowCount:
                     base[in_window[held]] = np.frombuffer(entries.columns[5], np.int64)[rows_held]
                     size_before[in_window[held]] = np.frombuffer(entries.columns[1], np.int64)[rows_held]
             if new_keys:  # a new entry's fixed size: buffer time, prior value (an int), key bytes
-                key_bytes = np.fromiter(map(len, map(str.encode, new_keys)), np.int64, len(new_keys))
+                # an ASCII key's UTF-8 bytes are its characters (str.isascii reads a flag, it does not scan)
+                encoded = new_keys if all(map(str.isascii, new_keys)) else map(str.encode, new_keys)
+                key_bytes = np.fromiter(map(len, encoded), np.int64, len(new_keys))
                 new_groups = in_window if new_keys is wkeys else in_window[~held]
                 base[new_groups] = 16 + key_bytes + len(window_start_bytes(int(starts[w])))
         new_entry = buffer_row < 0
@@ -408,3 +413,16 @@ class FinalWindowCount:
             max(suppress.size_max, int(bytes_put.max())),
             max(suppress.count_max, int(count_put.max())),
         )
+
+
+def _same_rows(rows: WindowRows | None, entries: WindowRows) -> bool:
+    """Whether a key's row in the buffer's window is its row in the count's, for every key: the same keys
+    in the same rows, none dead. So it is when the two nodes built them, since the count forwards each
+    row's first put, which appends the buffer's row, and neither store's rows die one by one (a count is
+    never None; a final buffer's window leaves whole). The key lists compare by identity first: the same
+    string objects, unless imported."""
+    return (
+        rows is not None
+        and len(rows.index) == len(rows.keys) == len(entries.keys) == len(entries.index)
+        and rows.keys == entries.keys
+    )
