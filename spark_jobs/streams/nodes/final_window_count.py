@@ -64,8 +64,17 @@ class _Pairs(NamedTuple):
     rec: np.ndarray  # per pair: its record
     start: np.ndarray  # per pair: its window's start
     key: np.ndarray  # per record: its key's number
-    keys: list[str]  # the distinct keys, by number
+    keys: np.ndarray  # the distinct keys, by number (objects: gathered in C, not by a list lookup each)
     ts: np.ndarray  # per record: its timestamp
+
+
+class _PlanWindow(NamedTuple):
+    """A window of a batch's plan."""
+
+    start: int
+    groups: np.ndarray  # its (window, key) groups in order of first appearance
+    new_counts: list[str]  # the keys of its groups new to the count's window, in that order
+    new_entries: list[str]  # the keys of its groups new to the buffer's window, in that order
 
 
 class _Plan(NamedTuple):
@@ -73,9 +82,7 @@ class _Plan(NamedTuple):
 
     pairs: _Pairs
     group: np.ndarray  # per pair: its (window, key) group
-    # the windows in order of first appearance: (start, their groups in order of first appearance, the
-    # groups' keys)
-    windows: list[tuple[int, np.ndarray, list[str]]]
+    windows: list[_PlanWindow]  # in order of first appearance
     final: np.ndarray  # per group: the count after the batch
     final_ts: np.ndarray  # per group: the row's maximum timestamp after the batch
     count_row: np.ndarray  # per group: its row in the count's window, -1 if new
@@ -133,9 +140,9 @@ class FinalWindowCount:
             firsts = np.fromiter(map(first_of.setdefault, keys, counter()), np.int64, len(keys))
         except TypeError:  # an unhashable key: the count's loop raises it
             return None
-        distinct = list(first_of)
-        if set(map(type, distinct)) != {str}:  # null keys are dropped, and equal keys of other types may
+        if set(map(type, first_of)) != {str}:  # null keys are dropped, and equal keys of other types may
             return None  # differ in which object a row keeps: node by node
+        distinct = np.fromiter(first_of, object, len(first_of))
         number = np.empty(len(keys), np.int64)
         number[np.fromiter(first_of.values(), np.int64, len(distinct))] = np.arange(len(distinct))
 
@@ -181,7 +188,6 @@ class FinalWindowCount:
         group_max_ts = np.maximum.reduceat(pair_ts[by_group], group_at)
         group_window = ids // len(distinct)
         key_of_group = ids % len(distinct)  # per group: its key's number
-        key_objects = np.fromiter(distinct, object, len(distinct))  # gathered in C, not by a list lookup each
         window_groups = np.searchsorted(group_window, np.arange(len(starts) + 1))
 
         n_groups = len(ids)
@@ -192,18 +198,20 @@ class FinalWindowCount:
         base = np.zeros(n_groups, np.int64)
         prior = np.zeros(n_groups, np.int64)
         size_before = np.zeros(n_groups, np.int64)  # the entry's size before the batch (0: none)
-        plan_windows: list[tuple[int, np.ndarray, list[str]]] = []
+        plan_windows: list[_PlanWindow] = []
         buffer_windows = suppress.buffer.buckets
         for w in np.argsort(window_first).tolist():  # windows in order of first appearance
             lo, hi = window_groups[w], window_groups[w + 1]
             in_window = lo + np.argsort(group_first[lo:hi])  # its groups in order of first appearance
-            wkeys = key_objects[key_of_group[in_window]].tolist()
-            plan_windows.append((int(starts[w]), in_window, wkeys))
+            wkeys = distinct[key_of_group[in_window]].tolist()
             rows = count.buckets.get(int(starts[w]))
+            new_counts = wkeys
             if rows is not None:
-                found = np.array(list(map(rows.index.get, wkeys, repeat(-1))), np.int64)
+                found = np.fromiter(map(rows.index.get, wkeys, repeat(-1)), np.int64, len(wkeys))
                 count_row[in_window] = found
                 old = found >= 0
+                if old.any():
+                    new_counts = list(compress(wkeys, (~old).tolist()))
                 aggs, max_ts = (np.frombuffer(column, np.int64) for column in rows.columns)
                 old0[in_window[old]] = aggs[found[old]]
                 ts0[in_window[old]] = max_ts[found[old]]
@@ -211,12 +219,13 @@ class FinalWindowCount:
             entries = buffer_windows.get((int(starts[w]), int(starts[w]) + size))
             new_keys = wkeys
             if entries is not None:
-                if not _same_rows(rows, entries):
-                    found = np.array(list(map(entries.index.get, wkeys, repeat(-1))), np.int64)
+                same_rows = _same_rows(rows, entries)
+                if not same_rows:
+                    found = np.fromiter(map(entries.index.get, wkeys, repeat(-1)), np.int64, len(wkeys))
                 buffer_row[in_window] = found
                 held = found >= 0
                 if held.any():
-                    new_keys = list(compress(wkeys, (~held).tolist()))
+                    new_keys = new_counts if same_rows else list(compress(wkeys, (~held).tolist()))
                     rows_held = found[held]
                     priors = itemgetter(*rows_held.tolist())(entries.columns[6])
                     priors = [priors] if len(rows_held) == 1 else list(priors)
@@ -231,6 +240,7 @@ class FinalWindowCount:
                 key_bytes = np.fromiter(map(len, encoded), np.int64, len(new_keys))
                 new_groups = in_window if new_keys is wkeys else in_window[~held]
                 base[new_groups] = 16 + key_bytes + len(window_start_bytes(int(starts[w])))
+            plan_windows.append(_PlanWindow(int(starts[w]), in_window, new_counts, new_keys))
         new_entry = buffer_row < 0
         prior[new_entry] = old0[new_entry]  # an entry's first put has the old count as its prior value
 
@@ -274,7 +284,11 @@ class FinalWindowCount:
         )
 
     def _passes(
-        self, buffer_observed: np.ndarray, plan_windows: list, group_first: np.ndarray, group_last: np.ndarray
+        self,
+        buffer_observed: np.ndarray,
+        plan_windows: list[_PlanWindow],
+        group_first: np.ndarray,
+        group_last: np.ndarray,
     ) -> list[int] | None:
         """The pairs after whose put windows leave the buffer, ascending: a window leaves at the first pair
         whose observed time reaches its end + grace. None when that is not as the node would have it (a
@@ -285,7 +299,7 @@ class FinalWindowCount:
             if not len(entries):
                 return None  # an empty window leaves without a metric sample: node by node
             leaves[window[0]] = int(np.searchsorted(buffer_observed, window[1] + duration, "left"))
-        for start, in_window, _ in plan_windows:
+        for start, in_window, _, _ in plan_windows:
             at = leaves.get(start)
             if at is None:  # a window new to the buffer: it must not leave before its first pair
                 at = leaves[start] = int(np.searchsorted(buffer_observed, start + size + duration, "left"))
@@ -299,9 +313,9 @@ class FinalWindowCount:
 
     def _apply(self, plan: _Plan) -> Batch:
         suppress = self.suppress
-        for start, in_window, keys in plan.windows:
-            window = self._put_counts(start, in_window, keys, plan)
-            self._put_entries(window, in_window, keys, plan)
+        for plan_window in plan.windows:
+            window = self._put_counts(plan_window, plan)
+            self._put_entries(window, plan_window, plan)
         self._finish_count(plan.pairs)
 
         # the windows leave, each after its pair's put, in the buffer's order
@@ -328,9 +342,10 @@ class FinalWindowCount:
         self._buffer_metrics(plan, left_bytes, left_count)
         return Batch(out_k, out_v, out_o, out_t, None, src)
 
-    def _put_counts(self, start: int, in_window: np.ndarray, keys: list[str], plan: _Plan) -> Window:
+    def _put_counts(self, plan_window: _PlanWindow, plan: _Plan) -> Window:
         """The count's rows of one window: created, updated, flagged; its Window object."""
         count = self.count
+        start, in_window = plan_window.start, plan_window.groups
         rows = count.buckets.get(start)
         if rows is None:
             rows = count.open_window(start)
@@ -339,12 +354,12 @@ class FinalWindowCount:
         held = found >= 0
         if held.any():
             rows.put_rows(found[held], [plan.final[in_window[held]], plan.final_ts[in_window[held]]])
-        if not held.all():
+        if plan_window.new_counts:
             new = in_window[~held]
-            rows.extend(list(compress(keys, (~held).tolist())), [plan.final[new], plan.final_ts[new]])
+            rows.extend(plan_window.new_counts, [plan.final[new], plan.final_ts[new]])
         return count.window_objects[start]
 
-    def _put_entries(self, window: Window, in_window: np.ndarray, keys: list[str], plan: _Plan) -> None:
+    def _put_entries(self, window: Window, plan_window: _PlanWindow, plan: _Plan) -> None:
         """The buffer's entries of one window, with their values after the batch (ENTRY_COLUMNS: ts, size,
         new, old, hdr | base, prior; the new value is the count, the old one the count before)."""
         buffer = self.suppress.buffer
@@ -352,6 +367,7 @@ class FinalWindowCount:
         if entries is None:
             entries = buffer.open_window(window)
         buffer.log.touch(window)
+        in_window = plan_window.groups
         found = plan.buffer_row[in_window]
         held = found >= 0
         if held.any():
@@ -359,11 +375,11 @@ class FinalWindowCount:
             final = plan.final[groups]
             changing = [plan.final_ts[groups], plan.last_size[groups], final, final - 1, [None] * len(groups)]
             entries.put_rows(found[held], changing)
-        if not held.all():
+        if plan_window.new_entries:
             groups = in_window[~held]
             final = plan.final[groups]
             entries.extend(
-                list(compress(keys, (~held).tolist())),
+                plan_window.new_entries,
                 [
                     plan.final_ts[groups],
                     plan.last_size[groups],
@@ -417,12 +433,13 @@ class FinalWindowCount:
 
 def _same_rows(rows: WindowRows | None, entries: WindowRows) -> bool:
     """Whether a key's row in the buffer's window is its row in the count's, for every key: the same keys
-    in the same rows, none dead. So it is when the two nodes built them, since the count forwards each
-    row's first put, which appends the buffer's row, and neither store's rows die one by one (a count is
-    never None; a final buffer's window leaves whole). The key lists compare by identity first: the same
-    string objects, unless imported."""
+    in the same rows, none dead (then the buffer's index is not needed, nor built). So it is when the two
+    nodes built them, since the count forwards each row's first put, which appends the buffer's row. The
+    key lists compare by identity first: the same string objects, unless imported."""
     return (
         rows is not None
-        and len(rows.index) == len(rows.keys) == len(entries.keys) == len(entries.index)
+        and rows.rows_live
+        and entries.rows_live
+        and len(rows.keys) == len(entries.keys)
         and rows.keys == entries.keys
     )

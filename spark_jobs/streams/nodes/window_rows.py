@@ -12,7 +12,12 @@ int64 column.
 
 A row whose entry left is dead: its first field is None and the index no longer names it; should the key
 come back it gets a new row. Dead rows stay until the window goes, so that row numbers agree between the
-copies of a store that the parts keep in step.
+copies of a store that the parts keep in step. A store whose first column is an int64 array (a count, a
+final suppress buffer's) has no dead rows: its keys are distinct and a key's row is where it stands.
+
+The index is built at its first use, not when rows are loaded or appended to a store nobody has looked up:
+a final suppress buffer whose rows are its count's (nodes/final_window_count.py) is not looked up, and a
+copy of a task catching up with another's exports does not look anything up until it processes.
 
 Saved form (a part of the store log, nodes/store_log.py): a base `{"keys", "columns"}` holds every row; a
 delta `{"from", "keys", "rows", "columns"}` holds the keys of the rows appended since the previous export
@@ -39,10 +44,10 @@ class WindowRows:
     `fixed` columns are set when a row is appended and never change: a delta holds them for its new rows
     only."""
 
-    __slots__ = ("index", "keys", "columns", "changing", "dirty", "saved")
+    __slots__ = ("_index", "keys", "columns", "changing", "dirty", "saved")
 
     def __init__(self, kinds: tuple[str, ...], fixed: int = 0) -> None:
-        self.index: dict[Any, int] = {}  # key -> its live row
+        self._index: dict[Any, int] | None = None  # key -> its live row; None: not built (see `index`)
         self.keys: list[Any] = []  # by row
         self.columns: list[Any] = [array(kind) if kind else [] for kind in kinds]
         self.changing = len(kinds) - fixed  # the columns before it can change
@@ -51,6 +56,19 @@ class WindowRows:
 
     def __len__(self) -> int:  # rows, dead ones too: what a base saves
         return len(self.keys)
+
+    @property
+    def index(self) -> dict[Any, int]:
+        """key -> its live row, built from the rows at the first use since they were loaded."""
+        if self._index is None:
+            self._index = dict(zip(self.keys, range(len(self.keys)), strict=False))  # the last row wins
+            self._forget_dead(range(len(self.keys)), self.columns[0])
+        return self._index
+
+    @property
+    def rows_live(self) -> bool:
+        """Whether no row can be dead: the first column is int64, which cannot hold None."""
+        return type(self.columns[0]) is array
 
     def append(self, key: Any, fields: tuple) -> None:
         """A row for `key` (new to the window, or back after its entry left)."""
@@ -64,7 +82,8 @@ class WindowRows:
         """Rows for `keys` (each new to the window), appended in order; per column its values, an int64
         ndarray or a list."""
         first = len(self.keys)
-        self.index.update(zip(keys, range(first, first + len(keys)), strict=True))
+        if self._index is not None:
+            self._index.update(zip(keys, range(first, first + len(keys)), strict=True))
         self.keys += keys
         for column, values in zip(self.columns, columns, strict=True):
             if type(values) is np.ndarray:
@@ -156,8 +175,7 @@ class WindowRows:
             keys += saved["keys"]
             for column, values in zip(columns, saved["columns"], strict=True):
                 column.extend(values)
-            self.index = dict(zip(keys, range(len(keys)), strict=False))
-            self._forget_dead(range(len(keys)), columns[0])
+            self._index = None
         else:
             first = saved["from"]
             if first != len(keys):
@@ -189,8 +207,9 @@ class WindowRows:
                 else:
                     column.extend([None] * added)
                 _assign(column, positions, row_list, values)
-            self.index.update(zip(new_keys, range(first, first + added), strict=True))
-            self._forget_dead(rows, saved["columns"][0])
+            if self._index is not None:
+                self._index.update(zip(new_keys, range(first, first + added), strict=True))
+                self._forget_dead(rows, saved["columns"][0])
         self.dirty.extend(bytes(len(keys) - len(self.dirty)))
         self.saved = len(keys)
 
@@ -198,7 +217,7 @@ class WindowRows:
         """Drop from the index the keys of `rows` whose first field (`firsts`, by position) is None."""
         if type(firsts) is array or None not in firsts:
             return
-        index, keys = self.index, self.keys
+        index, keys = self._index, self.keys
         for row, first in zip(rows, firsts, strict=True):
             if first is None and index.get(keys[row]) == row:
                 del index[keys[row]]
