@@ -166,3 +166,39 @@ def test_a_delta_holds_a_fixed_column_for_its_new_rows_only() -> None:
         copy.load(dict(saved, columns=[aggs, max_ts, max_ts]), "w.1")
     copy.load(saved, "w.1")
     assert live(copy) == live(rows) and live(copy)["k1"] == (2, 30, 11)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_delta_with_its_rows_in_another_order_loads_the_same_entries(layout) -> None:
+    """`save` lists a delta's rows in ascending order and `load` appends its new rows as they come; rows in
+    another order (a part written by other code) are placed one by one, to the same entries."""
+    kinds, fixed = LAYOUTS[layout]
+    store = WindowRows(kinds, fixed)
+    for i in range(6):
+        put(store, f"k{i}", i, 10 + i)
+    base = store.save(changed_only=False)
+    put(store, "k4", None, 20)  # dead
+    put(store, "new0", "x", 30)
+    put(store, "k1", 7, 31)
+    put(store, "new1", 9, 32)
+    saved = store.save(changed_only=True)
+    assert list(saved["rows"]) == [1, 4, 6, 7]
+    order = [3, 0, 2, 1]  # the rows 7, 1, 6, 4
+    changing = len(kinds) - fixed
+    shuffled = dict(
+        saved,
+        rows=array("q", [saved["rows"][i] for i in order]),
+        columns=[
+            array("q", [column[i] for i in order])
+            if type(column) is array
+            else tuple(column[i] for i in order)
+            for column in saved["columns"][:changing]
+        ]
+        + saved["columns"][changing:],
+    )
+    for delta in (saved, shuffled):
+        copy = WindowRows(kinds, fixed)
+        copy.load(round_trip(base), "w.0")
+        copy.load(round_trip(delta), "w.1")
+        assert live(copy) == live(store)
+        assert copy.index == store.index and copy.keys == store.keys

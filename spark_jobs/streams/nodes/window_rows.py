@@ -199,14 +199,30 @@ class WindowRows:
                 columns[self.changing :], values_by_column[self.changing :], strict=True
             ):
                 column.extend(values)  # fixed: the new rows' values, in order
-            row_list = self._row_list(positions)
+            # A delta from `save` lists its rows in ascending order, so its new rows (each one put) are its
+            # last `added`, in order: appended as they come, only the older rows scattered. Rows in any
+            # other order are scattered one by one.
+            kept = len(positions) - added
+            tail_in_order = kept >= 0 and np.array_equal(positions[kept:], np.arange(first, first + added))
+            if not tail_in_order:
+                kept = 0
+            older = positions[:kept]
+            row_list = self._row_list(older if tail_in_order else positions)
             for column, values in zip(columns[: self.changing], values_by_column, strict=False):
                 if type(column) is array:
-                    column.frombytes(bytes(8 * added))  # zeros, overwritten below
                     values = np.frombuffer(values, np.int64)
+                    if tail_in_order:
+                        column.frombytes(values[kept:].tobytes())
+                    else:
+                        column.frombytes(bytes(8 * added))  # zeros, overwritten below
+                elif tail_in_order:
+                    column.extend(values[kept:])
                 else:
                     column.extend([None] * added)
-                _assign(column, positions, row_list, values)
+                if tail_in_order:
+                    _assign(column, older, row_list, values[:kept])
+                else:
+                    _assign(column, positions, row_list, values)
             if self._index is not None:
                 self._index.update(zip(new_keys, range(first, first + added), strict=True))
                 self._forget_dead(rows, saved["columns"][0])
