@@ -169,9 +169,10 @@ def test_a_delta_holds_a_fixed_column_for_its_new_rows_only() -> None:
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_a_delta_with_its_rows_in_another_order_loads_the_same_entries(layout) -> None:
-    """`save` lists a delta's rows in ascending order and `load` appends its new rows as they come; rows in
-    another order (a part written by other code) are placed one by one, to the same entries."""
+def test_a_delta_loads_its_older_rows_in_any_order_and_refuses_new_rows_out_of_order(layout) -> None:
+    """`save` lists a delta's rows in ascending order, so its new rows are its last and `load` appends them
+    as they come. Its older rows may come in any order; new rows out of order are refused, the store left
+    as it was."""
     kinds, fixed = LAYOUTS[layout]
     store = WindowRows(kinds, fixed)
     for i in range(6):
@@ -183,22 +184,30 @@ def test_a_delta_with_its_rows_in_another_order_loads_the_same_entries(layout) -
     put(store, "new1", 9, 32)
     saved = store.save(changed_only=True)
     assert list(saved["rows"]) == [1, 4, 6, 7]
-    order = [3, 0, 2, 1]  # the rows 7, 1, 6, 4
     changing = len(kinds) - fixed
-    shuffled = dict(
-        saved,
-        rows=array("q", [saved["rows"][i] for i in order]),
-        columns=[
-            array("q", [column[i] for i in order])
-            if type(column) is array
-            else tuple(column[i] for i in order)
-            for column in saved["columns"][:changing]
-        ]
-        + saved["columns"][changing:],
-    )
-    for delta in (saved, shuffled):
+
+    def reordered(order: list[int]) -> dict:
+        return dict(
+            saved,
+            rows=array("q", [saved["rows"][i] for i in order]),
+            columns=[
+                array("q", [column[i] for i in order])
+                if type(column) is array
+                else tuple(column[i] for i in order)
+                for column in saved["columns"][:changing]
+            ]
+            + saved["columns"][changing:],
+        )
+
+    for delta in (saved, reordered([1, 0, 2, 3])):  # the rows 1, 4, 6, 7 and 4, 1, 6, 7
         copy = WindowRows(kinds, fixed)
         copy.load(round_trip(base), "w.0")
         copy.load(round_trip(delta), "w.1")
         assert live(copy) == live(store)
         assert copy.index == store.index and copy.keys == store.keys
+    copy = WindowRows(kinds, fixed)
+    copy.load(round_trip(base), "w.0")
+    before = live(copy)
+    with pytest.raises(ValueError, match="its new rows are not its last 2, in order"):
+        copy.load(round_trip(reordered([0, 1, 3, 2])), "w.1")  # the rows 1, 4, 7, 6
+    assert live(copy) == before and len(copy) == 6

@@ -188,6 +188,10 @@ class WindowRows:
             # checked before any change: a part refused leaves the store as it was
             if len(positions) and not 0 <= positions.min() <= positions.max() < first + added:
                 raise ValueError(f"state part {name!r}: rows out of the window's {first + added}")
+            # `save` lists the rows in ascending order, so the new ones (each one put) are the last, in order
+            kept = len(positions) - added
+            if kept < 0 or not np.array_equal(positions[kept:], np.arange(first, first + added)):
+                raise ValueError(f"state part {name!r}: its new rows are not its last {added}, in order")
             if len(values_by_column) != len(columns):
                 raise ValueError(f"state part {name!r}: {len(values_by_column)} columns, not {len(columns)}")
             for n, values in enumerate(values_by_column):
@@ -199,30 +203,15 @@ class WindowRows:
                 columns[self.changing :], values_by_column[self.changing :], strict=True
             ):
                 column.extend(values)  # fixed: the new rows' values, in order
-            # A delta from `save` lists its rows in ascending order, so its new rows (each one put) are its
-            # last `added`, in order: appended as they come, only the older rows scattered. Rows in any
-            # other order are scattered one by one.
-            kept = len(positions) - added
-            tail_in_order = kept >= 0 and np.array_equal(positions[kept:], np.arange(first, first + added))
-            if not tail_in_order:
-                kept = 0
-            older = positions[:kept]
-            row_list = self._row_list(older if tail_in_order else positions)
+            older = positions[:kept]  # scattered back; the new rows are appended as they come
+            row_list = self._row_list(older)
             for column, values in zip(columns[: self.changing], values_by_column, strict=False):
                 if type(column) is array:
                     values = np.frombuffer(values, np.int64)
-                    if tail_in_order:
-                        column.frombytes(values[kept:].tobytes())
-                    else:
-                        column.frombytes(bytes(8 * added))  # zeros, overwritten below
-                elif tail_in_order:
+                    column.frombytes(values[kept:].tobytes())
+                else:
                     column.extend(values[kept:])
-                else:
-                    column.extend([None] * added)
-                if tail_in_order:
-                    _assign(column, older, row_list, values[:kept])
-                else:
-                    _assign(column, positions, row_list, values)
+                _assign(column, older, row_list, values[:kept])
             if self._index is not None:
                 self._index.update(zip(new_keys, range(first, first + added), strict=True))
                 self._forget_dead(rows, saved["columns"][0])
