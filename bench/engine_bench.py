@@ -283,9 +283,9 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeat):
             for k in key_counts:
                 tasks.pop(k, None)  # freed first: a run does not start on a heap holding another's state
-                *run, tasks[k] = run_ours(*data[k], args.batch, SHAPES[shape]())
-                runs[k].append(run)
-                print(f"  run {len(runs[k])} at {k:,} keys: {run[0].cpu:.2f} s CPU", flush=True)
+                timer, emitted, dropped, tasks[k] = run_ours(*data[k], args.batch, SHAPES[shape]())
+                runs[k].append((timer, emitted, dropped))
+                print(f"  run {len(runs[k])} at {k:,} keys: {timer.cpu:.2f} s CPU", flush=True)
         rates = {}
         for k in key_counts:
             ours, emitted, dropped = min(runs[k], key=lambda run: run[0].cpu)

@@ -193,6 +193,7 @@ def _reverse_buffer_rows(task: StreamTask) -> None:
 def test_buffer_rows_apart_from_the_count_rows_are_looked_up_by_key() -> None:
     pair = Pair(lambda: finals_topology(10, 10, 0))
     pair.run(["a", "b", "c"], [1, 2, 3])
+    pair.run(["b"], [4])  # a batch that finds the rows the same, before they are set apart
     for task in (pair.fused, pair.nodes):
         _reverse_buffer_rows(task)
     (fused_node,) = (node for node in pair.fused.nodes.values() if isinstance(node, SuppressNode))
@@ -202,7 +203,7 @@ def test_buffer_rows_apart_from_the_count_rows_are_looked_up_by_key() -> None:
     assert fused == nodes
     assert [(key, value) for _, (key, _), value, _, _ in fused] == [
         ("a", 20),
-        ("b", 10),
+        ("b", 20),
         ("c", 30),
         ("d", 10),
     ]

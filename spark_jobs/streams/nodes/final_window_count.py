@@ -217,7 +217,7 @@ class FinalWindowCount:
                 ts0[in_window[old]] = max_ts[found[old]]
                 del aggs, max_ts  # an array exporting its buffer cannot grow
             entries = buffer_windows.get((int(starts[w]), int(starts[w]) + size))
-            new_keys = wkeys
+            new_entries = wkeys
             if entries is not None:
                 same_rows = _same_rows(rows, entries)
                 if not same_rows:
@@ -225,7 +225,7 @@ class FinalWindowCount:
                 buffer_row[in_window] = found
                 held = found >= 0
                 if held.any():
-                    new_keys = new_counts if same_rows else list(compress(wkeys, (~held).tolist()))
+                    new_entries = new_counts if same_rows else list(compress(wkeys, (~held).tolist()))
                     rows_held = found[held]
                     priors = itemgetter(*rows_held.tolist())(entries.columns[6])
                     priors = [priors] if len(rows_held) == 1 else list(priors)
@@ -234,13 +234,14 @@ class FinalWindowCount:
                     prior[in_window[held]] = priors
                     base[in_window[held]] = np.frombuffer(entries.columns[5], np.int64)[rows_held]
                     size_before[in_window[held]] = np.frombuffer(entries.columns[1], np.int64)[rows_held]
-            if new_keys:  # a new entry's fixed size: buffer time, prior value (an int), key bytes
+            if new_entries:  # a new entry's fixed size: buffer time, prior value (an int), key bytes
                 # an ASCII key's UTF-8 bytes are its characters (str.isascii reads a flag, it does not scan)
-                encoded = new_keys if all(map(str.isascii, new_keys)) else map(str.encode, new_keys)
-                key_bytes = np.fromiter(map(len, encoded), np.int64, len(new_keys))
-                new_groups = in_window if new_keys is wkeys else in_window[~held]
+                ascii_only = all(map(str.isascii, new_entries))
+                encoded = new_entries if ascii_only else map(str.encode, new_entries)
+                key_bytes = np.fromiter(map(len, encoded), np.int64, len(new_entries))
+                new_groups = in_window if new_entries is wkeys else in_window[~held]
                 base[new_groups] = 16 + key_bytes + len(window_start_bytes(int(starts[w])))
-            plan_windows.append(_PlanWindow(int(starts[w]), in_window, new_counts, new_keys))
+            plan_windows.append(_PlanWindow(int(starts[w]), in_window, new_counts, new_entries))
         new_entry = buffer_row < 0
         prior[new_entry] = old0[new_entry]  # an entry's first put has the old count as its prior value
 
@@ -435,11 +436,7 @@ def _same_rows(rows: WindowRows | None, entries: WindowRows) -> bool:
     """Whether a key's row in the buffer's window is its row in the count's, for every key: the same keys
     in the same rows, none dead (then the buffer's index is not needed, nor built). So it is when the two
     nodes built them, since the count forwards each row's first put, which appends the buffer's row. The
-    key lists compare by identity first: the same string objects, unless imported."""
-    return (
-        rows is not None
-        and rows.rows_live
-        and entries.rows_live
-        and len(rows.keys) == len(entries.keys)
-        and rows.keys == entries.keys
-    )
+    key lists compare by length, then by identity before content: a pointer per row while the two stores
+    hold the same string objects; about 16 ns per row once an import gave each its own copy (3 ms for a
+    window of 188k keys)."""
+    return rows is not None and rows.rows_live and entries.rows_live and rows.keys == entries.keys
