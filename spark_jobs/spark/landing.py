@@ -16,9 +16,9 @@ import gzip
 import io
 import itertools
 import json
-import operator
 import zlib
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
@@ -76,45 +76,86 @@ class PartitionRecords:
 
     Values are either decoded (`values`) or, from the bulk JSON path, still JSON text (`values_json`, one
     `msgspec.Raw` per record, known to decode): the task decodes them, a whole chunk in one call. The bulk
-    path also numbers the keys (`key_codes` into `key_table`, the distinct keys of this partition's records
-    in the file), so that a chunk carries each distinct key once; `keys` is then built only when asked for.
+    paths keep timestamps, lines and key codes as int64/int32 arrays (no Python object per record; the
+    list properties convert them when asked) and number the keys (`key_codes` into `key_table`, the
+    distinct keys of this partition's records in the file), so that a chunk carries each distinct key
+    once; `keys` is then built only when asked for.
     """
 
-    __slots__ = ("_keys", "values", "timestamps", "offsets", "lines", "values_json", "key_table", "key_codes")
+    __slots__ = (
+        "_keys",
+        "values",
+        "_timestamps",
+        "offsets",
+        "_lines",
+        "values_json",
+        "key_table",
+        "_key_codes",
+    )
 
     def __init__(
         self,
         keys: list[str] | None = None,
         values: list[Any] | None = None,
-        timestamps: list[int] | None = None,
+        timestamps: list[int] | np.ndarray | None = None,
         offsets: list[int | None] | None = None,
-        lines: list[int] | None = None,
+        lines: list[int] | np.ndarray | None = None,
         values_json: list[msgspec.Raw] | None = None,
         key_table: list[str] | None = None,
-        key_codes: list[int] | None = None,
+        key_codes: np.ndarray | None = None,
     ):
         self._keys = [] if keys is None and key_codes is None else keys  # None: built from the codes
         self.values = [] if values is None else values
-        self.timestamps = [] if timestamps is None else timestamps
+        self._timestamps = [] if timestamps is None else timestamps
         self.offsets = [] if offsets is None else offsets
-        self.lines = [] if lines is None else lines
+        self._lines = [] if lines is None else lines
         self.values_json = values_json
         self.key_table = key_table
-        self.key_codes = key_codes
+        self._key_codes = key_codes
 
     @property
     def keys(self) -> list[str]:
         if self._keys is None:
-            self._keys = list(map(self.key_table.__getitem__, self.key_codes))
+            self._keys = gather(self.key_table, self._key_codes)
         return self._keys
 
+    @property
+    def timestamps(self) -> list[int]:
+        if type(self._timestamps) is np.ndarray:
+            self._timestamps = self._timestamps.tolist()
+        return self._timestamps
+
+    @property
+    def lines(self) -> list[int]:
+        if type(self._lines) is np.ndarray:
+            self._lines = self._lines.tolist()
+        return self._lines
+
+    @property
+    def key_codes(self) -> np.ndarray | None:
+        """Per record, its key's place in `key_table` (int32); None when the keys are not numbered."""
+        return self._key_codes
+
+    def timestamp_array(self) -> np.ndarray:
+        return np.asarray(self._timestamps, dtype=np.int64)
+
+    def first_line(self, index: int) -> int:
+        return int(self._lines[index])
+
     def __len__(self) -> int:
-        return len(self.timestamps)
+        return len(self._timestamps)
 
     def decoded_values(self) -> list[Any]:
         if self.values_json is None:
             return self.values
         return decode_json_values(self.values_json)
+
+
+def gather(items: list, positions: np.ndarray) -> list:
+    """items[positions] as a list (one C loop; itemgetter of one position returns the item, not a tuple)."""
+    if len(positions) == 1:
+        return [items[int(positions[0])]]
+    return list(itemgetter(*positions.tolist())(items)) if len(positions) else []
 
 
 def decode_json_values(raws) -> list[Any]:
@@ -298,14 +339,16 @@ def _read_clean_json_lines(content: bytes, num_partitions: int, parsed: LandingF
         # Fails on bad JSON, a non-object, a missing, extra or ill-typed field, and on invalid UTF-8 in
         # the key (values are only syntax-checked here).
         records = list(map(_decode_clean_line, lines))
-    except _JSON_ERRORS:
+        # OverflowError: a timestamp beyond int64 (the line path quarantines it)
+        timestamps = np.fromiter(map(_TIMESTAMP, records), dtype=np.int64, count=len(records))
+    except (*_JSON_ERRORS, OverflowError):
         return False
-    keys = [r.key for r in records]
-    timestamps = [r.timestamp for r in records]
-    values = [r.value for r in records]
-    del records, lines
-    if min(timestamps) < 0 or max(timestamps) > INT64_MAX:
+    del lines
+    if timestamps.min() < 0:
         return False
+    keys = list(map(_KEY, records))
+    values = list(map(_VALUE, records))
+    del records
     # The task must never meet a value it cannot decode: make sure now, by a scan or else by decoding.
     if not _surely_decodable(b",".join(values)):
         try:
@@ -316,22 +359,29 @@ def _read_clean_json_lines(content: bytes, num_partitions: int, parsed: LandingF
     return True
 
 
+_KEY, _TIMESTAMP, _VALUE = attrgetter("key"), attrgetter("timestamp"), attrgetter("value")
+
+
 def _group_by_partition(
     parsed: LandingFile,
     keys: list,
     values: list,
-    timestamps: list,
+    timestamps: np.ndarray,
     num_partitions: int,
     json_values: bool = False,
 ) -> None:
     """Valid records (no partition or offset fields) of a whole file into their partitions, by columns:
-    one stable sort by partition, then each column is picked in that order once and cut into slices."""
+    one stable sort by partition, then each column is picked in that order once and cut into slices
+    (timestamps, lines and key codes as arrays, values as lists)."""
     partitions, codes, tables = _number_keys(keys, num_partitions)
-    order = np.argsort(partitions, kind="stable")
     counts = np.bincount(partitions, minlength=num_partitions).tolist()
-    pick = _picker(order.tolist())
-    values, timestamps = pick(values), pick(timestamps)
-    codes = codes[order]
+    if max(counts) == len(keys):  # one partition (a single-partition job, or few keys): file order as is
+        order = None
+        lines = np.arange(1, len(keys) + 1, dtype=np.int64)
+    else:
+        order = np.argsort(partitions, kind="stable")
+        values, timestamps, codes = gather(values, order), timestamps[order], codes[order]
+        lines = order + 1
     start = 0
     for partition, count in enumerate(counts):
         if not count:
@@ -340,11 +390,10 @@ def _group_by_partition(
         parsed.by_partition[partition] = PartitionRecords(
             values=None if json_values else values[start:end],
             timestamps=timestamps[start:end],
-            offsets=[None] * count,
-            lines=(order[start:end] + 1).tolist(),
+            lines=lines[start:end],
             values_json=values[start:end] if json_values else None,
             key_table=tables[partition],
-            key_codes=codes[start:end].tolist(),
+            key_codes=codes[start:end],
         )
         start = end
 
@@ -365,7 +414,7 @@ def _number_keys(keys: list, num_partitions: int) -> tuple[np.ndarray, np.ndarra
     sizes = np.bincount(partition_of_key, minlength=num_partitions)
     code_of_key = np.empty(len(distinct), dtype=np.int32)
     code_of_key[grouped] = np.arange(len(distinct)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    in_groups = _picker(grouped.tolist())(distinct)
+    in_groups = gather(distinct, grouped)
     ends = np.cumsum(sizes).tolist()
     tables = [in_groups[end - size : end] for end, size in zip(ends, sizes.tolist(), strict=True)]
     # from a record's first position to its key: the keys' first positions ranked
@@ -373,14 +422,6 @@ def _number_keys(keys: list, num_partitions: int) -> tuple[np.ndarray, np.ndarra
     key_at[np.fromiter(first_of.values(), dtype=np.int64, count=len(distinct))] = np.arange(len(distinct))
     key_of_record = key_at[firsts]
     return partition_of_key[key_of_record], code_of_key[key_of_record], tables
-
-
-def _picker(idx: list[int]):
-    """Picks the items at `idx` of a column, as a list (itemgetter: one C call per column)."""
-    if len(idx) == 1:
-        return lambda column: [column[idx[0]]]
-    getter = operator.itemgetter(*idx)
-    return lambda column: list(getter(column))
 
 
 def _read_json_lines_one_by_one(content: bytes, num_partitions: int, parsed: LandingFile) -> None:
@@ -453,7 +494,7 @@ def _read_clean_parquet(table, num_partitions: int, parsed: LandingFile) -> bool
     if low.as_py() < 0 or high.as_py() > INT64_MAX:
         return False
     keys = key.to_pylist()
-    timestamps = timestamp.to_pylist()
+    timestamps = timestamp.to_numpy().astype(np.int64)
     values = table.column("value").to_pylist() if "value" in names else [None] * table.num_rows
     _group_by_partition(parsed, keys, values, timestamps, num_partitions)
     return True

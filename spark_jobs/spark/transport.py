@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 
-from spark_jobs.spark.landing import LandingFile, PartitionRecords, decode_json
+from spark_jobs.spark.landing import LandingFile, PartitionRecords, decode_json, gather
 
 # Chunk size bounds the size of one binary cell (and so of one Arrow batch handed to pandas).
 CHUNK_RECORDS = 20_000
@@ -92,10 +93,17 @@ def _dump(obj: Any) -> bytes:
 
 def _data_payload(recs: PartitionRecords, start: int, end: int, with_values: bool) -> bytes:
     if recs.values_json is not None:
-        # Keys as codes into the file's key table: a key is sent once per chunk, and the task gets one
-        # string object per distinct key (hashed once, however many records carry it).
+        # Keys as codes into the partition's key table: a key is sent once per chunk, and the task gets one
+        # string object per distinct key (hashed once, however many records carry it). Codes (in the
+        # fewest bytes the table needs) and timestamps as little-endian integers: no Python object per
+        # record on either side.
         values_json = b"[" + b",".join(recs.values_json[start:end]) + b"]" if with_values else None
-        columns = (recs.key_table, recs.key_codes[start:end], recs.timestamps[start:end], values_json)
+        columns = (
+            recs.key_table,
+            recs.key_codes[start:end].astype(_code_type(len(recs.key_table))).tobytes(),
+            recs.timestamp_array()[start:end].astype("<i8", copy=False).tobytes(),
+            values_json,
+        )
         return _JSON_VALUES + msgspec.msgpack.encode(columns)
     columns = (
         recs.keys[start:end],
@@ -106,6 +114,14 @@ def _data_payload(recs: PartitionRecords, start: int, end: int, with_values: boo
     return _PYTHON_VALUES + _dump(columns)
 
 
+# A chunk's key codes take 1, 2 or 4 bytes each, as its key table needs; the width is bytes / records.
+_CODE_TYPES = {1: "<u1", 2: "<u2", 4: "<i4"}
+
+
+def _code_type(table_size: int) -> str:
+    return "<u1" if table_size <= 1 << 8 else "<u2" if table_size <= 1 << 16 else "<i4"
+
+
 def _load_data_payload(payload: bytes, same_keys: dict) -> tuple[list, list, list, list | None]:
     """(keys, values, timestamps, offsets) of a data chunk; offsets None: the chunk has none. Equal keys
     of the bulk path become one string object (`same_keys`: every key seen so far, by itself)."""
@@ -113,7 +129,11 @@ def _load_data_payload(payload: bytes, same_keys: dict) -> tuple[list, list, lis
     if payload[:1] == _JSON_VALUES:
         key_table, key_codes, timestamps, values_json = msgspec.msgpack.decode(body)
         key_table = list(map(same_keys.setdefault, key_table, key_table))
-        keys = list(map(key_table.__getitem__, key_codes))
+        timestamps = np.frombuffer(timestamps, "<i8")
+        keys = gather(
+            key_table, np.frombuffer(key_codes, _CODE_TYPES[len(key_codes) // max(len(timestamps), 1)])
+        )
+        timestamps = timestamps.tolist()
         values = [None] * len(keys) if values_json is None else decode_json(values_json)
         return keys, values, timestamps, None  # the bulk path takes no offsets
     keys, values, timestamps, offsets = pickle.loads(body)
@@ -143,7 +163,7 @@ def data_chunks(
                     KIND_DATA,
                     file_mtime,
                     parsed.path,
-                    recs.lines[start],
+                    recs.first_line(start),
                     end - start,
                     _data_payload(recs, start, end, with_values),
                     topic,

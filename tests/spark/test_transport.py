@@ -6,6 +6,7 @@ import io
 import json
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -50,8 +51,11 @@ def test_a_chunk_carries_the_keys_of_its_own_partition_only():
         key_table, key_codes, timestamps, _ = msgspec.msgpack.decode(memoryview(chunk.payload)[1:])
         own = [r for r in records if partition_for_key(r["key"], 4) == chunk.partition]
         assert sorted(key_table) == sorted({r["key"] for r in own})
-        assert [key_table[c] for c in key_codes] == [r["key"] for r in own]
-        assert timestamps == [r["timestamp"] for r in own]
+        # codes travel as little-endian integers of the width the table needs, timestamps as int64
+        assert [key_table[c] for c in np.frombuffer(key_codes, "<u2" if len(key_table) > 256 else "<u1")] == [
+            r["key"] for r in own
+        ]
+        assert np.frombuffer(timestamps, "<i8").tolist() == [r["timestamp"] for r in own]
     assert sum(len(ordered_input(_partition(chunks, p)).keys) for p in range(4)) == len(records)
 
 
@@ -87,7 +91,11 @@ def _parquet(records: list[dict]) -> bytes:
 
 
 def test_without_values_a_task_gets_none_for_each_and_everything_else_unchanged():
-    records = [{"key": f"k{i % 4}", "value": {"i": i}, "timestamp": 100 + i} for i in range(50)]
+    # epoch-millisecond timestamps and values of the sensor readings' size: values are most of a chunk
+    records = [
+        {"key": f"k{i % 4}", "value": {"temperature": 20.5 + i, "i": i}, "timestamp": 1_735_689_600_000 + i}
+        for i in range(50)
+    ]
     for name, content in (("/in/a.jsonl", _file(records)), ("/in/a.parquet", _parquet(records))):
         parsed = read_landing_file(name, content, 1)
         full = ordered_input(data_chunks(parsed, 1))
