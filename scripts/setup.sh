@@ -50,19 +50,6 @@ install_python_env() {
   echo "$digest" > "$STAMP"
 }
 
-prefer_installed_pyspark() {
-  # Spark puts $SPARK_HOME/python/lib/pyspark.zip (and py4j's zip) first on every Python worker's path. For
-  # a pip-installed pyspark that zip holds the same files as the installed package (check_pyspark.py
-  # vouches for them), but modules imported from a zip are compiled from source in every new process:
-  # 0.5 s more per Python worker, paid again by each query's driver-side worker. Dropping those two
-  # entries (and only those) at interpreter start makes workers import the compiled package instead.
-  local site lib
-  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  lib="$site/pyspark/python/lib/"
-  printf 'import sys; sys.path[:] = [p for p in sys.path if not p.startswith(%s)]\n' "'$lib'" \
-    > "$site/spark_jobs_installed_pyspark_first.pth"
-}
-
 install_system_packages() {
   local missing=()
   [ -x /usr/bin/chromium ] || missing+=(chromium)
@@ -87,7 +74,7 @@ install_compose_cli() {
 check_python
 check_java
 install_python_env
-prefer_installed_pyspark
+"$VENV/bin/python" scripts/prefer_installed_pyspark.py >/dev/null
 if [ $want_system -eq 1 ]; then
   install_system_packages
   install_compose_cli

@@ -51,3 +51,11 @@ def test_without_confs_the_defaults_apply_and_the_ui_is_on(tmp_path):
     conf = _submit(tmp_path)
     assert conf["spark.sql.shuffle.partitions"] == "2" and conf["spark.default.parallelism"] == "2"
     assert conf["spark.ui.enabled"] in (None, "true")  # Spark's own default: on
+
+
+def test_python_workers_import_the_installed_pyspark_not_the_zip(spark):
+    # Spark puts pyspark.zip first on a worker's path; modules from a zip are compiled in every new
+    # process (scripts/prefer_installed_pyspark.py). Workers must get the installed, compiled package.
+    (path,) = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__file__).collect()
+    assert ".zip" not in path, path
+    assert Path(path).with_name("__pycache__").is_dir(), path
