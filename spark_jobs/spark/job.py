@@ -9,9 +9,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spark_jobs.spark.topics import TopicSchema
+if TYPE_CHECKING:  # pyarrow: not for the stateful processor's unpickling (task_processor.py)
+    from spark_jobs.spark.topics import TopicSchema
 
 _UNITS_MS = {"ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DURATION = re.compile(r"^\s*(-?\d+)\s*([a-z]*)\s*$")

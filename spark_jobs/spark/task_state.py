@@ -27,9 +27,10 @@ import pickle
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from spark_jobs.streams import StreamTask
+if TYPE_CHECKING:  # imported where used: the stateful processor's module stays light (task_processor.py)
+    from spark_jobs.streams import StreamTask
 
 # Written into the checkpoint's job.json; a checkpoint with another layout is refused. Without one: the
 # whole task state in one value. "task-parts-v1": windows cut into key-hash buckets, each rewritten whole
@@ -227,6 +228,8 @@ LIVE = LiveTasks()
 
 
 def new_task_state(topology, partition: int, initial_wall_clock_ms: int) -> TaskState:
+    from spark_jobs.streams import StreamTask
+
     task = StreamTask(topology, partition=partition, initial_wall_clock_ms=initial_wall_clock_ms)
     return TaskState(task, {"wall_clock": initial_wall_clock_ms})
 
@@ -275,6 +278,8 @@ def _restore(
         parts[part] = b"".join(chunks[i] for i in range(stored.chunks))
     runtime = pickle.loads(parts[RUNTIME_PART])
     engine = {name[len(ENGINE_PART_PREFIX) :]: data for name, data in parts.items() if name != RUNTIME_PART}
+    from spark_jobs.streams import StreamTask
+
     task = StreamTask.import_state(topology, engine)
     stored = {
         part: StoredPart(manifest.parts[part].chunks, manifest.parts[part].version, _digest(data))

@@ -14,12 +14,13 @@ _UNPICKLE = """
 import pickle, sys
 processor = pickle.loads(sys.stdin.buffer.read())
 assert type(processor).__name__ == "TaskProcessor", processor
-heavy = sorted(m for m in ("pandas", "spark_jobs.spark.runtime", "spark_jobs.spark.landing") if m in sys.modules)
+heavy = ("pandas", "pyarrow", "numpy", "spark_jobs.streams", "spark_jobs.spark.runtime", "spark_jobs.spark.landing")
+heavy = sorted(m for m in heavy if m in sys.modules)
 print(",".join(heavy))
 """
 
 
-def test_unpickling_the_processor_imports_neither_pandas_nor_the_runtime():
+def test_unpickling_the_processor_imports_neither_pandas_pyarrow_numpy_nor_the_engine():
     processor = TaskProcessor(JobSpec("spark_jobs.jobs.window_finals", {}, 4), "checkpoint-id", 1 << 20)
     done = subprocess.run(
         [sys.executable, "-c", _UNPICKLE],
