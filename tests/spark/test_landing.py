@@ -287,3 +287,24 @@ def test_each_partition_gets_its_records_in_file_order_and_a_table_of_its_own_ke
         assert records.timestamps == [i for i, _ in own]
         assert records.keys == [k for _, k in own]
         assert records.key_table == list(dict.fromkeys(k for _, k in own))  # distinct, by first appearance
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "reason"),
+    [
+        (2**63, Reason.ILL_TYPED_TIMESTAMP),
+        (-(2**63) - 1, Reason.NEGATIVE_TIMESTAMP),
+        (-1, Reason.NEGATIVE_TIMESTAMP),
+    ],
+)
+def test_a_timestamp_out_of_int64_or_negative_in_an_otherwise_clean_file_costs_its_line_only(
+    timestamp, reason
+):
+    # The bulk path reads timestamps into an int64 array: a value it cannot hold must not pass or crash.
+    lines = [json.dumps({"key": f"k{i}", "timestamp": 1000 + i}) for i in range(10)]
+    lines[4] = json.dumps({"key": "k4", "timestamp": timestamp})
+    parsed = read_landing_file("f.jsonl", ("\n".join(lines) + "\n").encode(), 2)
+    assert parsed.quarantined.reasons == [reason] and parsed.quarantined.lines == [5]
+    assert sorted(k for r in parsed.by_partition.values() for k in r.keys) == sorted(
+        f"k{i}" for i in range(10) if i != 4
+    )
