@@ -1,8 +1,9 @@
 """What travels through Spark between the stages of a job: chunks of records, not single records.
 
 Stage 1 (before the shuffle, one whole file per call) turns a landing file into *input chunks*: for each
-partition of the file, its valid records in file order, encoded as one binary cell (msgpack with the
-values as one JSON array, or pickle when values are already decoded), plus one chunk of quarantined
+partition of the file, its valid records in file order, encoded as one binary cell (msgpack of the key
+table, the key codes and timestamps as little-endian integer bytes, and the values as one JSON array; or
+pickle when values are already decoded), plus one chunk of quarantined
 records for the pseudo-partition -1; a wall-clock marker file becomes one chunk per partition. Values
 travel only when the topology reads them (`Topology.reads_values`): a windowed count gets keys and
 timestamps alone, as Spark prunes a column no expression uses (records are validated all the same). The
