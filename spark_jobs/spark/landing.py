@@ -90,7 +90,7 @@ class PartitionRecords:
         "_lines",
         "values_json",
         "key_table",
-        "_key_codes",
+        "key_codes",
     )
 
     def __init__(
@@ -111,12 +111,12 @@ class PartitionRecords:
         self._lines = [] if lines is None else lines
         self.values_json = values_json
         self.key_table = key_table
-        self._key_codes = key_codes
+        self.key_codes = key_codes  # int32 per record, its key's place in key_table; None: not numbered
 
     @property
     def keys(self) -> list[str]:
         if self._keys is None:
-            self._keys = gather(self.key_table, self._key_codes)
+            self._keys = gather(self.key_table, self.key_codes)
         return self._keys
 
     @property
@@ -130,11 +130,6 @@ class PartitionRecords:
         if type(self._lines) is np.ndarray:
             self._lines = self._lines.tolist()
         return self._lines
-
-    @property
-    def key_codes(self) -> np.ndarray | None:
-        """Per record, its key's place in `key_table` (int32); None when the keys are not numbered."""
-        return self._key_codes
 
     def timestamp_array(self) -> np.ndarray:
         return np.asarray(self._timestamps, dtype=np.int64)
@@ -375,13 +370,9 @@ def _group_by_partition(
     (timestamps, lines and key codes as arrays, values as lists)."""
     partitions, codes, tables = _number_keys(keys, num_partitions)
     counts = np.bincount(partitions, minlength=num_partitions).tolist()
-    if max(counts) == len(keys):  # one partition (a single-partition job, or few keys): file order as is
-        order = None
-        lines = np.arange(1, len(keys) + 1, dtype=np.int64)
-    else:
-        order = np.argsort(partitions, kind="stable")
-        values, timestamps, codes = gather(values, order), timestamps[order], codes[order]
-        lines = order + 1
+    order = np.argsort(partitions, kind="stable")
+    values, timestamps, codes = gather(values, order), timestamps[order], codes[order]
+    lines = order + 1
     start = 0
     for partition, count in enumerate(counts):
         if not count:

@@ -115,7 +115,8 @@ def _data_payload(recs: PartitionRecords, start: int, end: int, with_values: boo
     return _PYTHON_VALUES + _dump(columns)
 
 
-# A chunk's key codes take 1, 2 or 4 bytes each, as its key table needs; the width is bytes / records.
+# A chunk's key codes take 1, 2 or 4 bytes each, as its key table needs; the width is bytes / records (a
+# data chunk is never empty).
 _CODE_TYPES = {1: "<u1", 2: "<u2", 4: "<i4"}
 
 
@@ -131,9 +132,7 @@ def _load_data_payload(payload: bytes, same_keys: dict) -> tuple[list, list, lis
         key_table, key_codes, timestamps, values_json = msgspec.msgpack.decode(body)
         key_table = list(map(same_keys.setdefault, key_table, key_table))
         timestamps = np.frombuffer(timestamps, "<i8")
-        keys = gather(
-            key_table, np.frombuffer(key_codes, _CODE_TYPES[len(key_codes) // max(len(timestamps), 1)])
-        )
+        keys = gather(key_table, np.frombuffer(key_codes, _CODE_TYPES[len(key_codes) // len(timestamps)]))
         timestamps = timestamps.tolist()
         values = [None] * len(keys) if values_json is None else decode_json(values_json)
         return keys, values, timestamps, None  # the bulk path takes no offsets
