@@ -120,6 +120,21 @@ def test_fused_equals_node_by_node(shape, runs, other_branch, moves) -> None:
             pair.move()
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs=batches(), moves=st.lists(st.booleans(), min_size=6, max_size=6))
+def test_fused_equals_node_by_node_in_a_long_window(runs, moves) -> None:
+    """Most batches fall in one window that the count holds, whose rows number the keys (_number_keys)."""
+    pair = Pair(lambda: finals_topology(1000, 1000, 100))
+    for (keys, timestamps, headers), move in zip(runs, moves, strict=False):
+        fused, nodes = pair.run(keys, timestamps, headers)
+        assert fused == nodes
+        assert pair.fused.metrics() == pair.nodes.metrics()
+        fused_export, nodes_export = pair.exports()
+        assert fused_export.parts == nodes_export.parts
+        if move:
+            pair.move()
+
+
 def test_the_fused_pass_runs_and_emits_in_window_and_key_order(monkeypatch) -> None:
     applied = []
     real_apply = FinalWindowCount._apply
@@ -190,7 +205,14 @@ def _reverse_buffer_rows(task: StreamTask) -> None:
         buckets[window] = reloaded
 
 
-def test_buffer_rows_apart_from_the_count_rows_are_looked_up_by_key() -> None:
+@pytest.mark.parametrize(
+    "last_batch",
+    [
+        (["c", "a", "c", "d", "e"], [4, 5, 6, 7, 12]),  # two windows: keys numbered afresh; [0, 10) closes
+        (["c", "a", "c", "d"], [4, 5, 6, 7]),  # one window the count holds: keys numbered by its rows
+    ],
+)
+def test_buffer_rows_apart_from_the_count_rows_are_looked_up_by_key(last_batch) -> None:
     pair = Pair(lambda: finals_topology(10, 10, 0))
     pair.run(["a", "b", "c"], [1, 2, 3])
     pair.run(["b"], [4])  # a batch that finds the rows the same, before they are set apart
@@ -199,12 +221,46 @@ def test_buffer_rows_apart_from_the_count_rows_are_looked_up_by_key() -> None:
     (fused_node,) = (node for node in pair.fused.nodes.values() if isinstance(node, SuppressNode))
     (count_node,) = (node for node in pair.fused.nodes.values() if isinstance(node, TimeWindowAggregateNode))
     assert not _same_rows(count_node.buckets[0], fused_node.buffer.buckets[(0, 10)])
-    fused, nodes = pair.run(["c", "a", "c", "d", "e"], [4, 5, 6, 7, 12])  # [0, 10) closes at 12
+    fused, nodes = pair.run(*last_batch)
     assert fused == nodes
-    assert [(key, value) for _, (key, _), value, _, _ in fused] == [
+    fused_export, nodes_export = pair.exports()
+    assert fused_export.parts == nodes_export.parts
+    fused_later, nodes_later = pair.run(["f"], [12])  # [0, 10) closes at 12 (if it has not yet)
+    assert fused_later == nodes_later
+    assert [(key, value) for _, (key, _), value, _, _ in fused + fused_later] == [
         ("a", 20),
         ("b", 20),
         ("c", 30),
         ("d", 10),
     ]
     assert pair.fused.metrics() == pair.nodes.metrics()
+
+
+def test_a_batch_in_one_window_numbers_the_keys_the_count_holds_by_their_rows() -> None:
+    task = StreamTask(finals_topology(10, 10, 0))
+    task.process_batch(TOPIC, ["a", "b", "c"], [0, 0, 0], [1, 2, 3])
+    (count_node,) = (node for node in task.nodes.values() if isinstance(node, TimeWindowAggregateNode))
+    fused = FinalWindowCount(count_node, count_node.children[0])
+    rows = count_node.buckets[0]
+    index_before = dict(rows.index)
+    pairs = fused._pairs(["c", "x", "a", "x", "y", "b"], [4, 5, 6, 7, 8, 9])
+    assert (pairs.first_new, pairs.rows_of) == (3, 0)
+    assert pairs.key.tolist() == [2, 3, 0, 3, 4, 1]  # c, a, b by row; x, y new, in order of appearance
+    assert pairs.keys.tolist() == ["x", "y"]
+    assert rows.index == index_before  # planning changes nothing
+    two_windows = fused._pairs(["c", "x"], [4, 12])
+    assert (two_windows.first_new, two_windows.rows_of) == (0, -1)
+    assert two_windows.keys.tolist() == ["c", "x"]
+
+
+def test_new_keys_take_rows_in_order_of_their_first_record_in_the_window() -> None:
+    pair = Pair(lambda: finals_topology(10, 10, 0))
+    pair.run(["a", "b", "a"], [1, 11, 13])  # [0, 10) closes at 13
+    # x's first record is late (dropped): in [10, 20) y comes first, so y's row is before x's
+    fused, nodes = pair.run(["x", "y", "x", "a"], [2, 14, 15, 16])
+    assert fused == nodes
+    assert pair.fused.metrics() == pair.nodes.metrics()
+    (count_node,) = (node for node in pair.fused.nodes.values() if isinstance(node, TimeWindowAggregateNode))
+    assert count_node.buckets[10].keys == ["b", "a", "y", "x"]
+    fused_export, nodes_export = pair.exports()
+    assert fused_export.parts == nodes_export.parts

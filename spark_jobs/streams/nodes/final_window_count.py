@@ -4,7 +4,8 @@
 final count per key and window (KIP-328), and the shape of the window-finals job. Run node by node, every
 record costs a trip through the count's loop (a Windowed key, four output columns) and then the suppress
 buffer's loop; here a batch's records become (record, window) pairs in numpy arrays, each distinct key and
-window is looked up once, and only the entries that leave the buffer are built as Python objects.
+window is looked up once (each record once, in a batch within one window: `_number_keys`), and only the
+entries that leave the buffer are built as Python objects.
 
 The result is the nodes' own, to the metric: the same outputs in the same order, the same drops, the same
 rows in both stores (new keys appended in order of first appearance, every row put flagged for the next
@@ -57,22 +58,26 @@ def final_window_count(count: Any) -> FinalWindowCount | None:
 
 class _Pairs(NamedTuple):
     """The count's (record, window) pairs of a batch, in its output order (by record, then window start),
-    those of closed windows dropped."""
+    those of closed windows dropped. A key's number is its row in the count's window `rows_of` when it
+    has one there (numbers below `first_new`), else `first_new` + its rank of first appearance among the
+    keys without one."""
 
     observed: int  # the count's observed time after the batch
     dropped: int  # pairs of closed windows
     rec: np.ndarray  # per pair: its record
     start: np.ndarray  # per pair: its window's start
     key: np.ndarray  # per record: its key's number
-    keys: np.ndarray  # the distinct keys, by number (objects: gathered in C, not by a list lookup each)
+    keys: np.ndarray  # the keys numbered from first_new on (objects: gathered in C, not one by one)
     ts: np.ndarray  # per record: its timestamp
+    first_new: int  # 0 unless every pair is in one window whose count rows number the keys it holds
+    rows_of: int  # that window's start (-1: none)
 
 
 class _PlanWindow(NamedTuple):
     """A window of a batch's plan."""
 
     start: int
-    groups: np.ndarray  # its (window, key) groups in order of first appearance
+    groups: np.ndarray  # its (window, key) groups; those new to either store in order of first appearance
     new_counts: list[str]  # the keys of its groups new to the count's window, in that order
     new_entries: list[str]  # the keys of its groups new to the buffer's window, in that order
 
@@ -134,18 +139,6 @@ class FinalWindowCount:
         ts = np.array(timestamps)
         if ts.dtype != np.int64 or ts.min() < 0 or int(ts.max()) + close_after > INT64_MAX:
             return None
-        # keys numbered by first appearance (a dict operation per record)
-        first_of: dict = {}
-        try:
-            firsts = np.fromiter(map(first_of.setdefault, keys, counter()), np.int64, len(keys))
-        except TypeError:  # an unhashable key: the count's loop raises it
-            return None
-        if set(map(type, first_of)) != {str}:  # null keys are dropped, and equal keys of other types may
-            return None  # differ in which object a row keeps: node by node
-        distinct = np.fromiter(first_of, object, len(first_of))
-        number = np.empty(len(keys), np.int64)
-        number[np.fromiter(first_of.values(), np.int64, len(distinct))] = np.arange(len(distinct))
-
         observed = np.maximum(np.maximum.accumulate(ts), count.observed)
         last = ts - ts % advance  # the window starts of a record: first, first + advance, .., last
         first = ts - (size - advance)
@@ -166,17 +159,59 @@ class FinalWindowCount:
             dropped = len(keep) - int(np.count_nonzero(keep))
         if not keep.all():
             rec, start = rec[keep], start[keep]
-        return _Pairs(int(observed[-1]), dropped, rec, start, number[firsts], distinct, ts)
+        numbered = self._number_keys(keys, start)
+        if numbered is None:
+            return None
+        number, distinct, first_new, rows_of = numbered
+        return _Pairs(int(observed[-1]), dropped, rec, start, number, distinct, ts, first_new, rows_of)
+
+    def _number_keys(self, keys: list, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int] | None:
+        """Per record its key's number, the keys numbered from `first_new` on, `first_new` and the window
+        whose count rows number the others (see _Pairs); None for a batch to run node by node.
+
+        When every pair is in one window that the count holds, a key it holds there is numbered by its row:
+        one look-up per record in the window's index, where numbering every key afresh and then looking up
+        each distinct one costs two hash-table operations per key, each a cache miss once the window holds
+        a few hundred thousand keys. Only the keys not there need a fresh numbering."""
+        rows = None
+        if len(start) and int(start.min()) == int(start.max()):
+            rows = self.count.buckets.get(int(start[0]))
+        number = None
+        first_new = 0
+        try:
+            if rows is not None:
+                first_new = len(rows)
+                number = np.fromiter(map(rows.index.get, keys, repeat(-1)), np.int64, len(keys))
+                unnumbered = number < 0
+                keys = list(compress(keys, unnumbered.tolist()))
+            # numbered by first appearance (a dict operation per record)
+            first_of: dict = {}
+            firsts = np.fromiter(map(first_of.setdefault, keys, counter()), np.int64, len(keys))
+        except TypeError:  # an unhashable key: the count's loop raises it
+            return None
+        if first_of and set(map(type, first_of)) != {str}:  # null keys are dropped, and equal keys of other
+            return None  # types may differ in which object a row keeps: node by node
+        distinct = np.fromiter(first_of, object, len(first_of))
+        rank = np.empty(len(keys), np.int64)
+        rank[np.fromiter(first_of.values(), np.int64, len(distinct))] = np.arange(
+            first_new, first_new + len(distinct)
+        )
+        if number is None:
+            return rank[firsts], distinct, 0, -1
+        number[unnumbered] = rank[firsts]
+        return number, distinct, first_new, int(start[0])
 
     def _plan(self, pairs: _Pairs) -> _Plan | None:
         count, suppress = self.count, self.suppress
         rec, start, code, distinct, ts = pairs.rec, pairs.start, pairs.key, pairs.keys, pairs.ts
+        first_new = pairs.first_new
+        numbers = first_new + len(distinct)
         m = len(rec)
         size = count.windows.size
 
         # (window, key) groups, numbered by window then key; windows in order of first appearance
         starts, window_first, window_of = np.unique(start, return_index=True, return_inverse=True)
-        group_id = window_of * len(distinct) + code[rec]
+        group_id = window_of * numbers + code[rec]
         ids, group_first, group, sizes = np.unique(
             group_id, return_index=True, return_inverse=True, return_counts=True
         )
@@ -186,8 +221,8 @@ class FinalWindowCount:
         rank[by_group] = np.arange(m) - np.repeat(group_at, sizes)
         pair_ts = ts[rec]
         group_max_ts = np.maximum.reduceat(pair_ts[by_group], group_at)
-        group_window = ids // len(distinct)
-        key_of_group = ids % len(distinct)  # per group: its key's number
+        group_window = ids // numbers
+        key_of_group = ids % numbers  # per group: its key's number
         window_groups = np.searchsorted(group_window, np.arange(len(starts) + 1))
 
         n_groups = len(ids)
@@ -202,30 +237,56 @@ class FinalWindowCount:
         buffer_windows = suppress.buffer.buckets
         for w in np.argsort(window_first).tolist():  # windows in order of first appearance
             lo, hi = window_groups[w], window_groups[w + 1]
-            in_window = lo + np.argsort(group_first[lo:hi])  # its groups in order of first appearance
-            wkeys = distinct[key_of_group[in_window]].tolist()
-            rows = count.buckets.get(int(starts[w]))
-            new_counts = wkeys
-            if rows is not None:
-                found = np.fromiter(map(rows.index.get, wkeys, repeat(-1)), np.int64, len(wkeys))
+            window_start = int(starts[w])
+            rows = count.buckets.get(window_start)
+            entries = buffer_windows.get((window_start, window_start + size))
+            same_rows = entries is not None and _same_rows(rows, entries)
+            if window_start == pairs.rows_of:  # numbers below first_new are rows of `rows`
+                if same_rows:  # the held keys' order does not matter: only the new ones are appended
+                    held_groups = int(np.searchsorted(key_of_group[lo:hi], first_new))  # groups: by key
+                    order = np.argsort(group_first[lo + held_groups : hi])
+                    in_window = np.concatenate((np.arange(lo, lo + held_groups), lo + held_groups + order))
+                else:
+                    in_window = lo + np.argsort(group_first[lo:hi])
+                numbers_in_window = key_of_group[in_window]
+                found = np.where(numbers_in_window < first_new, numbers_in_window, -1)
+                new_counts = distinct[numbers_in_window[found < 0] - first_new].tolist()
+                wkeys = None  # the window's keys in group order, built only for a look-up by key
+            else:
+                in_window = lo + np.argsort(group_first[lo:hi])  # its groups in order of first appearance
+                wkeys = new_counts = distinct[key_of_group[in_window] - first_new].tolist()
+                found = None
+                if rows is not None:
+                    found = np.fromiter(map(rows.index.get, wkeys, repeat(-1)), np.int64, len(wkeys))
+            if found is not None:
                 count_row[in_window] = found
                 old = found >= 0
-                if old.any():
+                if wkeys is not None and old.any():
                     new_counts = list(compress(wkeys, (~old).tolist()))
                 aggs, max_ts = (np.frombuffer(column, np.int64) for column in rows.columns)
                 old0[in_window[old]] = aggs[found[old]]
                 ts0[in_window[old]] = max_ts[found[old]]
                 del aggs, max_ts  # an array exporting its buffer cannot grow
-            entries = buffer_windows.get((int(starts[w]), int(starts[w]) + size))
-            new_entries = wkeys
-            if entries is not None:
-                same_rows = _same_rows(rows, entries)
-                if not same_rows:
-                    found = np.fromiter(map(entries.index.get, wkeys, repeat(-1)), np.int64, len(wkeys))
-                buffer_row[in_window] = found
+            if same_rows:  # a key's entry is in its count row
                 held = found >= 0
+                new_entries = new_counts
+            else:
+                if wkeys is None:
+                    row_keys = rows.keys
+                    wkeys = [
+                        row_keys[n] if n < first_new else distinct[n - first_new]
+                        for n in numbers_in_window.tolist()
+                    ]
+                if entries is None:
+                    held = np.zeros(len(wkeys), bool)
+                    new_entries = wkeys
+                else:
+                    found = np.fromiter(map(entries.index.get, wkeys, repeat(-1)), np.int64, len(wkeys))
+                    held = found >= 0
+                    new_entries = list(compress(wkeys, (~held).tolist()))
+            if entries is not None:
+                buffer_row[in_window] = found
                 if held.any():
-                    new_entries = new_counts if same_rows else list(compress(wkeys, (~held).tolist()))
                     rows_held = found[held]
                     priors = itemgetter(*rows_held.tolist())(entries.columns[6])
                     priors = [priors] if len(rows_held) == 1 else list(priors)
@@ -239,9 +300,8 @@ class FinalWindowCount:
                 ascii_only = all(map(str.isascii, new_entries))
                 encoded = new_entries if ascii_only else map(str.encode, new_entries)
                 key_bytes = np.fromiter(map(len, encoded), np.int64, len(new_entries))
-                new_groups = in_window if new_entries is wkeys else in_window[~held]
-                base[new_groups] = 16 + key_bytes + len(window_start_bytes(int(starts[w])))
-            plan_windows.append(_PlanWindow(int(starts[w]), in_window, new_counts, new_entries))
+                base[in_window[~held]] = 16 + key_bytes + len(window_start_bytes(window_start))
+            plan_windows.append(_PlanWindow(window_start, in_window, new_counts, new_entries))
         new_entry = buffer_row < 0
         prior[new_entry] = old0[new_entry]  # an entry's first put has the old count as its prior value
 
