@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from spark_jobs.streams import BufferConfig, StreamsBuilder, StreamTask, Suppressed, TimeWindows
 from spark_jobs.streams.nodes import final_window_count
 from spark_jobs.streams.nodes.aggregations import TimeWindowAggregateNode
-from spark_jobs.streams.nodes.final_window_count import FinalWindowCount, _same_rows
+from spark_jobs.streams.nodes.final_window_count import FinalWindowCount, _distinct, _same_rows
 from spark_jobs.streams.nodes.suppress import SuppressNode
 from spark_jobs.streams.nodes.time_ordered_buffer import entry_rows
 
@@ -264,3 +265,13 @@ def test_new_keys_take_rows_in_order_of_their_first_record_in_the_window() -> No
     assert count_node.buckets[10].keys == ["b", "a", "y", "x"]
     fused_export, nodes_export = pair.exports()
     assert fused_export.parts == nodes_export.parts
+
+
+@given(st.lists(st.integers(-3, 3) | st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=60))
+def test_distinct_is_np_unique_with_its_stable_sort(values) -> None:
+    array = np.array(values, np.int64)
+    distinct, first, inverse, counts, order = _distinct(array)
+    expected = np.unique(array, return_index=True, return_inverse=True, return_counts=True)
+    for got, want in zip((distinct, first, inverse, counts), expected, strict=True):
+        assert got.tolist() == want.tolist()
+    assert order.tolist() == np.argsort(array, kind="stable").tolist()

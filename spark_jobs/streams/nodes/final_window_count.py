@@ -210,12 +210,9 @@ class FinalWindowCount:
         size = count.windows.size
 
         # (window, key) groups, numbered by window then key; windows in order of first appearance
-        starts, window_first, window_of = np.unique(start, return_index=True, return_inverse=True)
+        starts, window_first, window_of, _, _ = _distinct(start)
         group_id = window_of * numbers + code[rec]
-        ids, group_first, group, sizes = np.unique(
-            group_id, return_index=True, return_inverse=True, return_counts=True
-        )
-        by_group = np.argsort(group, kind="stable")  # pairs grouped, each group in pair order
+        ids, group_first, group, sizes, by_group = _distinct(group_id)  # by_group: pairs by group, in order
         group_at = np.cumsum(sizes) - sizes  # where each group begins in by_group
         rank = np.empty(m, np.int64)
         rank[by_group] = np.arange(m) - np.repeat(group_at, sizes)
@@ -490,6 +487,25 @@ class FinalWindowCount:
             max(suppress.size_max, int(bytes_put.max())),
             max(suppress.count_max, int(count_put.max())),
         )
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """np.unique(values, return_index=True, return_inverse=True, return_counts=True), and the stable sort
+    that it is made from (each value's positions together, in order), which np.unique does not return:
+    one sort instead of two. An array of one value (a batch in one window) is not sorted."""
+    n = len(values)
+    if n and values.min() == values.max():
+        zeros = np.zeros(n, np.int64)
+        return values[:1], zeros[:1], zeros, np.array([n]), np.arange(n)
+    order = np.argsort(values, kind="stable")
+    in_order = values[order]
+    new_run = np.empty(n, bool)
+    new_run[:1] = True
+    np.not_equal(in_order[1:], in_order[:-1], out=new_run[1:])
+    run_at = np.flatnonzero(new_run)
+    inverse = np.empty(n, np.int64)
+    inverse[order] = np.cumsum(new_run) - 1
+    return in_order[run_at], order[run_at], inverse, np.diff(np.append(run_at, n)), order
 
 
 def _same_rows(rows: WindowRows | None, entries: WindowRows) -> bool:
