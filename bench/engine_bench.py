@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import pickle
 import pstats
 import random
 import sys
@@ -43,6 +42,7 @@ from datetime import UTC
 
 from spark_jobs.jobs import window_finals  # noqa: E402
 from spark_jobs.streams import BufferConfig, StreamsBuilder, StreamTask, Suppressed, TimeWindows  # noqa: E402
+from spark_jobs.streams.runtime.part_keys import KeyListLoader  # noqa: E402
 
 WINDOW_MS = 120_000
 GRACE_MS = 120_000
@@ -149,7 +149,7 @@ def saved_entries(parts: dict[str, bytes]) -> int:
     count = 0
     for name, data in parts.items():
         if "/" in name:
-            saved, _ = pickle.loads(data)
+            saved, _ = KeyListLoader().loads(data)
             if isinstance(saved, dict):
                 count += len(saved["rows"] if "rows" in saved else saved["keys"])
             else:

@@ -23,6 +23,7 @@ from spark_jobs.streams import (
     TimeWindows,
 )
 from spark_jobs.streams.nodes.store_log import DELTA_RATIO, MAX_DELTAS, StoreLog
+from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
 from .helpers import drain, run_task, sensor_topology
 from .test_properties import PROPERTY, cuts, records, rich_topology, time_windows
@@ -229,7 +230,7 @@ def test_a_window_is_saved_as_a_base_then_deltas_until_they_outgrow_it() -> None
 
     def window_parts(export):  # the window store's parts of [0, 1000) -> (entries put, keys removed)
         return {
-            name.rsplit("/", 1)[1]: pickle.loads(data)
+            name.rsplit("/", 1)[1]: KeyListLoader().loads(data)
             for name, data in export.parts.items()
             if name.startswith("KSTREAM-AGGREGATE") and "/0." in name
         }
