@@ -70,6 +70,19 @@ class Pair:
                 del held[name]
         return exports
 
+    def check(self, runs, moves) -> None:
+        """Each batch run by both tasks: the same outputs, metrics and exports; after a batch whose move is
+        True, each task goes on from its exported parts."""
+        for (keys, timestamps, headers), move in zip(runs, moves, strict=False):
+            fused, nodes = self.run(keys, timestamps, headers)
+            assert fused == nodes
+            assert self.fused.metrics() == self.nodes.metrics()
+            fused_export, nodes_export = self.exports()
+            assert fused_export.parts == nodes_export.parts
+            assert fused_export.removed == nodes_export.removed
+            if move:
+                self.move()
+
     def move(self) -> None:
         """Each task goes on as a new task imported from the parts of its last export."""
         self.fused = StreamTask.import_state(self.topology_of(), self.parts[0])
@@ -109,31 +122,14 @@ def batches(draw):
 )
 def test_fused_equals_node_by_node(shape, runs, other_branch, moves) -> None:
     size, advance, grace = shape
-    pair = Pair(lambda: finals_topology(size, advance, grace, other_branch))
-    for (keys, timestamps, headers), move in zip(runs, moves, strict=False):
-        fused, nodes = pair.run(keys, timestamps, headers)
-        assert fused == nodes
-        assert pair.fused.metrics() == pair.nodes.metrics()
-        fused_export, nodes_export = pair.exports()
-        assert fused_export.parts == nodes_export.parts
-        assert fused_export.removed == nodes_export.removed
-        if move:
-            pair.move()
+    Pair(lambda: finals_topology(size, advance, grace, other_branch)).check(runs, moves)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(runs=batches(), moves=st.lists(st.booleans(), min_size=6, max_size=6))
 def test_fused_equals_node_by_node_in_a_long_window(runs, moves) -> None:
     """Most batches fall in one window that the count holds, whose rows number the keys (_number_keys)."""
-    pair = Pair(lambda: finals_topology(1000, 1000, 100))
-    for (keys, timestamps, headers), move in zip(runs, moves, strict=False):
-        fused, nodes = pair.run(keys, timestamps, headers)
-        assert fused == nodes
-        assert pair.fused.metrics() == pair.nodes.metrics()
-        fused_export, nodes_export = pair.exports()
-        assert fused_export.parts == nodes_export.parts
-        if move:
-            pair.move()
+    Pair(lambda: finals_topology(1000, 1000, 100)).check(runs, moves)
 
 
 def test_the_fused_pass_runs_and_emits_in_window_and_key_order(monkeypatch) -> None:
