@@ -271,3 +271,33 @@ def test_distinct_is_np_unique_with_its_stable_sort(values) -> None:
     for got, want in zip((distinct, first, inverse, counts), expected, strict=True):
         assert got.tolist() == want.tolist()
     assert order.tolist() == np.argsort(array, kind="stable").tolist()
+
+
+def test_keys_of_other_types_the_count_holds_are_numbered_by_their_rows(monkeypatch) -> None:
+    applied = []
+    real_apply = FinalWindowCount._apply
+    monkeypatch.setattr(
+        FinalWindowCount, "_apply", lambda self, plan: applied.append(plan) or real_apply(self, plan)
+    )
+    pair = Pair(lambda: finals_topology(10, 10, 0))
+    pair.run([1, "a", 2], [1, 2, 3])  # not all strings: node by node, and the window holds rows for 1 and 2
+    # one window the count holds; 1 and 2 are found there (True is 1), "b" is new
+    batch = ([True, "b", 2, "a", 1], [4, 5, 6, 7, 8])
+    (count_node,) = (node for node in pair.fused.nodes.values() if isinstance(node, TimeWindowAggregateNode))
+    pairs = FinalWindowCount(count_node, count_node.children[0])._pairs(*batch)
+    assert (pairs.first_new, pairs.keys.tolist()) == (3, ["b"])
+    fused, nodes = pair.run(*batch)
+    assert len(applied) == 1  # the fused pass ran it
+    assert fused == nodes
+    assert pair.fused.metrics() == pair.nodes.metrics()
+    fused_export, nodes_export = pair.exports()
+    assert fused_export.parts == nodes_export.parts
+    fused, nodes = pair.run(["c"], [12])  # [0, 10) closes
+    assert fused == nodes
+    # the rows keep the objects of their first records: 1 (not True), 2, "a", "b"
+    assert sorted((repr(key), value) for _, (key, _), value, _, _ in fused) == [
+        ("'a'", 20),
+        ("'b'", 10),
+        ("1", 30),
+        ("2", 20),
+    ]
