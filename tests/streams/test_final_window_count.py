@@ -16,6 +16,7 @@ from spark_jobs.streams.nodes.aggregations import TimeWindowAggregateNode
 from spark_jobs.streams.nodes.final_window_count import FinalWindowCount, _distinct, _same_rows
 from spark_jobs.streams.nodes.suppress import SuppressNode
 from spark_jobs.streams.nodes.time_ordered_buffer import entry_rows
+from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
 TOPIC = "readings"
 
@@ -42,6 +43,13 @@ def min_rows(n: int):
         yield
     finally:
         final_window_count.MIN_ROWS = saved
+
+
+def decoded(parts: dict[str, bytes]) -> dict:
+    """Each part as its node saved it, its keys one list: the fused pass pickles a batch's new keys for both
+    stores as it appends them, so its parts may cut a window's keys into other pickled chunks than the
+    nodes' (WindowRows.key_chunks), which load to the same keys."""
+    return {name: KeyListLoader().loads(data) for name, data in parts.items()}
 
 
 class Pair:
@@ -78,7 +86,7 @@ class Pair:
             assert fused == nodes
             assert self.fused.metrics() == self.nodes.metrics()
             fused_export, nodes_export = self.exports()
-            assert fused_export.parts == nodes_export.parts
+            assert decoded(fused_export.parts) == decoded(nodes_export.parts)
             assert fused_export.removed == nodes_export.removed
             if move:
                 self.move()
@@ -184,7 +192,7 @@ def test_an_entry_put_with_headers_loses_them_when_put_again_without() -> None:
     pair.exports()
     pair.run(["a", "b", "a"], [3, 4, 5])  # fused: a's entry is put again, without headers
     fused_export, nodes_export = pair.exports()
-    assert fused_export.parts == nodes_export.parts
+    assert decoded(fused_export.parts) == decoded(nodes_export.parts)
     fused, nodes = pair.run(["c"], [20])  # [0, 10) closes: its entries leave, with their sizes counted
     assert fused == nodes
     assert [value for _, _, value, _, _ in fused] == [30, 20]  # a: 3 readings, b: 2
@@ -221,7 +229,7 @@ def test_buffer_rows_apart_from_the_count_rows_are_looked_up_by_key(last_batch) 
     fused, nodes = pair.run(*last_batch)
     assert fused == nodes
     fused_export, nodes_export = pair.exports()
-    assert fused_export.parts == nodes_export.parts
+    assert decoded(fused_export.parts) == decoded(nodes_export.parts)
     fused_later, nodes_later = pair.run(["f"], [12])  # [0, 10) closes at 12 (if it has not yet)
     assert fused_later == nodes_later
     assert [(key, value) for _, (key, _), value, _, _ in fused + fused_later] == [
@@ -260,7 +268,7 @@ def test_new_keys_take_rows_in_order_of_their_first_record_in_the_window() -> No
     (count_node,) = (node for node in pair.fused.nodes.values() if isinstance(node, TimeWindowAggregateNode))
     assert count_node.buckets[10].keys == ["b", "a", "y", "x"]
     fused_export, nodes_export = pair.exports()
-    assert fused_export.parts == nodes_export.parts
+    assert decoded(fused_export.parts) == decoded(nodes_export.parts)
 
 
 @given(st.lists(st.integers(-3, 3) | st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=60))
@@ -291,7 +299,7 @@ def test_keys_of_other_types_the_count_holds_are_numbered_by_their_rows(monkeypa
     assert fused == nodes
     assert pair.fused.metrics() == pair.nodes.metrics()
     fused_export, nodes_export = pair.exports()
-    assert fused_export.parts == nodes_export.parts
+    assert decoded(fused_export.parts) == decoded(nodes_export.parts)
     fused, nodes = pair.run(["c"], [12])  # [0, 10) closes
     assert fused == nodes
     # the rows keep the objects of their first records: 1 (not True), 2, "a", "b"

@@ -10,11 +10,12 @@ from __future__ import annotations
 import pickle
 from array import array
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_jobs.streams.nodes.window_rows import INT64, OBJECT, WindowRows
+from spark_jobs.streams.nodes.window_rows import INT64, OBJECT, WindowRows, dumps_plain, loaded_keys
 
 from .test_properties import PROPERTY
 
@@ -70,14 +71,18 @@ operations = st.lists(
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @PROPERTY
-@given(batches=operations, rebase_at=st.sets(st.integers(0, 7)))
-def test_a_copy_that_loads_every_export_holds_the_same_entries(layout, batches, rebase_at) -> None:
+@given(batches=operations, rebase_at=st.sets(st.integers(0, 7)), extend_at=st.sets(st.integers(0, 7)))
+def test_a_copy_that_loads_every_export_holds_the_same_entries(layout, batches, rebase_at, extend_at) -> None:
     kinds, fixed = LAYOUTS[layout]
     store, copy = WindowRows(kinds, fixed), WindowRows(kinds, fixed)
     unread = WindowRows(kinds, fixed)  # a copy whose index is first read at the end (built then)
     for n, batch in enumerate(batches):
         for key, agg, ts in batch:
             put(store, key, agg, ts)
+        if n in extend_at:  # new keys appended together, their keys pickled as the fused pass does
+            fresh = [f"x{n}.{i}" for i in range(3)]
+            values = [[1, 2, 3] if kind == OBJECT else np.array([4, 5, 6]) for kind in kinds]
+            store.extend(fresh, values, dumps_plain(fresh))
         if n == 0 or n in rebase_at:
             copy, unread = WindowRows(kinds, fixed), WindowRows(kinds, fixed)
             saved = round_trip(store.save(changed_only=False))
@@ -112,7 +117,7 @@ def test_a_delta_saves_only_the_rows_put_since_the_last_export() -> None:
     put(rows, "k900", None, 20)  # dead
     put(rows, "new", 1, 40)
     saved = rows.save(changed_only=True)
-    assert saved["from"] == 1000 and saved["keys"] == ["new"]
+    assert saved["from"] == 1000 and loaded_keys(saved["keys"]) == ["new"]
     assert list(saved["rows"]) == [5, 900, 1000]
     aggs, max_ts = saved["columns"]
     assert list(aggs) == [2, None, 1] and list(max_ts) == [30, 20, 40]
@@ -220,3 +225,19 @@ def test_a_delta_loads_its_older_rows_in_any_order_and_refuses_new_rows_out_of_o
     with pytest.raises(ValueError, match="its new rows are not its last 2, in order"):
         copy.load(round_trip(reordered([0, 1, 3, 2])), "w.1")  # the rows 1, 4, 7, 6
     assert live(copy) == before and len(copy) == 6
+
+
+def test_a_key_is_pickled_once_while_its_window_lives() -> None:
+    rows = WindowRows(KINDS)
+    put(rows, "a", 1, 10)  # appended one by one: pickled by the save that first needs it
+    batch = ["b", "c"]
+    pickled = dumps_plain(batch)
+    rows.extend(batch, [[1, 1], np.array([20, 20])], pickled)  # pickled by the caller as it appends
+    first = rows.save(changed_only=True)["keys"]
+    assert loaded_keys(first) == ["a", "b", "c"] and first[1] is pickled
+    put(rows, "d", 1, 30)
+    delta = rows.save(changed_only=True)["keys"]
+    assert loaded_keys(delta) == ["d"]
+    base = rows.save(changed_only=False)["keys"]  # every chunk reused: nothing pickled again
+    assert base == (*first, *delta) and all(a is b for a, b in zip(base, (*first, *delta), strict=True))
+    assert loaded_keys(base) == ["a", "b", "c", "d"]

@@ -36,7 +36,7 @@ from .aggregations import TimeWindowAggregateNode
 from .base import Batch
 from .suppress import SuppressNode
 from .time_ordered_buffer import _NEW, _OLD, _SIZE, _TS
-from .window_rows import WindowRows
+from .window_rows import WindowRows, dumps_plain
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
 MIN_ROWS = 256
@@ -372,8 +372,13 @@ class FinalWindowCount:
     def _apply(self, plan: _Plan) -> Batch:
         suppress = self.suppress
         for plan_window in plan.windows:
-            window = self._put_counts(plan_window, plan)
-            self._put_entries(window, plan_window, plan)
+            # the new keys pickled once for both stores' saves, while they are in the CPU's caches
+            new_keys = plan_window.new_counts
+            pickled_keys = dumps_plain(new_keys) if new_keys else None
+            window = self._put_counts(plan_window, plan, pickled_keys)
+            self._put_entries(
+                window, plan_window, plan, pickled_keys if plan_window.new_entries is new_keys else None
+            )
         self._finish_count(plan.pairs)
 
         # the windows leave, each after its pair's put, in the buffer's order
@@ -400,7 +405,7 @@ class FinalWindowCount:
         self._buffer_metrics(plan, left_bytes, left_count)
         return Batch(out_k, out_v, out_o, out_t, None, src)
 
-    def _put_counts(self, plan_window: _PlanWindow, plan: _Plan) -> Window:
+    def _put_counts(self, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None) -> Window:
         """The count's rows of one window: created, updated, flagged; its Window object."""
         count = self.count
         start, in_window = plan_window.start, plan_window.groups
@@ -414,10 +419,12 @@ class FinalWindowCount:
             rows.put_rows(found[held], [plan.final[in_window[held]], plan.final_ts[in_window[held]]])
         if plan_window.new_counts:
             new = in_window[~held]
-            rows.extend(plan_window.new_counts, [plan.final[new], plan.final_ts[new]])
+            rows.extend(plan_window.new_counts, [plan.final[new], plan.final_ts[new]], pickled_keys)
         return count.window_objects[start]
 
-    def _put_entries(self, window: Window, plan_window: _PlanWindow, plan: _Plan) -> None:
+    def _put_entries(
+        self, window: Window, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None
+    ) -> None:
         """The buffer's entries of one window, with their values after the batch (ENTRY_COLUMNS: ts, size,
         new, old, hdr | base, prior; the new value is the count, the old one the count before)."""
         buffer = self.suppress.buffer
@@ -447,6 +454,7 @@ class FinalWindowCount:
                     plan.base[groups],
                     plan.prior[groups].tolist(),
                 ],
+                pickled_keys,
             )
 
     def _finish_count(self, pairs: _Pairs) -> None:
