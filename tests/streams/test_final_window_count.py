@@ -36,13 +36,15 @@ def finals_topology(size: int, advance: int, grace: int, other_branch: bool = Fa
 
 
 @contextlib.contextmanager
-def min_rows(n: int):
-    saved = final_window_count.MIN_ROWS
-    final_window_count.MIN_ROWS = n
+def min_rows(n: int, keys_pickled_from: int = 1):
+    """The fused pass for batches of `n` rows or more, pickling a window's new keys as it appends them
+    from `keys_pickled_from` keys on."""
+    saved = final_window_count.MIN_ROWS, final_window_count.MIN_KEYS_PICKLED
+    final_window_count.MIN_ROWS, final_window_count.MIN_KEYS_PICKLED = n, keys_pickled_from
     try:
         yield
     finally:
-        final_window_count.MIN_ROWS = saved
+        final_window_count.MIN_ROWS, final_window_count.MIN_KEYS_PICKLED = saved
 
 
 def decoded(parts: dict[str, bytes]) -> dict:
@@ -55,7 +57,8 @@ def decoded(parts: dict[str, bytes]) -> dict:
 class Pair:
     """The same topology in two tasks: one fused (every batch that qualifies), one node by node."""
 
-    def __init__(self, topology_of) -> None:
+    def __init__(self, topology_of, keys_pickled_from: int = 1) -> None:
+        self.keys_pickled_from = keys_pickled_from
         self.topology_of = topology_of
         self.fused = StreamTask(topology_of())
         self.nodes = StreamTask(topology_of())
@@ -63,7 +66,7 @@ class Pair:
 
     def run(self, keys, timestamps, headers=None) -> tuple[list, list]:
         values = list(range(len(keys)))
-        with min_rows(1):
+        with min_rows(1, self.keys_pickled_from):
             self.fused.process_batch(TOPIC, keys, values, timestamps, headers)
         with min_rows(10**9):
             self.nodes.process_batch(TOPIC, keys, values, timestamps, headers)
@@ -127,17 +130,22 @@ def batches(draw):
     runs=batches(),
     other_branch=st.booleans(),
     moves=st.lists(st.booleans(), min_size=6, max_size=6),
+    keys_pickled_from=st.sampled_from([1, 3, 10**9]),  # a window's new keys pickled as appended, or not
 )
-def test_fused_equals_node_by_node(shape, runs, other_branch, moves) -> None:
+def test_fused_equals_node_by_node(shape, runs, other_branch, moves, keys_pickled_from) -> None:
     size, advance, grace = shape
-    Pair(lambda: finals_topology(size, advance, grace, other_branch)).check(runs, moves)
+    Pair(lambda: finals_topology(size, advance, grace, other_branch), keys_pickled_from).check(runs, moves)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(runs=batches(), moves=st.lists(st.booleans(), min_size=6, max_size=6))
-def test_fused_equals_node_by_node_in_a_long_window(runs, moves) -> None:
+@given(
+    runs=batches(),
+    moves=st.lists(st.booleans(), min_size=6, max_size=6),
+    keys_pickled_from=st.sampled_from([1, 3, 10**9]),
+)
+def test_fused_equals_node_by_node_in_a_long_window(runs, moves, keys_pickled_from) -> None:
     """Most batches fall in one window that the count holds, whose rows number the keys (_number_keys)."""
-    Pair(lambda: finals_topology(1000, 1000, 100)).check(runs, moves)
+    Pair(lambda: finals_topology(1000, 1000, 100), keys_pickled_from).check(runs, moves)
 
 
 def test_the_fused_pass_runs_and_emits_in_window_and_key_order(monkeypatch) -> None:

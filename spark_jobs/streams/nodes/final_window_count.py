@@ -40,6 +40,9 @@ from .window_rows import WindowRows, dumps_plain
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
 MIN_ROWS = 256
+# A window's new keys are pickled as they are appended (for both stores' saves, while they are in the CPU's
+# caches) from this many on; fewer cost more in a pickler's set-up per window than an export saves on them.
+MIN_KEYS_PICKLED = 1024
 
 
 def final_window_count(count: Any) -> FinalWindowCount | None:
@@ -372,9 +375,8 @@ class FinalWindowCount:
     def _apply(self, plan: _Plan) -> Batch:
         suppress = self.suppress
         for plan_window in plan.windows:
-            # the new keys pickled once for both stores' saves, while they are in the CPU's caches
             new_keys = plan_window.new_counts
-            pickled_keys = dumps_plain(new_keys) if new_keys else None
+            pickled_keys = dumps_plain(new_keys) if len(new_keys) >= MIN_KEYS_PICKLED else None
             window = self._put_counts(plan_window, plan, pickled_keys)
             self._put_entries(
                 window, plan_window, plan, pickled_keys if plan_window.new_entries is new_keys else None
