@@ -155,8 +155,9 @@ class WindowRows:
         rows = np.flatnonzero(flags)
         del flags  # a bytearray exporting its buffer cannot grow
         self.dirty[:] = bytes(len(keys))
-        positions = rows.tolist()
-        # gathers a list column in one C loop (with one row itemgetter returns the value, not a tuple)
+        # gathers a list column in one C loop (with one row itemgetter returns the value, not a tuple); a
+        # count's window has none, and needs no list of the row numbers
+        positions = self._row_list(rows) or []
         gather = (
             itemgetter(*positions) if len(positions) > 1 else lambda column: [column[r] for r in positions]
         )
