@@ -4,6 +4,7 @@ two nodes give one after the other: outputs in order, drops, buffer metrics and 
 from __future__ import annotations
 
 import contextlib
+from array import array
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from spark_jobs.streams.nodes.aggregations import TimeWindowAggregateNode
 from spark_jobs.streams.nodes.final_window_count import FinalWindowCount, _distinct, _same_rows
 from spark_jobs.streams.nodes.suppress import SuppressNode
 from spark_jobs.streams.nodes.time_ordered_buffer import entry_rows
+from spark_jobs.streams.nodes.window_rows import loaded_keys
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
 TOPIC = "readings"
@@ -213,7 +215,7 @@ def _reverse_buffer_rows(task: StreamTask) -> None:
     (suppress,) = (node for node in task.nodes.values() if isinstance(node, SuppressNode))
     buckets = suppress.buffer.buckets
     for window, rows in list(buckets.items()):
-        reloaded = entry_rows()
+        reloaded = entry_rows(suppress.buffer.entry_columns)
         reloaded.load_by_key(rows.keys[::-1], list(zip(*rows.columns, strict=True))[::-1])
         buckets[window] = reloaded
 
@@ -317,3 +319,27 @@ def test_keys_of_other_types_the_count_holds_are_numbered_by_their_rows(monkeypa
         ("1", 30),
         ("2", 20),
     ]
+
+
+def test_the_buffer_of_a_count_saves_its_values_as_int64_arrays() -> None:
+    """new, old and prior values are the count's ints: saved as arrays, not an object per value; the fused
+    pass and the nodes put the same values there (a batch with headers runs node by node)."""
+    pair = Pair(lambda: finals_topology(10, 10, 0))
+    pair.run(["a", "b", "a"], [1, 2, 3])
+    pair.run(["b", "c"], [4, 5], headers=[{"h": b"1"}, None])
+    for task in (pair.fused, pair.nodes):
+        (suppress,) = (node for node in task.nodes.values() if isinstance(node, SuppressNode))
+        (saved,) = (
+            KeyListLoader().loads(data)[0]
+            for name, data in task.export_state().parts.items()
+            if name.startswith(f"{suppress.name}/")
+        )
+        ts, size, new, old, hdr, base, prior = saved["columns"]
+        assert [type(column) for column in (ts, size, new, old, base, prior)] == [array] * 6
+        assert loaded_keys(saved["keys"]) == ["a", "b", "c"]
+        assert (list(new), list(old), list(prior), list(hdr)) == (
+            [2, 2, 1],
+            [1, 1, 0],
+            [0, 0, 0],
+            [None, {"h": b"1"}, None],
+        )

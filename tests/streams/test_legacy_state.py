@@ -7,6 +7,10 @@
   `(keys, entry tuples)`, since replaced by rows (nodes/window_rows.py). Written by commit a234958's engine:
   the store of parts (bases, then deltas) after exports every 10 records up to CUT.
   `data/window_snapshots_v3_entries.pickle`: that engine's `snapshot()` of the same tasks at CUT.
+- `data/window_parts_v4_rows.pickle` (before 2026-11-24 14:00): rows (nodes/window_rows.py), a final
+  buffer fed by a count holding its new, old and prior values in list columns, since int64 columns.
+  Written by commit e1815b6's engine as the v3 fixtures were; `data/window_snapshots_v4_rows.pickle`: its
+  `snapshot()` of the same tasks at CUT.
 
 A task imported from them must go on exactly as a task that never stopped.
 """
@@ -22,8 +26,15 @@ import pytest
 import spark_jobs.streams as streams
 
 DATA = Path(__file__).parent / "data" / "suppress_parts_v2_fields.pickle"
-FIXTURES = [DATA, Path(__file__).parent / "data" / "window_parts_v3_entries.pickle"]
-SNAPSHOTS = Path(__file__).parent / "data" / "window_snapshots_v3_entries.pickle"
+FIXTURES = [
+    DATA,
+    Path(__file__).parent / "data" / "window_parts_v3_entries.pickle",
+    Path(__file__).parent / "data" / "window_parts_v4_rows.pickle",
+]
+SNAPSHOTS = [
+    Path(__file__).parent / "data" / "window_snapshots_v3_entries.pickle",
+    Path(__file__).parent / "data" / "window_snapshots_v4_rows.pickle",
+]
 
 _rng = random.Random(11)
 RECORDS = [
@@ -77,7 +88,8 @@ def _feed(task, records) -> list[tuple]:
 
 @pytest.mark.parametrize(
     ("fixture", "name"),
-    [(FIXTURES[0], name) for name in TOPOLOGIES] + [(FIXTURES[1], name) for name in V3_TOPOLOGIES],
+    [(FIXTURES[0], name) for name in TOPOLOGIES]
+    + [(fixture, name) for fixture in FIXTURES[1:] for name in V3_TOPOLOGIES],
     ids=lambda value: value.stem if isinstance(value, Path) else value,
 )
 def test_parts_of_earlier_engines_load_and_go_on_as_the_task_that_wrote_them(fixture, name) -> None:
@@ -108,10 +120,11 @@ def test_a_part_of_removed_keys_only_saved_a_column_per_field_loads() -> None:
     assert sorted(bucket.index) == sorted(columns["keys"][1:])
 
 
+@pytest.mark.parametrize("snapshots", SNAPSHOTS, ids=lambda path: path.stem)
 @pytest.mark.parametrize("name", V3_TOPOLOGIES)
-def test_snapshots_of_the_engine_that_saved_entries_by_key_restore(name) -> None:
+def test_snapshots_of_earlier_engines_restore(name, snapshots) -> None:
     topology = _topology(streams, name)
-    blob = pickle.loads(SNAPSHOTS.read_bytes())[name]
+    blob = pickle.loads(snapshots.read_bytes())[name]
     restored = streams.StreamTask.restore(topology, blob)
     never_stopped = streams.StreamTask(topology)
     _feed(never_stopped, RECORDS[:CUT])
@@ -119,11 +132,13 @@ def test_snapshots_of_the_engine_that_saved_entries_by_key_restore(name) -> None
     assert restored.metrics() == never_stopped.metrics()
 
 
+@pytest.mark.parametrize("fixture", FIXTURES[1:], ids=lambda path: path.stem)
 @pytest.mark.parametrize("name", V3_TOPOLOGIES)
-def test_copies_loaded_from_earlier_parts_stay_in_step_on_the_new_parts(name) -> None:
-    """Two copies import the same parts saved by key; one runs on and exports in today's form (rows by
-    number), the other catches up from that export: both must have numbered the rows alike."""
-    parts = pickle.loads(FIXTURES[1].read_bytes())[name]
+def test_copies_loaded_from_earlier_parts_stay_in_step_on_the_new_parts(name, fixture) -> None:
+    """Two copies import the same parts of an earlier engine (saved by key; rows with list value columns);
+    one runs on and exports in today's form, the other catches up from that export: both must have
+    numbered the rows alike."""
+    parts = pickle.loads(fixture.read_bytes())[name]
     topology = _topology(streams, name)
     runner = streams.StreamTask.import_state(topology, parts)
     follower = streams.StreamTask.import_state(topology, parts)

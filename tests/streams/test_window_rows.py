@@ -241,3 +241,28 @@ def test_a_key_is_pickled_once_while_its_window_lives() -> None:
     base = rows.save(changed_only=False)["keys"]  # every chunk reused: nothing pickled again
     assert base == (*first, *delta) and all(a is b for a, b in zip(base, (*first, *delta), strict=True))
     assert loaded_keys(base) == ["a", "b", "c", "d"]
+
+
+def test_list_columns_saved_load_into_int64_columns_and_a_value_no_int64_holds_is_refused() -> None:
+    """A final buffer fed by a count held its values in list columns before 2026-11-24 14:00, in int64
+    columns since: its saved parts load into either. A value an int64 cannot hold is refused, the store
+    left as it was."""
+    written = WindowRows((INT64, OBJECT, OBJECT), fixed=1)
+    written.append("a", (1, 5, 0))
+    written.append("b", (2, 6, 0))
+    base = round_trip(written.save(changed_only=False))
+    written.columns[1][0] = 7
+    written.dirty[0] = 1
+    written.append("c", (3, 8, 7))
+    delta = round_trip(written.save(changed_only=True))
+    copy = WindowRows((INT64, INT64, INT64), fixed=1)
+    copy.load(base, "w.0")
+    copy.load(delta, "w.1")
+    assert live(copy) == live(written) == {"a": (1, 7, 0), "b": (2, 6, 0), "c": (3, 8, 7)}
+    assert all(type(column) is array for column in copy.columns)
+    for bad in (None, 2**63, "7"):
+        refused = WindowRows((INT64, INT64, INT64), fixed=1)
+        refused.load(base, "w.0")
+        with pytest.raises(ValueError, match="'w.1': column 1 holds a value that is not an int64"):
+            refused.load(dict(delta, columns=[delta["columns"][0], (bad, 8), delta["columns"][2]]), "w.1")
+        assert live(refused) == {"a": (1, 5, 0), "b": (2, 6, 0)} and len(refused.dirty) == 2

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from itertools import compress, repeat
 from itertools import count as counter
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -110,6 +109,7 @@ class FinalWindowCount:
     def __init__(self, count: TimeWindowAggregateNode, suppress: SuppressNode) -> None:
         self.count = count
         self.suppress = suppress
+        suppress.buffer.hold_counts()  # the buffer's values are this count's: ints
 
     def process_columns(self, keys, values, olds, timestamps, headers) -> Batch | None:
         """The suppress node's output; its `src` points at this batch's rows (the count's input), when the
@@ -288,13 +288,10 @@ class FinalWindowCount:
                 buffer_row[in_window] = found
                 if held.any():
                     rows_held = found[held]
-                    priors = itemgetter(*rows_held.tolist())(entries.columns[6])
-                    priors = [priors] if len(rows_held) == 1 else list(priors)
-                    if set(map(type, priors)) != {int}:
-                        return None  # an entry from a buffer fed without old values
-                    prior[in_window[held]] = priors
-                    base[in_window[held]] = np.frombuffer(entries.columns[5], np.int64)[rows_held]
-                    size_before[in_window[held]] = np.frombuffer(entries.columns[1], np.int64)[rows_held]
+                    columns = entries.columns  # COUNT_ENTRY_COLUMNS: ts, size, new, old, hdr | base, prior
+                    prior[in_window[held]] = np.frombuffer(columns[6], np.int64)[rows_held]
+                    base[in_window[held]] = np.frombuffer(columns[5], np.int64)[rows_held]
+                    size_before[in_window[held]] = np.frombuffer(columns[1], np.int64)[rows_held]
             if new_entries:  # a new entry's fixed size: buffer time, prior value (an int), key bytes
                 # an ASCII key's UTF-8 bytes are its characters (str.isascii reads a flag, it does not scan)
                 ascii_only = all(map(str.isascii, new_entries))
@@ -427,7 +424,7 @@ class FinalWindowCount:
     def _put_entries(
         self, window: Window, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None
     ) -> None:
-        """The buffer's entries of one window, with their values after the batch (ENTRY_COLUMNS: ts, size,
+        """The buffer's entries of one window, with their values after the batch (COUNT_ENTRY_COLUMNS: ts, size,
         new, old, hdr | base, prior; the new value is the count, the old one the count before)."""
         buffer = self.suppress.buffer
         entries = buffer.buckets.get(window)
@@ -450,11 +447,11 @@ class FinalWindowCount:
                 [
                     plan.final_ts[groups],
                     plan.last_size[groups],
-                    final.tolist(),
-                    (final - 1).tolist(),
+                    final,
+                    final - 1,
                     [None] * len(groups),
                     plan.base[groups],
-                    plan.prior[groups].tolist(),
+                    plan.prior[groups],
                 ],
                 pickled_keys,
             )

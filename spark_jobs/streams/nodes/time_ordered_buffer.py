@@ -38,12 +38,15 @@ _new_tuple = tuple.__new__
 # the key stays buffered. Entries never leave one by one (the buffer is strict), so no row is dead
 # (WindowRows: the first column is an int64).
 ENTRY_COLUMNS = (INT64, INT64, OBJECT, OBJECT, OBJECT, INT64, OBJECT)  # ts, size, new, old, hdr | base, prior
+# A buffer fed by a count (`TimeOrderedKeyValueBuffer.hold_counts`): its new, old and prior values are ints,
+# in int64 columns. Saving and loading them then copies arrays instead of pickling an object per value.
+COUNT_ENTRY_COLUMNS = (INT64, INT64, INT64, INT64, OBJECT, INT64, INT64)
 _ROW_FIELDS = itemgetter(_TS, _SIZE, _NEW, _OLD, _HDR, _BASE, _PRIOR)  # entry tuple -> row fields
 
 
-def entry_rows() -> WindowRows:
+def entry_rows(columns: tuple[str, ...] = ENTRY_COLUMNS) -> WindowRows:
     """The rows of a new until_window_closes window."""
-    return WindowRows(ENTRY_COLUMNS, fixed=2)
+    return WindowRows(columns, fixed=2)
 
 
 def _entries(rows: WindowRows) -> Any:
@@ -63,10 +66,19 @@ class TimeOrderedKeyValueBuffer:
         # what changed since the last state export, per window (None: the one bucket of until_time_limit):
         # {inner key: entry} put, inner keys removed
         self.log = StoreLog()
+        self.entry_columns = ENTRY_COLUMNS  # the kinds of an until_window_closes window's columns
+
+    def hold_counts(self) -> None:
+        """Keep the values in int64 columns (COUNT_ENTRY_COLUMNS): the buffer is fed by a windowed count that
+        sends old values, so every new, old and prior value is an int (a key new to its window has the
+        initializer's 0 as old value). Set before the buffer holds anything."""
+        if self.buckets and self.entry_columns is not COUNT_ENTRY_COLUMNS:
+            raise RuntimeError("hold_counts() is set before the buffer holds entries")
+        self.entry_columns = COUNT_ENTRY_COLUMNS
 
     def open_window(self, window: Any) -> WindowRows:
         """An until_window_closes window's rows, new to the buffer, its end in the heap."""
-        rows = self.buckets[window] = entry_rows()
+        rows = self.buckets[window] = entry_rows(self.entry_columns)
         heappush(self.heap, (window[1], window[0]))
         return rows
 
@@ -149,7 +161,7 @@ class TimeOrderedKeyValueBuffer:
             window = _new_tuple(Window, (start, end))
             rows = self.buckets.get(window)
             if rows is None:
-                rows = self.buckets[window] = entry_rows()
+                rows = self.buckets[window] = entry_rows(self.entry_columns)
             _put_entries(rows, keys[lo:hi], entries[lo:hi])
 
     def _current_form(self, saved: dict[str, Any]) -> dict[str, Any]:
@@ -228,7 +240,7 @@ class TimeOrderedKeyValueBuffer:
         if "windows" in saved:
             for (start, end), base in saved["windows"]:
                 window = _new_tuple(Window, (start, end))
-                self.buckets[window] = entry_rows()
+                self.buckets[window] = entry_rows(self.entry_columns)
                 self.buckets[window].load(base, _part_name(window))
         else:  # until_time_limit, or an until_window_closes snapshot before 2026-11-24
             self.load_entries(self._current_form(saved))
@@ -306,7 +318,7 @@ class TimeOrderedKeyValueBuffer:
         for window, saved, gone in steps:
             rows = buckets.get(window)
             if rows is None:
-                rows = buckets[window] = entry_rows()
+                rows = buckets[window] = entry_rows(self.entry_columns)
             if "columns" in saved:
                 rows.load(saved, _part_name(window))
                 continue
@@ -319,7 +331,7 @@ class TimeOrderedKeyValueBuffer:
                     for key, entry in zip(rows.keys, _entries(rows), strict=True)
                     if key not in gone_keys
                 ]
-                rows = buckets[window] = entry_rows()
+                rows = buckets[window] = entry_rows(self.entry_columns)
                 _put_entries(rows, [key for key, _ in kept], [entry for _, entry in kept])
         for window in [w for w, rows in buckets.items() if not rows]:
             del buckets[window]

@@ -7,8 +7,9 @@ pickled one object at a time; a list column as a tuple of its values), plus each
 Keeping an entry as a tuple per key instead costs an export several cache misses per changed entry (the
 tuple, its key, its int objects, scattered over the heap): at 250k keys per task that was most of its cost.
 A list column is not packed into an int64 array even when it holds ints: checking that they are all ints
-(not bools) and packing costs more than pickling small ints, and the count, whose values are ints, has an
-int64 column.
+(not bools) and packing costs more than pickling small ints. Stores whose values are ints by construction
+have int64 columns instead: a count's, and a final suppress buffer fed by a count (its new, old and prior
+values).
 
 A row whose entry left is dead: its first field is None and the index no longer names it; should the key
 come back it gets a new row. Dead rows stay until the window goes, so that row numbers agree between the
@@ -98,10 +99,12 @@ class WindowRows:
             self._index.update(zip(keys, range(first, first + len(keys)), strict=True))
         self.keys += keys
         for column, values in zip(self.columns, columns, strict=True):
-            if type(values) is np.ndarray:
+            if type(column) is not array:
+                column += values.tolist() if type(values) is np.ndarray else values
+            elif type(values) is np.ndarray:
                 column.frombytes(values.astype(np.int64, copy=False).tobytes())
             else:
-                column += values
+                column.extend(values)
         self.dirty += b"\x01" * len(keys)
 
     def put_rows(self, rows: np.ndarray, columns: list) -> None:
@@ -204,6 +207,7 @@ class WindowRows:
     def load(self, saved: dict[str, Any], name: str) -> None:
         """Apply a saved base (to an empty window) or delta (to the rows it continues)."""
         keys, columns = self.keys, self.columns
+        saved = {**saved, "columns": self._loadable(saved["columns"], name)}
         if "rows" not in saved:
             if keys:
                 raise ValueError(f"state part {name!r}: a base over a window that has rows")
@@ -227,8 +231,6 @@ class WindowRows:
             kept = len(positions) - added
             if kept < 0 or not np.array_equal(positions[kept:], np.arange(first, first + added)):
                 raise ValueError(f"state part {name!r}: its new rows are not its last {added}, in order")
-            if len(values_by_column) != len(columns):
-                raise ValueError(f"state part {name!r}: {len(values_by_column)} columns, not {len(columns)}")
             for n, values in enumerate(values_by_column):
                 expected = len(rows) if n < self.changing else added
                 if len(values) != expected:
@@ -252,6 +254,23 @@ class WindowRows:
                 self._forget_dead(rows, saved["columns"][0])
         self.dirty.extend(bytes(len(keys) - len(self.dirty)))
         self.saved = len(keys)
+
+    def _loadable(self, values_by_column: list, name: str) -> list:
+        """The saved values by column, those of an int64 column as an array("q"): a part saved by a store
+        whose column was a list (an earlier engine's final buffer) loads into int64 columns."""
+        if len(values_by_column) != len(self.columns):
+            raise ValueError(f"state part {name!r}: {len(values_by_column)} columns, not {len(self.columns)}")
+        loadable = []
+        for n, (column, values) in enumerate(zip(self.columns, values_by_column, strict=True)):
+            if type(column) is array and type(values) is not array:
+                try:
+                    values = array(INT64, values)
+                except (TypeError, OverflowError) as error:
+                    raise ValueError(
+                        f"state part {name!r}: column {n} holds a value that is not an int64 ({error})"
+                    ) from None
+            loadable.append(values)
+        return loadable
 
     def _forget_dead(self, rows: Any, firsts: Any) -> None:
         """Drop from the index the keys of `rows` whose first field (`firsts`, by position) is None."""
