@@ -7,8 +7,9 @@ entries (each has its own buffer time, its first put's), each a tuple in a dict 
 keeps a heap of its windows only: a window's entries share its end as buffer time and, the config being
 strict, leave together when it closes, so they are sorted by key bytes once then, not pushed into a heap one
 by one (and their key bytes are computed then, not kept). Its windows keep their entries in rows
-(WindowRows, columns ENTRY_COLUMNS), which an export saves column-wise. The suppress node
-(nodes/suppress.py) holds the emit policy: when entries are due or the buffer is over capacity.
+(WindowRows, columns ENTRY_COLUMNS; COUNT_ENTRY_COLUMNS when a count feeds it), which an export saves
+column-wise. The suppress node (nodes/suppress.py) holds the emit policy: when entries are due or the
+buffer is over capacity.
 """
 
 from __future__ import annotations
