@@ -16,8 +16,9 @@ from spark_jobs.streams.nodes import final_window_count
 from spark_jobs.streams.nodes.aggregations import TimeWindowAggregateNode
 from spark_jobs.streams.nodes.final_window_count import FinalWindowCount, _distinct, _same_rows
 from spark_jobs.streams.nodes.suppress import SuppressNode
-from spark_jobs.streams.nodes.time_ordered_buffer import entry_rows
+from spark_jobs.streams.nodes.time_ordered_buffer import ENTRY_COLUMNS, TimeOrderedKeyValueBuffer, entry_rows
 from spark_jobs.streams.nodes.window_rows import loaded_keys
+from spark_jobs.streams.records import Window
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
 TOPIC = "readings"
@@ -343,3 +344,11 @@ def test_the_buffer_of_a_count_saves_its_values_as_int64_arrays() -> None:
             [0, 0, 0],
             [None, {"h": b"1"}, None],
         )
+
+
+def test_a_buffer_holding_entries_in_list_columns_cannot_switch_to_int64_columns() -> None:
+    buffer = TimeOrderedKeyValueBuffer(window_close=True)
+    buffer.open_window(Window(0, 10))
+    with pytest.raises(RuntimeError, match="must be set before the buffer holds entries"):
+        buffer.hold_counts()
+    assert buffer.entry_columns == ENTRY_COLUMNS

@@ -424,8 +424,8 @@ class FinalWindowCount:
     def _put_entries(
         self, window: Window, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None
     ) -> None:
-        """The buffer's entries of one window, with their values after the batch (COUNT_ENTRY_COLUMNS: ts, size,
-        new, old, hdr | base, prior; the new value is the count, the old one the count before)."""
+        """The buffer's entries of one window, with their values after the batch (COUNT_ENTRY_COLUMNS: ts,
+        size, new, old, hdr | base, prior; the new value is the count, the old one the count before)."""
         buffer = self.suppress.buffer
         entries = buffer.buckets.get(window)
         if entries is None:

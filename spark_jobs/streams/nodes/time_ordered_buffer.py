@@ -74,7 +74,7 @@ class TimeOrderedKeyValueBuffer:
         sends old values, so every new, old and prior value is an int (a key new to its window has the
         initializer's 0 as old value). Set before the buffer holds anything."""
         if self.buckets and self.entry_columns is not COUNT_ENTRY_COLUMNS:
-            raise RuntimeError("hold_counts() is set before the buffer holds entries")
+            raise RuntimeError("hold_counts() must be set before the buffer holds entries")
         self.entry_columns = COUNT_ENTRY_COLUMNS
 
     def open_window(self, window: Any) -> WindowRows:
