@@ -109,7 +109,6 @@ class FinalWindowCount:
     def __init__(self, count: TimeWindowAggregateNode, suppress: SuppressNode) -> None:
         self.count = count
         self.suppress = suppress
-        suppress.buffer.hold_counts()  # the buffer's values are this count's: ints
 
     def process_columns(self, keys, values, olds, timestamps, headers) -> Batch | None:
         """The suppress node's output; its `src` points at this batch's rows (the count's input), when the
@@ -288,7 +287,9 @@ class FinalWindowCount:
                 buffer_row[in_window] = found
                 if held.any():
                     rows_held = found[held]
-                    columns = entries.columns  # COUNT_ENTRY_COLUMNS: ts, size, new, old, hdr | base, prior
+                    columns = (
+                        entries.columns
+                    )  # COUNT_ENTRY_COLUMNS (SuppressNode.fed_by): ts, size, .. | base, prior
                     prior[in_window[held]] = np.frombuffer(columns[6], np.int64)[rows_held]
                     base[in_window[held]] = np.frombuffer(columns[5], np.int64)[rows_held]
                     size_before[in_window[held]] = np.frombuffer(columns[1], np.int64)[rows_held]

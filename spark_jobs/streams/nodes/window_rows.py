@@ -8,8 +8,8 @@ Keeping an entry as a tuple per key instead costs an export several cache misses
 tuple, its key, its int objects, scattered over the heap): at 250k keys per task that was most of its cost.
 A list column is not packed into an int64 array even when it holds ints: checking that they are all ints
 (not bools) and packing costs more than pickling small ints. Stores whose values are ints by construction
-have int64 columns instead: a count's, and a final suppress buffer fed by a count (its new, old and prior
-values).
+have int64 columns instead: a count's, and an until_window_closes suppress buffer fed by a time-window count
+(its new, old and prior values).
 
 A row whose entry left is dead: its first field is None and the index no longer names it; should the key
 come back it gets a new row. Dead rows stay until the window goes, so that row numbers agree between the
@@ -99,12 +99,10 @@ class WindowRows:
             self._index.update(zip(keys, range(first, first + len(keys)), strict=True))
         self.keys += keys
         for column, values in zip(self.columns, columns, strict=True):
-            if type(column) is not array:
-                column += values.tolist() if type(values) is np.ndarray else values
-            elif type(values) is np.ndarray:
+            if type(values) is np.ndarray:
                 column.frombytes(values.astype(np.int64, copy=False).tobytes())
             else:
-                column.extend(values)
+                column += values
         self.dirty += b"\x01" * len(keys)
 
     def put_rows(self, rows: np.ndarray, columns: list) -> None:
