@@ -10,7 +10,6 @@ from ..records import Windowed
 from ..serde import headers_size, key_bytes, value_size, window_start_bytes
 from ..suppress import SHUT_DOWN, BufferFullError, Suppressed
 from ..timeutil import INT64_MAX
-from .aggregations import TimeWindowAggregateNode
 from .base import Batch, Node
 from .time_ordered_buffer import (
     _HDR,
@@ -49,18 +48,6 @@ class SuppressNode(Node):
         self.samples = 1
         self.size_sum = self.count_sum = 0
         self.size_max = self.count_max = 0
-
-    def fed_by(self, parent: Node) -> None:
-        """Called by the task once its nodes are wired, before any state loads. A time-window count's values
-        and old values are ints (0, the initializer, for a key new to its window), so an until_window_closes
-        buffer it feeds keeps them in int64 columns (TimeOrderedKeyValueBuffer.hold_counts)."""
-        if (
-            self.window_close
-            and isinstance(parent, TimeWindowAggregateNode)
-            and parent.aggregation.kind == "count"
-            and parent.send_old_values
-        ):
-            self.buffer.hold_counts()
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         buffer = self.buffer

@@ -39,8 +39,8 @@ _new_tuple = tuple.__new__
 # the key stays buffered. Entries never leave one by one (the buffer is strict), so no row is dead
 # (WindowRows: the first column is an int64).
 ENTRY_COLUMNS = (INT64, INT64, OBJECT, OBJECT, OBJECT, INT64, OBJECT)  # ts, size, new, old, hdr | base, prior
-# A buffer fed by a time-window count (`TimeOrderedKeyValueBuffer.hold_counts`): its new, old and prior
-# values are ints, in int64 columns. Saving and loading them then copies arrays instead of pickling an object per value.
+# A buffer fed by a count (`TimeOrderedKeyValueBuffer.hold_counts`): its new, old and prior values are ints,
+# in int64 columns. Saving and loading them then copies arrays instead of pickling an object per value.
 COUNT_ENTRY_COLUMNS = (INT64, INT64, INT64, INT64, OBJECT, INT64, INT64)
 _ROW_FIELDS = itemgetter(_TS, _SIZE, _NEW, _OLD, _HDR, _BASE, _PRIOR)  # entry tuple -> row fields
 
@@ -70,10 +70,10 @@ class TimeOrderedKeyValueBuffer:
         self.entry_columns = ENTRY_COLUMNS  # the kinds of an until_window_closes window's columns
 
     def hold_counts(self) -> None:
-        """Keep the values in int64 columns (COUNT_ENTRY_COLUMNS): the buffer is fed by a time-window count
-        that sends old values (SuppressNode.fed_by), so every new, old and prior value is an int. Set before
-        the buffer holds anything."""
-        if self.buckets:
+        """Keep the values in int64 columns (COUNT_ENTRY_COLUMNS): the buffer is fed by a windowed count that
+        sends old values, so every new, old and prior value is an int (a key new to its window has the
+        initializer's 0 as old value). Set before the buffer holds anything (set again, it changes nothing)."""
+        if self.buckets and self.entry_columns is not COUNT_ENTRY_COLUMNS:
             raise RuntimeError("hold_counts() must be set before the buffer holds entries")
         self.entry_columns = COUNT_ENTRY_COLUMNS
 

@@ -8,8 +8,8 @@ Keeping an entry as a tuple per key instead costs an export several cache misses
 tuple, its key, its int objects, scattered over the heap): at 250k keys per task that was most of its cost.
 A list column is not packed into an int64 array even when it holds ints: checking that they are all ints
 (not bools) and packing costs more than pickling small ints. Stores whose values are ints by construction
-have int64 columns instead: a count's, and an until_window_closes suppress buffer fed by a time-window count
-(its new, old and prior values).
+have int64 columns instead: a count's, and a final suppress buffer fed by a count (its new, old and prior
+values).
 
 A row whose entry left is dead: its first field is None and the index no longer names it; should the key
 come back it gets a new row. Dead rows stay until the window goes, so that row numbers agree between the

@@ -28,7 +28,6 @@ from typing import Any, NamedTuple
 
 from ..nodes.base import Node, SinkNode, SourceNode, UserProcessorNode
 from ..nodes.final_window_count import final_window_count
-from ..nodes.suppress import SuppressNode
 from ..records import Record, Windowed, make_record, make_windowed
 from ..timeutil import INT64_MAX, Duration, to_millis
 from ..topology import Topology, topology_fingerprint
@@ -175,9 +174,6 @@ class StreamTask:
         self.nodes: dict[str, Node] = {name: spec.factory() for name, spec in topology.specs.items()}
         for name, spec in topology.specs.items():
             self.nodes[name].children = [self.nodes[child] for child in spec.children]
-        for node in self.nodes.values():
-            if isinstance(node, SuppressNode):
-                node.fed_by(self.nodes[node.parent_name])
         self._serial_runners: dict[str, Callable] = {}
         for node in self.nodes.values():
             self._serial_runner(node)
