@@ -63,8 +63,8 @@ class InMemoryRuntime:
             if topic not in topics:
                 raise ValueError(f"{path}: topic {topic!r} is not an input of {self.spec.module} {topics}")
             content = Path(path).read_bytes()
-            parsed = read_landing_file(path, content, self.spec.num_partitions)
             with_values = self.spec.topology().reads_values(topic)
+            parsed = read_landing_file(path, content, self.spec.num_partitions, keep_values=with_values)
             chunks += data_chunks(parsed, mtime, with_values, topic, seen_by)
         if wall_clock_ms is not None:
             markers = {p: [wall_clock_ms] for p in range(self.spec.num_partitions)}

@@ -75,7 +75,8 @@ class PartitionRecords:
     """Valid records of one file for one partition, in file order (columnar).
 
     Values are either decoded (`values`) or, from the bulk JSON path, still JSON text (`values_json`, one
-    `msgspec.Raw` per record, known to decode): the task decodes them, a whole chunk in one call. The bulk
+    `msgspec.Raw` per record, known to decode): the task decodes them, a whole chunk in one call. A file
+    read without its values (`keep_values=False`) has neither (`values` is None). The bulk
     paths keep timestamps, lines and key codes as int64/int32 arrays (no Python object per record; the
     list properties convert them when asked) and number the keys (`key_codes` into `key_table`, the
     distinct keys of this partition's records in the file), so that a chunk carries each distinct key
@@ -103,9 +104,10 @@ class PartitionRecords:
         values_json: list[msgspec.Raw] | None = None,
         key_table: list[str] | None = None,
         key_codes: np.ndarray | None = None,
+        values_kept: bool = True,
     ):
         self._keys = [] if keys is None and key_codes is None else keys  # None: built from the codes
-        self.values = [] if values is None else values
+        self.values = None if not values_kept else [] if values is None else values
         self._timestamps = [] if timestamps is None else timestamps
         self.offsets = [] if offsets is None else offsets
         self._lines = [] if lines is None else lines
@@ -141,9 +143,9 @@ class PartitionRecords:
         return len(self._timestamps)
 
     def decoded_values(self) -> list[Any]:
-        if self.values_json is None:
-            return self.values
-        return decode_json_values(self.values_json)
+        if self.values_json is not None:
+            return decode_json_values(self.values_json)
+        return [None] * len(self) if self.values is None else self.values
 
 
 def gather(items: list, positions: np.ndarray) -> list:
@@ -221,9 +223,13 @@ def is_parquet(path: str) -> bool:
     return name.endswith(PARQUET_SUFFIXES)
 
 
-def read_landing_file(path: str, content: bytes | None, num_partitions: int) -> LandingFile:
+def read_landing_file(
+    path: str, content: bytes | None, num_partitions: int, keep_values: bool = True
+) -> LandingFile:
     """Parse one landing file (JSON lines, or Parquet by suffix; `.gz` is decompressed first). Without
-    `content`, the file is read from `path` here; a file that cannot be read is one quarantined record."""
+    `content`, the file is read from `path` here; a file that cannot be read is one quarantined record.
+    `keep_values=False` (for a topology that never reads them): the bulk JSON path checks that each value
+    is valid JSON and keeps none of them (records get None); the other paths keep them anyway."""
     parsed = LandingFile(path=path)
     if content is None:
         try:
@@ -241,7 +247,7 @@ def read_landing_file(path: str, content: bytes | None, num_partitions: int) -> 
     if is_parquet(path):
         _read_parquet(content, num_partitions, parsed)
     else:
-        _read_json_lines(content, num_partitions, parsed)
+        _read_json_lines(content, num_partitions, parsed, keep_values)
     return parsed
 
 
@@ -299,8 +305,8 @@ def _accept(parsed: LandingFile, line: int, fields: dict, num_partitions: int) -
     return None
 
 
-def _read_json_lines(content: bytes, num_partitions: int, parsed: LandingFile) -> None:
-    if not _read_clean_json_lines(content, num_partitions, parsed):
+def _read_json_lines(content: bytes, num_partitions: int, parsed: LandingFile, keep_values: bool) -> None:
+    if not _read_clean_json_lines(content, num_partitions, parsed, keep_values):
         _read_json_lines_one_by_one(content, num_partitions, parsed)
 
 
@@ -317,28 +323,31 @@ class _CleanLine(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     value: msgspec.Raw = msgspec.Raw(b"null")
 
 
-_decode_clean_line = msgspec.json.Decoder(_CleanLine).decode
+# A whole file's lines as the items of one JSON array: one decoder call, no bytes object per line.
+_decode_clean_lines = msgspec.json.Decoder(list[_CleanLine]).decode
 
 
-def _read_clean_json_lines(content: bytes, num_partitions: int, parsed: LandingFile) -> bool:
-    """The common case in bulk: every line is a valid record with only key/value/timestamp. Each line is
-    still decoded on its own (a typed decoder mapped over the lines; values stay JSON text), while range
-    checks, partitioning and grouping run over whole columns. Returns False, having changed nothing, as
-    soon as any line needs a closer look (the line-by-line path then finds out which and why)."""
-    lines = content.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    if not lines:
+def _read_clean_json_lines(
+    content: bytes, num_partitions: int, parsed: LandingFile, keep_values: bool = True
+) -> bool:
+    """The common case in bulk: every line is a valid record with only key/value/timestamp. The lines are
+    decoded as the items of one JSON array (values stay JSON text), while range checks, partitioning and
+    grouping run over whole columns. Returns False, having changed nothing, as soon as any line needs a
+    closer look (the line-by-line path then finds out which and why)."""
+    body = content[:-1] if content.endswith(b"\n") else content
+    if not body:
         return False
     try:
-        # Fails on bad JSON, a non-object, a missing, extra or ill-typed field, and on invalid UTF-8 in
-        # the key (values are only syntax-checked here).
-        records = list(map(_decode_clean_line, lines))
+        # Fails on bad JSON, a non-object, a missing, extra or ill-typed field, on invalid UTF-8 in the
+        # key (values are only syntax-checked here), and on a blank line (two commas in a row). A line
+        # holding two comma-separated objects would still parse: the count below catches it.
+        records = _decode_clean_lines(b"[" + body.replace(b"\n", b",") + b"]")
+        if len(records) != body.count(b"\n") + 1:
+            return False
         # OverflowError: a timestamp beyond int64 (the line path quarantines it)
         timestamps = np.fromiter(map(_TIMESTAMP, records), dtype=np.int64, count=len(records))
     except (*_JSON_ERRORS, OverflowError):
         return False
-    del lines
     if timestamps.min() < 0:
         return False
     keys = list(map(_KEY, records))
@@ -350,7 +359,9 @@ def _read_clean_json_lines(content: bytes, num_partitions: int, parsed: LandingF
             decode_json_values(values)
         except _JSON_ERRORS:
             return False
-    _group_by_partition(parsed, keys, values, timestamps, num_partitions, json_values=True)
+    _group_by_partition(
+        parsed, keys, values if keep_values else None, timestamps, num_partitions, json_values=True
+    )
     return True
 
 
@@ -367,24 +378,28 @@ def _group_by_partition(
 ) -> None:
     """Valid records (no partition or offset fields) of a whole file into their partitions, by columns:
     one stable sort by partition, then each column is picked in that order once and cut into slices
-    (timestamps, lines and key codes as arrays, values as lists)."""
+    (timestamps, lines and key codes as arrays, values as lists; `values` None: not kept)."""
     partitions, codes, tables = _number_keys(keys, num_partitions)
     counts = np.bincount(partitions, minlength=num_partitions).tolist()
     order = np.argsort(partitions, kind="stable")
-    values, timestamps, codes = gather(values, order), timestamps[order], codes[order]
+    timestamps, codes = timestamps[order], codes[order]
+    if values is not None:
+        values = gather(values, order)
     lines = order + 1
     start = 0
     for partition, count in enumerate(counts):
         if not count:
             continue
         end = start + count
+        kept = values[start:end] if values is not None else None
         parsed.by_partition[partition] = PartitionRecords(
-            values=None if json_values else values[start:end],
+            values=None if json_values else kept,
             timestamps=timestamps[start:end],
             lines=lines[start:end],
-            values_json=values[start:end] if json_values else None,
+            values_json=kept if json_values else None,
             key_table=tables[partition],
             key_codes=codes[start:end],
+            values_kept=values is not None,
         )
         start = end
 

@@ -188,8 +188,8 @@ def _parse_files(
                     content = Path(path).read_bytes()
                 chunks += wall_clock_chunks(wall_clock.parse_marker_file(content), path, mtime_ms)
             else:
-                parsed = read_landing_file(path, content, num_partitions)
                 values = with_values.get(topic, True) if isinstance(with_values, dict) else with_values
+                parsed = read_landing_file(path, content, num_partitions, keep_values=values)
                 chunks += data_chunks(parsed, mtime_ms, values, topic, seen_by)
         if chunks:
             yield chunks_to_arrow(chunks, task_groups)

@@ -93,7 +93,9 @@ def _dump(obj: Any) -> bytes:
 
 
 def _data_payload(recs: PartitionRecords, start: int, end: int, with_values: bool) -> bytes:
-    if recs.values_json is not None:
+    if recs.values is None and with_values:
+        raise ValueError("records read without their values (keep_values=False) cannot be sent with them")
+    if recs.values_json is not None or recs.values is None:
         # Keys as codes into the partition's key table: a key is sent once per chunk, and the task gets one
         # string object per distinct key (hashed once, however many records carry it). Codes (in the
         # fewest bytes the table needs) and timestamps as little-endian integers: no Python object per

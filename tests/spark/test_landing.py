@@ -188,9 +188,11 @@ GOOD = [
         (b"1" + b"0" * 400 + b".5", Reason.UNPARSEABLE),  # beyond float range without an exponent
     ],
 )
-def test_a_bad_value_in_an_otherwise_clean_file_costs_one_line(value, reason):
+@pytest.mark.parametrize("keep_values", [True, False])
+def test_a_bad_value_in_an_otherwise_clean_file_costs_one_line(value, reason, keep_values):
+    # A topology that never reads values still gets only records whose values are valid JSON.
     bad = b'{"key": "c", "value": ' + value + b', "timestamp": 12}'
-    parsed = read_landing_file("f.jsonl", b"\n".join([GOOD[0], bad, GOOD[1]]) + b"\n", 2)
+    parsed = read_landing_file("f.jsonl", b"\n".join([GOOD[0], bad, GOOD[1]]) + b"\n", 2, keep_values)
     assert parsed.quarantined.reasons == [reason]
     assert parsed.quarantined.lines == [2]
     assert sorted(k for r in parsed.by_partition.values() for k in r.keys) == ["a", "b"]
@@ -207,6 +209,40 @@ def test_values_that_are_surely_decodable_stay_json_text_and_decode_later():
         {"t": 1500.0, "u": "été", "w": "café"},
         123456789012345678901234567890,
     ]
+
+
+def test_without_values_kept_a_clean_file_gives_each_record_none():
+    lines = [json.dumps({"key": f"k{i % 3}", "value": {"t": i}, "timestamp": i}) for i in range(9)]
+    kept = read_landing_file("f.jsonl", "\n".join(lines).encode(), 2)
+    bare = read_landing_file("f.jsonl", "\n".join(lines).encode(), 2, keep_values=False)
+    assert set(bare.by_partition) == set(kept.by_partition)
+    for partition, records in bare.by_partition.items():
+        assert records.values is None and records.values_json is None
+        assert records.decoded_values() == [None] * len(records)
+        other = kept.by_partition[partition]
+        assert (records.keys, records.timestamps, records.lines) == (other.keys, other.timestamps, other.lines)
+
+
+@pytest.mark.parametrize(
+    "odd_line",
+    [
+        b'{"key": "x", "timestamp": 5}, {"key": "y", "timestamp": 6}',  # two records on one line
+        b'{"key": "x", "timestamp": 5}]',
+        b'[{"key": "x", "timestamp": 5}',
+        b"",  # a blank line is not a record
+        b"   ",
+    ],
+)
+def test_the_bulk_path_keeps_one_record_per_line(odd_line):
+    """Clean files are decoded as one JSON array of their lines: a line that is not exactly one record
+    must not shift or add records, whatever it does to the array."""
+    lines = [json.dumps({"key": f"k{i}", "timestamp": i}).encode() for i in range(6)]
+    lines[2] = odd_line
+    parsed = read_landing_file("f.jsonl", b"\n".join(lines) + b"\n", 1)
+    (records,) = parsed.by_partition.values()
+    assert records.keys == ["k0", "k1", "k3", "k4", "k5"]
+    assert records.lines == [1, 2, 4, 5, 6]
+    assert parsed.quarantined.lines == ([] if not odd_line.strip() else [3])
 
 
 def test_without_content_the_file_is_read_from_its_path(tmp_path):
@@ -267,6 +303,10 @@ def test_every_line_is_accepted_exactly_when_it_decodes_strictly(values):
     for records in parsed.by_partition.values():
         got.update(zip(records.keys, records.decoded_values(), strict=True))
     assert got == expected_good
+    # without values kept: the same lines accepted and quarantined
+    bare = read_landing_file("f.jsonl", b"\n".join(lines) + b"\n", 3, keep_values=False)
+    assert bare.quarantined.lines == expected_bad
+    assert sorted(k for r in bare.by_partition.values() for k in r.keys) == sorted(expected_good)
 
 
 @settings(max_examples=200, deadline=None)

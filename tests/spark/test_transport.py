@@ -9,6 +9,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from spark_jobs.spark.landing import partition_for_key, read_landing_file
 from spark_jobs.spark.transport import (
@@ -105,3 +106,15 @@ def test_without_values_a_task_gets_none_for_each_and_everything_else_unchanged(
         assert (bare.keys, bare.timestamps) == (full.keys, full.timestamps), name
         bare_bytes = sum(len(c.payload) for c in data_chunks(parsed, 1, with_values=False))
         assert bare_bytes < sum(len(c.payload) for c in data_chunks(parsed, 1)) / 2, name
+
+
+def test_a_file_read_without_its_values_sends_none_and_refuses_to_send_values():
+    records = [{"key": f"k{i % 4}", "value": {"i": i}, "timestamp": 1000 + i} for i in range(30)]
+    full = ordered_input(data_chunks(read_landing_file("/in/a.jsonl", _file(records), 2), 1))
+    bare_file = read_landing_file("/in/a.jsonl", _file(records), 2, keep_values=False)
+    bare = ordered_input(data_chunks(bare_file, 1, with_values=False))
+    assert bare.values == [None] * len(records)
+    assert (bare.keys, bare.timestamps) == (full.keys, full.timestamps)
+    # values the file was read without cannot be sent: an error, never None in place of a value
+    with pytest.raises(ValueError, match="keep_values=False"):
+        data_chunks(bare_file, 1, with_values=True)
