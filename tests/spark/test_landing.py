@@ -220,7 +220,11 @@ def test_without_values_kept_a_clean_file_gives_each_record_none():
         assert records.values is None and records.values_json is None
         assert records.decoded_values() == [None] * len(records)
         other = kept.by_partition[partition]
-        assert (records.keys, records.timestamps, records.lines) == (other.keys, other.timestamps, other.lines)
+        assert (records.keys, records.timestamps, records.lines) == (
+            other.keys,
+            other.timestamps,
+            other.lines,
+        )
 
 
 @pytest.mark.parametrize(
