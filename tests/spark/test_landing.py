@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.spark.landing import Reason, partition_for_key, read_landing_file
+from spark_jobs.spark.landing import Reason, crc32_of_strings, partition_for_key, read_landing_file
 
 BAD_LINES = {
     b'{"key": "a", "timestamp": ': Reason.UNPARSEABLE,
@@ -331,6 +331,19 @@ def test_each_partition_gets_its_records_in_file_order_and_a_table_of_its_own_ke
         assert records.timestamps == [i for i, _ in own]
         assert records.keys == [k for _, k in own]
         assert records.key_table == list(dict.fromkeys(k for _, k in own))  # distinct, by first appearance
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=40), max_size=50), st.integers(0, 3))
+def test_crc32_of_strings_is_zlib_crc32_of_each_utf8_string(strings, cut):
+    """The partitioner's array form: the same partition as `partition_for_key`, key by key, also for
+    empty and non-ASCII keys and for an array that is a slice of another (Arrow offsets then start
+    later)."""
+    strings = [s.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for s in strings]
+    array = pa.array(["x" * 7] * cut + strings, pa.string()).slice(cut)
+    expected = [zlib.crc32(s.encode("utf-8")) for s in strings]
+    assert crc32_of_strings(array).tolist() == expected
+    assert [c % 5 for c in expected] == [partition_for_key(s, 5) for s in strings]
 
 
 @pytest.mark.parametrize(
