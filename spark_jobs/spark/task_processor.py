@@ -26,9 +26,10 @@ class SparkPartStore:
         self._meta = meta
 
     def read_meta(self):
-        if not self._meta.exists():
+        value = self._meta.get()  # None when unset: one round trip to the state server, not two
+        if value is None:
             return None
-        version, manifest = self._meta.get()
+        version, manifest = value
         return version, bytes(manifest)
 
     def write_meta(self, version, manifest):
