@@ -167,6 +167,28 @@ def test_clean_parquet_takes_the_column_path_with_the_same_result():
         )
 
 
+def test_parquet_keys_of_several_row_groups_and_large_strings_number_like_json_keys():
+    # The column path hands the key column to Arrow as it is read: chunks (one per row group) and
+    # large_string keys must give the same partitions, tables and codes as the same records in JSON.
+    keys = [f"k{i % 9}é" for i in range(40)]
+    table = pa.table({"key": pa.array(keys, pa.large_string()), "timestamp": list(range(40))})
+    sink = io.BytesIO()
+    pq.write_table(table, sink, row_group_size=7)
+    from_parquet = read_landing_file("f.parquet", sink.getvalue(), 3)
+    lines = "".join(json.dumps({"key": k, "timestamp": i}) + "\n" for i, k in enumerate(keys))
+    from_json = read_landing_file("f.jsonl", lines.encode(), 3)
+    assert set(from_parquet.by_partition) == set(from_json.by_partition)
+    for partition, records in from_parquet.by_partition.items():
+        other = from_json.by_partition[partition]
+        assert (records.key_table, records.keys, records.timestamps, records.lines) == (
+            other.key_table,
+            other.keys,
+            other.timestamps,
+            other.lines,
+        )
+        assert records.key_codes.tolist() == other.key_codes.tolist()
+
+
 def test_lone_surrogate_is_unparseable():
     parsed = read_landing_file("f.jsonl", b'{"key": "a", "value": "\\ud800", "timestamp": 1}\n', 2)
     assert parsed.quarantined.reasons == [Reason.UNPARSEABLE]
