@@ -71,17 +71,9 @@ def partition_for_key(key: str, num_partitions: int) -> int:
     return zlib.crc32(key.encode("utf-8")) % num_partitions
 
 
-def _crc32_table() -> np.ndarray:
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xEDB88320 if crc & 1 else crc >> 1
-        table.append(crc)
-    return np.array(table, dtype=np.uint32)
-
-
-_CRC32_TABLE = _crc32_table()
+# crc32's table, from zlib itself: starting from a zero register (previous value 0xFFFFFFFF, which zlib
+# inverts), one byte b leaves the register at table[b], which zlib returns inverted.
+_CRC32_TABLE = np.array([zlib.crc32(bytes([b]), 0xFFFFFFFF) ^ 0xFFFFFFFF for b in range(256)], np.uint32)
 
 
 def crc32_of_strings(strings: pa.StringArray) -> np.ndarray:
