@@ -77,6 +77,11 @@ SOURCE_CONTROL = "control"
 # Rows per output chunk: bounds one Arrow IPC cell between the task and the sink.
 OUTPUT_CHUNK_ROWS = 100_000
 
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+FILE_SYSTEM_CHECKPOINT_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
+
 JOB_FILE = "job.json"
 # How long a finished query waits for the progress line of its last micro-batch.
 PROGRESS_WAIT_S = 10.0
@@ -479,9 +484,8 @@ class TopologyRuntime:
             .option("checkpointLocation", str(self._checkpoint / SPARK_CHECKPOINT))
         )
 
-    def _start(self, writer):
-        """Start with this job's query settings, leaving the (possibly shared) session's own untouched:
-        a query runs on a clone of the session taken at start."""
+    def query_settings(self) -> dict[str, str]:
+        """The SQL settings this job's query runs with, on top of the session's."""
         conf = {
             # Commit a changelog per batch instead of uploading RocksDB files: seconds less per micro-batch.
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
@@ -490,6 +494,26 @@ class TopologyRuntime:
         }
         if self.config.shuffle_partitions is not None:
             conf["spark.sql.shuffle.partitions"] = str(self.config.shuffle_partitions)
+        if self.spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is None and self._checkpoint_is_local():
+            # Each micro-batch writes checkpoint files (offsets, commits, a state changelog per task). Without
+            # its native library (pip's pyspark has none), Hadoop's local file system forks a process per
+            # permission set and per symlink check: Spark's default FileContext-based manager forks about 10
+            # per file it writes, the FileSystem-based one 2.
+            conf[CHECKPOINT_FILE_MANAGER] = FILE_SYSTEM_CHECKPOINT_MANAGER
+        return conf
+
+    def _checkpoint_is_local(self) -> bool:
+        """Whether Spark writes the checkpoint to the local file system (a path without a scheme goes to
+        Hadoop's default file system)."""
+        scheme = urlparse(self.config.checkpoint_dir).scheme
+        if not scheme:
+            scheme = urlparse(self.spark.sparkContext._jsc.hadoopConfiguration().get("fs.defaultFS")).scheme
+        return scheme == "file"
+
+    def _start(self, writer):
+        """Start with this job's query settings, leaving the (possibly shared) session's own untouched:
+        a query runs on a clone of the session taken at start."""
+        conf = self.query_settings()
         previous = {key: self.spark.conf.get(key, None) for key in conf}
         for key, value in conf.items():
             self.spark.conf.set(key, value)

@@ -10,6 +10,8 @@ import pytest
 
 from spark_jobs.spark.job import JobSpec, recorded_job
 from spark_jobs.spark.runtime import (
+    CHECKPOINT_FILE_MANAGER,
+    FILE_SYSTEM_CHECKPOINT_MANAGER,
     IdentityMismatch,
     MissingInput,
     RunConfig,
@@ -113,3 +115,29 @@ def test_task_groups_are_kept_with_the_checkpoint(spark, tmp_path):
     again.config.shuffle_partitions = 5  # ignored: Spark keeps the checkpoint's, and so do the groups
     again._check_identity()
     assert again._task_groups == first._task_groups
+
+
+@pytest.mark.spark
+def test_a_local_checkpoint_is_written_through_the_file_system_based_manager(spark, tmp_path):
+    """Hadoop's local file system forks processes for FileContext's symlink checks. The setting reaches the
+    query and only the query; a remote checkpoint and a user's own choice keep theirs."""
+    (tmp_path / "in").mkdir()
+    runtime = _runtime(spark, tmp_path)
+    runtime._check_identity()
+    query = runtime._start(runtime.build_query().trigger(availableNow=True))
+    try:
+        query.awaitTermination()
+        # The query's own metadata log (its offsets) writes through the manager the setting names.
+        manager = query._jsq.streamingQuery().offsetLog().fileManager().getClass().getName()
+    finally:
+        query.stop()
+    assert manager == FILE_SYSTEM_CHECKPOINT_MANAGER
+    assert spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is None  # the session's own settings untouched
+
+    remote = TopologyRuntime(spark, JobSpec(JOB, {}, 3), RunConfig("in", "out", "hdfs://namenode/ckpt"))
+    assert CHECKPOINT_FILE_MANAGER not in remote.query_settings()
+    spark.conf.set(CHECKPOINT_FILE_MANAGER, "com.example.OwnManager")
+    try:
+        assert CHECKPOINT_FILE_MANAGER not in _runtime(spark, tmp_path).query_settings()
+    finally:
+        spark.conf.unset(CHECKPOINT_FILE_MANAGER)
