@@ -10,7 +10,6 @@ is the Airflow task's log, so the line shows there while the query runs.
 from __future__ import annotations
 
 import logging
-import threading
 
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -25,7 +24,6 @@ class BatchProgressLogger(StreamingQueryListener):
     def __init__(self, query_name: str, summary: RunSummary):
         self.query_name = query_name
         self.summary = summary
-        self._lock = threading.Lock()
 
     def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's names)
         pass
@@ -37,9 +35,12 @@ class BatchProgressLogger(StreamingQueryListener):
         pass
 
     def onQueryProgress(self, event) -> None:  # noqa: N802
-        progress = event.progress
-        if progress.name != self.query_name:
-            return
+        if event.progress.name == self.query_name:
+            self.report(event.progress)
+
+    def report(self, progress) -> None:
+        """Record and log one micro-batch's progress (a `StreamingQueryProgress`), once: the listener hears
+        of a batch asynchronously, so the runtime also reports the query's last ones when it ends."""
         duration_ms = int(progress.durationMs.get("triggerExecution", 0))
         files = sum(int(source.numInputRows) for source in progress.sources)
         records = self.summary.processed_in_batch(progress.batchId)
@@ -54,8 +55,8 @@ class BatchProgressLogger(StreamingQueryListener):
             "state_rows": state_rows,
             "state_bytes": state_bytes,
         }
-        with self._lock:
-            self.summary.add_progress(line)
+        if not self.summary.add_progress(line):
+            return
         logger.info(
             "batch %d: %d files, %d records, %s records/s, %.1f s, state %d rows / %.1f MB",
             line["batch"],

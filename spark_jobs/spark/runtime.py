@@ -83,8 +83,6 @@ FILE_SYSTEM_CHECKPOINT_MANAGER = (
 )
 
 JOB_FILE = "job.json"
-# How long a finished query waits for the progress line of its last micro-batch.
-PROGRESS_WAIT_S = 10.0
 SPARK_CHECKPOINT = "spark"
 
 
@@ -552,15 +550,15 @@ class TopologyRuntime:
         self._check_identity()
         from spark_jobs.spark.progress import BatchProgressLogger
 
-        listener = BatchProgressLogger(self.query_name, self.summary)
-        self.spark.streams.addListener(listener)
+        self._progress = BatchProgressLogger(self.query_name, self.summary)
+        self.spark.streams.addListener(self._progress)
         try:
             if self.config.trigger == AVAILABLE_NOW:
                 self._run_available_now()
             else:
                 self._run_continuous()
         finally:
-            self.spark.streams.removeListener(listener)
+            self.spark.streams.removeListener(self._progress)
         self.summary.write(self.config.output_dir)
         return self.summary
 
@@ -592,7 +590,7 @@ class TopologyRuntime:
             ticker.stop()
             if query.isActive:
                 query.stop()
-            self._record_durations(query)
+            self._record_progress(query)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if query.exception() is not None:
@@ -600,20 +598,16 @@ class TopologyRuntime:
 
     def _await(self, query) -> None:
         query.awaitTermination()
-        self._record_durations(query)
+        self._record_progress(query)
         if query.exception() is not None:
             raise RuntimeError(f"streaming query failed: {query.exception()}")
 
-    def _record_durations(self, query) -> None:
-        # Listeners hear of a batch asynchronously: let the progress line of the last one arrive.
-        last = max((progress["batchId"] for progress in query.recentProgress), default=None)
-        deadline = time.monotonic() + PROGRESS_WAIT_S
-        while last is not None and not self.summary.has_progress(last) and time.monotonic() < deadline:
-            time.sleep(0.05)
+    def _record_progress(self, query) -> None:
+        """Each batch's duration, and its progress line where the listener has not reported it yet: it
+        hears of batches asynchronously, and the last one's may still be on its way."""
         for progress in query.recentProgress:
-            self.summary.batch_durations_ms[progress["batchId"]] = progress["durationMs"].get(
-                "triggerExecution"
-            )
+            self._progress.report(progress)
+            self.summary.batch_durations_ms[progress.batchId] = progress.durationMs.get("triggerExecution")
 
 
 def input_dirs(spec: JobSpec, given: str | dict[str, str]) -> dict[str, str]:

@@ -72,14 +72,14 @@ class RunSummary:
         with self._lock:
             return self.processed_by_batch.get(batch_id, 0)
 
-    def has_progress(self, batch_id: int) -> bool:
+    def add_progress(self, line: dict) -> bool:
+        """One micro-batch's progress line (spark_jobs.spark.progress), in the order they come; False if
+        its batch has one already."""
         with self._lock:
-            return any(line["batch"] == batch_id for line in self.progress)
-
-    def add_progress(self, line: dict) -> None:
-        """One micro-batch's progress line (spark_jobs.spark.progress), in the order they come."""
-        with self._lock:
+            if any(known["batch"] == line["batch"] for known in self.progress):
+                return False
             self.progress.append(line)
+            return True
 
     def to_dict(self) -> dict:
         with self._lock:

@@ -8,12 +8,20 @@ import logging
 import pytest
 
 from spark_jobs.jobs import generate_events
+from spark_jobs.spark.progress import BatchProgressLogger
 from tests.spark.support import run_in_process
 
 pytestmark = pytest.mark.spark
 
 
-def test_each_micro_batch_logs_one_progress_line_and_the_summary_keeps_them(spark, tmp_path, caplog):
+@pytest.mark.parametrize("listener_hears", [True, False], ids=["listener", "listener-silent"])
+def test_each_micro_batch_logs_one_progress_line_and_the_summary_keeps_them(
+    spark, tmp_path, caplog, monkeypatch, listener_hears
+):
+    """Once per batch, whether the listener or the runtime's look at the ended query reports it first
+    (the listener hears of batches asynchronously: the last one's may come after the query ended)."""
+    if not listener_hears:
+        monkeypatch.setattr(BatchProgressLogger, "onQueryProgress", lambda self, event: None)
     generate_events.main(
         ["--output", str(tmp_path / "in"), "--events", "3000", "--sensors", "5", "--files", "3"]
     )
