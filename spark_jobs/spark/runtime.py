@@ -6,9 +6,10 @@ The query, stage by stage:
    admitted by Spark in modification-time order, optionally `maxFilesPerTrigger` at a time per topic) and
    the wall-clock control directory under the checkpoint (see `wall_clock`). For local directories Spark only lists
    the files: their content is not in the plan.
-2. `mapInArrow`: each file is read (if local), parsed, validated and partitioned (`landing`), and cut
-   into chunks of records per partition (`transport`), each with its topic; bad records go to the
-   pseudo-partition -1. A multi-input job's file also tells every partition that it was read.
+2. `mapInArrow` (`parse_stage`): each file is read (if local), parsed, validated and partitioned
+   (`landing`), and cut into chunks of records per partition (`transport`), each with its topic; bad
+   records go to the pseudo-partition -1. A multi-input job's file also tells every partition that it
+   was read.
 3. `groupBy(task group).transformWithStateInPandas` (`task_processor`, then `run_partition` here): one
    group per partition = one task (a task group is an integer chosen per partition so that Spark spreads
    the partitions evenly over its tasks). The task state is kept in small entries of Spark's state store
@@ -33,18 +34,17 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 import pandas as pd
 import pyarrow as pa
 
 from spark_jobs.spark import sink, task_state, wall_clock
 from spark_jobs.spark.job import JobSpec, write_job_record
-from spark_jobs.spark.landing import read_landing_file
+from spark_jobs.spark.parse_stage import SOURCE_CONTROL, SOURCE_LANDING, is_local, local_path, parse_files
 from spark_jobs.spark.summary import RunSummary
 from spark_jobs.spark.task_processor import TaskProcessor
 from spark_jobs.spark.task_runner import INITIAL_WALL_CLOCK_MS, run_task_batch
@@ -56,23 +56,17 @@ from spark_jobs.spark.transport import (
     OUTPUT_CHUNK_DDL,
     QUARANTINE_PARTITION,
     InputChunk,
-    chunks_to_arrow,
-    data_chunks,
     metrics_payload,
     ordered_input,
     quarantined_rows,
     table_to_ipc,
-    wall_clock_chunks,
 )
-from spark_jobs.streams.runtime.gc_pause import no_cyclic_gc
 
 AVAILABLE_NOW = "available-now"
 CONTINUOUS = "continuous"
 TRIGGERS = (AVAILABLE_NOW, CONTINUOUS)
 
 BINARY_FILE_DDL = "path string, modificationTime timestamp, length long, content binary"
-SOURCE_LANDING = "landing"
-SOURCE_CONTROL = "control"
 
 # Rows per output chunk: bounds one Arrow IPC cell between the task and the sink.
 OUTPUT_CHUNK_ROWS = 100_000
@@ -143,59 +137,6 @@ class RunConfig:
 
 
 # ---------------------------------------------------------------------------------------------- stages
-
-
-def _is_local(uri: str) -> bool:
-    return urlparse(uri).scheme in ("", "file")
-
-
-def _local_path(uri: str) -> str:
-    return unquote(urlparse(uri).path) if _is_local(uri) else uri
-
-
-def parse_files(
-    batches: Iterator[pa.RecordBatch],
-    num_partitions: int,
-    task_groups: dict[int, int],
-    with_values: bool | dict[str, bool],
-    multi_input: bool = False,
-) -> Iterator[pa.RecordBatch]:
-    """Stage 2 (executors): whole files in, input chunks out (values only if the topology reads them:
-    one flag, or one per topic). `multi_input`: each file also tells every partition it was read."""
-    with no_cyclic_gc():
-        yield from _parse_files(batches, num_partitions, task_groups, with_values, multi_input)
-
-
-def _parse_files(
-    batches: Iterator[pa.RecordBatch],
-    num_partitions: int,
-    task_groups: dict[int, int],
-    with_values: bool | dict[str, bool],
-    multi_input: bool,
-) -> Iterator[pa.RecordBatch]:
-    seen_by = num_partitions if multi_input else None
-    for batch in batches:
-        sources = batch.column("source").to_pylist()
-        topics = batch.column("topic").to_pylist()
-        paths = batch.column("path").to_pylist()
-        mtimes_us = batch.column("modificationTime").cast(pa.int64()).to_pylist()
-        contents = batch.column("content").to_pylist()  # None: a local file, read here
-        chunks: list[InputChunk] = []
-        for source, topic, uri, mtime_us, content in zip(
-            sources, topics, paths, mtimes_us, contents, strict=True
-        ):
-            path = _local_path(uri)
-            mtime_ms = mtime_us // 1000
-            if source == SOURCE_CONTROL:
-                if content is None:
-                    content = Path(path).read_bytes()
-                chunks += wall_clock_chunks(wall_clock.parse_marker_file(content), path, mtime_ms)
-            else:
-                values = with_values.get(topic, True) if isinstance(with_values, dict) else with_values
-                parsed = read_landing_file(path, content, num_partitions, keep_values=values)
-                chunks += data_chunks(parsed, mtime_ms, values, topic, seen_by)
-        if chunks:
-            yield chunks_to_arrow(chunks, task_groups)
 
 
 def _output_rows(topic: str, partition: int, table: pa.Table) -> list[tuple]:
@@ -401,7 +342,7 @@ class TopologyRuntime:
         """A mistyped input path must fail loudly, not create an empty folder and succeed with 0 rows; so
         must a topic that is not the job's, or one without its folder."""
         for directory in self.input_dirs().values():
-            if _is_local(str(directory)) and not Path(_local_path(str(directory))).is_dir():
+            if is_local(str(directory)) and not Path(local_path(str(directory))).is_dir():
                 raise MissingInput(
                     f"input folder {directory} does not exist (or is not a folder): check the path; "
                     "an input that has no files yet must still be created by whoever lands them"
@@ -429,7 +370,7 @@ class TopologyRuntime:
             .withColumn("source", F.lit(name))
             .withColumn("topic", F.lit(topic).cast("string"))
         )
-        if _is_local(str(directory)):
+        if is_local(str(directory)):
             # Python reads local files itself: without `content` in the plan, Spark lists the files but
             # does not read them, which saves the JVM a copy of every byte and its handing-over to Python.
             # (On a cluster, a local path must exist on every worker for Spark too.)
@@ -492,7 +433,7 @@ class TopologyRuntime:
         }
         if self.config.shuffle_partitions is not None:
             conf["spark.sql.shuffle.partitions"] = str(self.config.shuffle_partitions)
-        if self.spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is None and self._checkpoint_is_local():
+        if self.spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is None and self._checkpointis_local():
             # Each micro-batch writes checkpoint files (offsets, commits, a state changelog per task). Without
             # its native library (pip's pyspark has none), Hadoop's local file system forks a process per
             # permission set and per symlink check: Spark's default FileContext-based manager forks about 10
@@ -500,7 +441,7 @@ class TopologyRuntime:
             conf[CHECKPOINT_FILE_MANAGER] = FILE_SYSTEM_CHECKPOINT_MANAGER
         return conf
 
-    def _checkpoint_is_local(self) -> bool:
+    def _checkpointis_local(self) -> bool:
         """Whether Spark writes the checkpoint to the local file system (a path without a scheme goes to
         Hadoop's default file system)."""
         scheme = urlparse(self.config.checkpoint_dir).scheme
@@ -633,11 +574,11 @@ def input_dirs(spec: JobSpec, given: str | dict[str, str]) -> dict[str, str]:
 def last_landed_file(directory: str) -> tuple[int, str] | None:
     """(mtime ms, path) of the last file of a landing folder in Spark's admission order, None if it has
     none. Only local folders are listed: a remote topic never waits (its order is then timing's)."""
-    if not _is_local(directory):
+    if not is_local(directory):
         return None
     from spark_jobs.spark.in_memory import landing_files
 
-    files = landing_files(os.path.abspath(_local_path(directory)))
+    files = landing_files(os.path.abspath(local_path(directory)))
     return (files[-1][1], files[-1][0]) if files else None
 
 
