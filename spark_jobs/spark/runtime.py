@@ -433,7 +433,7 @@ class TopologyRuntime:
         }
         if self.config.shuffle_partitions is not None:
             conf["spark.sql.shuffle.partitions"] = str(self.config.shuffle_partitions)
-        if self.spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is None and self._checkpointis_local():
+        if self.spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is None and self._checkpoint_is_local():
             # Each micro-batch writes checkpoint files (offsets, commits, a state changelog per task). Without
             # its native library (pip's pyspark has none), Hadoop's local file system forks a process per
             # permission set and per symlink check: Spark's default FileContext-based manager forks about 10
@@ -441,7 +441,7 @@ class TopologyRuntime:
             conf[CHECKPOINT_FILE_MANAGER] = FILE_SYSTEM_CHECKPOINT_MANAGER
         return conf
 
-    def _checkpointis_local(self) -> bool:
+    def _checkpoint_is_local(self) -> bool:
         """Whether Spark writes the checkpoint to the local file system (a path without a scheme goes to
         Hadoop's default file system)."""
         scheme = urlparse(self.config.checkpoint_dir).scheme
