@@ -16,10 +16,12 @@ The query, stage by stage:
    (RocksDB provider, checkpointed), and a micro-batch writes only the parts that changed
    (`task_state`); the live task stays in the Python worker between micro-batches. Each micro-batch
    processes the partition's records in order, applies wall-clock markers, and emits its output as Arrow
-   tables (`task_runner`). A multi-input task takes its records by Kafka's record selection, waiting for
-   a topic that still has landed, unread files (the query ships each topic's last landed file as listed
-   when it starts: `task_runner.select_records`).
-4. `foreachBatch`: the output is staged and published per topic with an atomic rename (`sink`).
+   tables (`task_runner`), which the task stages as Parquet files, one per topic, returning their manifest
+   (`sink.stage_partition_output`). A multi-input task takes its records by Kafka's record selection,
+   waiting for a topic that still has landed, unread files (the query ships each topic's last landed file
+   as listed when it starts: `task_runner.select_records`).
+4. `foreachBatch`: the driver collects the manifests and publishes each topic's staged files with an
+   atomic rename (`sink.commit_batch`).
 
 Spark logs a micro-batch's offsets before running it and restores the state of the previous version on
 replay, so a micro-batch that is run again after a crash yields the same rows, and the sink publishes
@@ -40,7 +42,6 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pandas as pd
-import pyarrow as pa
 
 from spark_jobs.spark import sink, task_state, wall_clock
 from spark_jobs.spark.job import JobSpec, write_job_record
@@ -53,13 +54,11 @@ from spark_jobs.spark.transport import (
     INPUT_CHUNK_DDL,
     KIND_QUARANTINE,
     METRICS_TOPIC,
-    OUTPUT_CHUNK_DDL,
     QUARANTINE_PARTITION,
     InputChunk,
     metrics_payload,
     ordered_input,
     quarantined_rows,
-    table_to_ipc,
 )
 
 AVAILABLE_NOW = "available-now"
@@ -67,9 +66,6 @@ CONTINUOUS = "continuous"
 TRIGGERS = (AVAILABLE_NOW, CONTINUOUS)
 
 BINARY_FILE_DDL = "path string, modificationTime timestamp, length long, content binary"
-
-# Rows per output chunk: bounds one Arrow IPC cell between the task and the sink.
-OUTPUT_CHUNK_ROWS = 100_000
 
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 FILE_SYSTEM_CHECKPOINT_MANAGER = (
@@ -139,17 +135,8 @@ class RunConfig:
 # ---------------------------------------------------------------------------------------------- stages
 
 
-def _output_rows(topic: str, partition: int, table: pa.Table) -> list[tuple]:
-    return [
-        (topic, partition, piece.num_rows, table_to_ipc(piece))
-        for piece in (
-            table.slice(start, OUTPUT_CHUNK_ROWS) for start in range(0, table.num_rows, OUTPUT_CHUNK_ROWS)
-        )
-    ]
-
-
-def _frame(rows: list[tuple]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["topic", "partition", "rows", "payload"])
+def _manifest_frame(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["topic", "file", "rows", "payload"])
 
 
 def run_partition(
@@ -160,7 +147,10 @@ def run_partition(
     chunk_bytes: int | None = None,
     last_landed=None,
     live_tasks: int | None = None,
+    output_dir: str | None = None,
 ):
+    """Stage 3, one task's micro-batch: its input chunks in; its output staged as Parquet files under
+    `output_dir` (`sink.stage_partition_output`), and the manifest of them out."""
     began = time.process_time()
     chunks = [
         InputChunk(*row)
@@ -178,10 +168,9 @@ def run_partition(
         for reason in reasons:
             by_reason[reason] = by_reason.get(reason, 0) + 1
         metrics = {"partition": partition, "quarantined": len(reasons), "reasons": by_reason}
-        rows = _output_rows(
-            QUARANTINE_TOPIC, partition, quarantine_table(reasons, raws, files, lines, topics)
-        )
-        yield _frame(rows + [(METRICS_TOPIC, partition, 0, metrics_payload(metrics))])
+        table = quarantine_table(reasons, raws, files, lines, topics)
+        staged = sink.stage_partition_output(output_dir, partition, {QUARANTINE_TOPIC: table})
+        yield _manifest_frame([*staged, (METRICS_TOPIC, None, 0, metrics_payload(metrics))])
         return
     cache_key = (checkpoint_id, partition)
     # CPU seconds per phase of the task (in the task metrics: where a micro-batch's time goes)
@@ -192,9 +181,7 @@ def run_partition(
     processed = time.process_time()
     written = task_state.save(store, result.state, cache_key, chunk_bytes, live_tasks)
     saved = time.process_time()
-    rows = [
-        row for topic, table in sorted(result.tables.items()) for row in _output_rows(topic, partition, table)
-    ]
+    staged = sink.stage_partition_output(output_dir, partition, result.tables)
     result.metrics["task_metrics"].update(
         written.metrics(how),
         cpu_input_s=round(started - began, 3),
@@ -203,7 +190,7 @@ def run_partition(
         cpu_state_save_s=round(saved - processed, 3),
         cpu_output_s=round(time.process_time() - saved, 3),
     )
-    yield _frame(rows + [(METRICS_TOPIC, partition, 0, metrics_payload(result.metrics))])
+    yield _manifest_frame([*staged, (METRICS_TOPIC, None, 0, metrics_payload(result.metrics))])
 
 
 # --------------------------------------------------------------------------------------------- driver
@@ -412,8 +399,9 @@ class TopologyRuntime:
                     task_state.STATE_CHUNK_BYTES,
                     last_landed,
                     self._live_tasks,
+                    self.config.output_dir,
                 ),
-                OUTPUT_CHUNK_DDL,
+                sink.MANIFEST_DDL,
                 "Append",
                 # Processing-time mode never terminates under availableNow (Spark 4.3); no timers are used.
                 "None",
@@ -466,11 +454,10 @@ class TopologyRuntime:
                     self.spark.conf.set(key, value)
 
     def _publish(self, batch, batch_id: int) -> None:
-        """foreachBatch: stage (one Spark job), then commit on the driver."""
-        staging = sink.prepare_batch(self.config.output_dir, batch_id)
-        manifest = batch.mapInArrow(
-            partial(sink.stage_output_chunks, staging=str(staging)), sink.MANIFEST_DDL
-        ).collect()
+        """foreachBatch: empty the staging directories, run the micro-batch (its tasks stage their files and
+        return their manifest), then commit on the driver."""
+        sink.prepare_batch(self.config.output_dir, batch_id)
+        manifest = batch.collect()
         staged: dict[str, list[str]] = {}
         metrics = []
         for row in manifest:

@@ -9,10 +9,11 @@ commit is logged after the sink returns). The replay restores the pre-batch task
 store and so produces identical rows; publishing skips every topic whose batch directory exists already
 and completes the others. Nothing is appended in place, so nothing is duplicated or lost.
 
-Executor side: `stage_output_chunks` (for `mapInArrow`) writes the output chunks of its Spark partition
-into one Parquet file per topic under a fresh attempt directory and returns a manifest. Driver side:
-`commit_batch` moves exactly the files of the manifest (attempts that failed leave files nobody lists)
-into place.
+Executor side: `stage_partition_output` (called by the stateful processor, in the same Python worker)
+writes a task's output of one micro-batch into one Parquet file per topic under the staging directory and
+returns the task's manifest rows. Driver side: `prepare_batch` empties the staging directory before the
+micro-batch runs, and `commit_batch` moves exactly the files of the manifest (attempts that failed leave
+files nobody lists) into place.
 """
 
 from __future__ import annotations
@@ -20,22 +21,18 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from spark_jobs.spark.topics import QUARANTINE_SCHEMA, QUARANTINE_TOPIC, TopicSchema
-from spark_jobs.spark.transport import METRICS_TOPIC, ipc_to_table
 
 STAGING_DIR = "_staging"
 BATCH_PREFIX = "batch_id="
 
+# A task's output rows: a staged file per output topic (`rows` in it), then its metrics (JSON payload).
 MANIFEST_DDL = "topic string, file string, rows long, payload binary"
-MANIFEST_ARROW = pa.schema(
-    [("topic", pa.string()), ("file", pa.string()), ("rows", pa.int64()), ("payload", pa.binary())]
-)
 
 
 OWNER_FILE = "_checkpoint_id"
@@ -61,6 +58,11 @@ def staging_dir(output_dir: str | os.PathLike, batch_id: int) -> Path:
     return Path(output_dir) / STAGING_DIR / f"batch-{batch_id}"
 
 
+def tasks_dir(output_dir: str | os.PathLike) -> Path:
+    """Where the tasks of the running micro-batch stage their files (they do not know its id)."""
+    return Path(output_dir) / STAGING_DIR / "tasks"
+
+
 def batch_dir(output_dir: str | os.PathLike, topic: str, batch_id: int) -> Path:
     return Path(output_dir) / topic / f"{BATCH_PREFIX}{batch_id}"
 
@@ -73,55 +75,29 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _manifest_batch(rows: list[tuple[str, str | None, int, bytes | None]]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([r[0] for r in rows], pa.string()),
-            pa.array([r[1] for r in rows], pa.string()),
-            pa.array([r[2] for r in rows], pa.int64()),
-            pa.array([r[3] for r in rows], pa.binary()),
-        ],
-        schema=MANIFEST_ARROW,
-    )
-
-
-def stage_output_chunks(batches: Iterator[pa.RecordBatch], staging: str) -> Iterator[pa.RecordBatch]:
-    """Executor side: write output chunks to `<staging>/<attempt>/<topic>.parquet`; yield the manifest.
-
-    Metrics chunks are not written: they travel back to the driver in the manifest's payload column.
-    """
-    attempt = Path(staging) / uuid.uuid4().hex
-    writers: dict[str, tuple[pq.ParquetWriter, Path, list[int]]] = {}
+def stage_partition_output(
+    output_dir: str | os.PathLike, partition: int, tables: dict[str, pa.Table]
+) -> list[tuple[str, str | None, int, bytes | None]]:
+    """Executor side: write each non-empty table as `<staging>/tasks/<topic>/p<partition>-<attempt>.parquet`
+    (synced to disk); return its manifest rows `(topic, file, rows, None)`. The task's metrics follow as a
+    METRICS_TOPIC row with a JSON payload: they travel back to the driver in the manifest."""
+    attempt = uuid.uuid4().hex
     manifest: list[tuple[str, str | None, int, bytes | None]] = []
-    try:
-        for batch in batches:
-            columns = batch.to_pydict()
-            for topic, rows, payload in zip(
-                columns["topic"], columns["rows"], columns["payload"], strict=True
-            ):
-                if topic == METRICS_TOPIC:
-                    manifest.append((topic, None, 0, payload))
-                    continue
-                table = ipc_to_table(payload)
-                entry = writers.get(topic)
-                if entry is None:
-                    attempt.mkdir(parents=True, exist_ok=True)
-                    path = attempt / f"{topic}.parquet"
-                    entry = writers[topic] = (pq.ParquetWriter(str(path), table.schema), path, [0])
-                entry[0].write_table(table)
-                entry[2][0] += rows
-    finally:
-        for writer, _path, _count in writers.values():
-            writer.close()
-    for topic, (_writer, path, count) in writers.items():
+    for topic, table in sorted(tables.items()):
+        if table.num_rows == 0:
+            continue
+        directory = tasks_dir(output_dir) / topic
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"p{partition:05d}-{attempt}.parquet"
+        pq.write_table(table, path)
         _fsync(path)
-        manifest.append((topic, str(path), count[0], None))
-    if manifest:
-        yield _manifest_batch(manifest)
+        manifest.append((topic, str(path), table.num_rows, None))
+    return manifest
 
 
 def prepare_batch(output_dir: str | os.PathLike, batch_id: int) -> Path:
-    """Driver side, before the batch runs: an empty staging directory (a crashed attempt leaves files)."""
+    """Driver side, before the batch runs: empty staging directories (a crashed attempt leaves files)."""
+    shutil.rmtree(tasks_dir(output_dir), ignore_errors=True)
     staging = staging_dir(output_dir, batch_id)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -168,6 +144,7 @@ def commit_batch(
         _fsync(final.parent)
         published.append(topic)
     shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(tasks_dir(output), ignore_errors=True)  # what failed task attempts staged
     return published
 
 

@@ -60,6 +60,7 @@ class TaskProcessor(StatefulProcessor):
         chunk_bytes: int,
         last_landed=None,
         live_tasks: int | None = None,
+        output_dir: str | None = None,
     ):
         self.spec = spec
         # Per input topic, its last landed file when the query started (multi-input record selection).
@@ -68,6 +69,9 @@ class TaskProcessor(StatefulProcessor):
         # Read on the driver and shipped with the processor, so that a test's setting reaches the workers.
         self.chunk_bytes = chunk_bytes
         self.live_tasks = live_tasks
+        # The task stages its output there itself: a `mapInArrow` after this stage would need another Python
+        # worker per Spark task, and the output another trip through the JVM.
+        self.output_dir = output_dir
 
     def init(self, handle) -> None:
         self._store = SparkPartStore(
@@ -89,6 +93,7 @@ class TaskProcessor(StatefulProcessor):
                 self.chunk_bytes,
                 self.last_landed,
                 self.live_tasks,
+                self.output_dir,
             )
 
     def close(self) -> None:

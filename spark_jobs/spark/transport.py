@@ -63,8 +63,7 @@ INPUT_CHUNK_ARROW = pa.schema(
     ]
 )
 
-# topic: an output topic, or METRICS_TOPIC / QUARANTINE_TOPIC; payload: Arrow IPC stream (JSON for metrics).
-OUTPUT_CHUNK_DDL = "topic string, partition int, rows long, payload binary"
+# The topic of a task's metrics row in its output manifest (sink.MANIFEST_DDL).
 METRICS_TOPIC = "_metrics"
 
 

@@ -8,7 +8,6 @@ import pytest
 
 from spark_jobs.spark import sink
 from spark_jobs.spark.topics import QUARANTINE_TOPIC, TopicSchema
-from spark_jobs.spark.transport import METRICS_TOPIC, OUTPUT_CHUNK_DDL, metrics_payload, table_to_ipc
 
 SCHEMA = TopicSchema(pa.string(), pa.int64())
 DECLARED = {"counts": SCHEMA, "alerts": SCHEMA}
@@ -30,36 +29,27 @@ def _chunk(partition: int, seqs: list[int]) -> pa.Table:
     )
 
 
-def _output_rows(rows: list[tuple[str, int, bytes]]) -> pa.RecordBatch:
-    assert OUTPUT_CHUNK_DDL.startswith("topic string, partition int, rows long, payload binary")
-    return pa.RecordBatch.from_pydict(
-        {
-            "topic": [r[0] for r in rows],
-            "partition": [r[1] for r in rows],
-            "rows": [r[2] for r in rows],
-            "payload": [r[3] for r in rows],
-        }
-    )
-
-
 def _stage(
-    output, batch_id: int, tables: dict[int, pa.Table], metrics: dict | None = None
+    output, batch_id: int, tables: dict[int, pa.Table], alerts: dict[int, pa.Table] | None = None
 ) -> dict[str, list[str]]:
-    staging = sink.prepare_batch(output, batch_id)
-    rows = [("counts", p, t.num_rows, table_to_ipc(t)) for p, t in tables.items()]
-    if metrics is not None:
-        rows.append((METRICS_TOPIC, 0, 0, metrics_payload(metrics)))
-    manifest = pa.Table.from_batches(list(sink.stage_output_chunks(iter([_output_rows(rows)]), str(staging))))
+    """A micro-batch as the runtime runs it: staging emptied, then each task (partition) stages its own
+    tables (`counts`, and `alerts` where given); the driver's view of the files by topic."""
+    sink.prepare_batch(output, batch_id)
     staged: dict[str, list[str]] = {}
-    for topic, file in zip(manifest["topic"].to_pylist(), manifest["file"].to_pylist(), strict=True):
-        if topic != METRICS_TOPIC:
+    for partition, table in tables.items():
+        topics = {
+            "counts": table,
+            **({"alerts": alerts[partition]} if alerts and partition in alerts else {}),
+        }
+        for topic, file, rows, payload in sink.stage_partition_output(output, partition, topics):
+            assert rows == topics[topic].num_rows and payload is None
             staged.setdefault(topic, []).append(file)
-    return staged
+    return {topic: sorted(files) for topic, files in staged.items()}
 
 
 def test_a_batch_is_published_per_topic_and_readable_by_pandas_and_pyarrow(tmp_path):
-    staged = _stage(tmp_path, 0, {0: _chunk(0, [0, 1]), 1: _chunk(1, [0])}, metrics={"partition": 0})
-    assert list(staged) == ["counts"]  # metrics go back to the driver, not to a file
+    staged = _stage(tmp_path, 0, {0: _chunk(0, [0, 1]), 1: _chunk(1, [0])}, alerts={0: _chunk(0, [])})
+    assert list(staged) == ["counts"]  # a table without rows stages no file
     published = sink.commit_batch(tmp_path, 0, staged, DECLARED)
     assert published == [QUARANTINE_TOPIC, "alerts", "counts"]
     frame = pd.read_parquet(tmp_path / "counts")
@@ -71,7 +61,7 @@ def test_a_batch_is_published_per_topic_and_readable_by_pandas_and_pyarrow(tmp_p
         "source_file",
         "line",
     ]
-    assert not (tmp_path / sink.STAGING_DIR / "batch-0").exists()
+    assert not any((tmp_path / sink.STAGING_DIR).iterdir())  # the batch's staging and the tasks' are gone
 
 
 def test_replayed_batch_is_not_published_twice(tmp_path):
@@ -103,8 +93,10 @@ def test_staged_but_uncommitted_files_are_invisible_to_readers(tmp_path):
 
 def test_prepare_batch_discards_what_a_crashed_attempt_staged(tmp_path):
     _stage(tmp_path, 3, {0: _chunk(0, [0])})
+    assert any(sink.tasks_dir(tmp_path).rglob("*.parquet"))
     staging = sink.prepare_batch(tmp_path, 3)
     assert list(staging.iterdir()) == []
+    assert not sink.tasks_dir(tmp_path).exists()  # the tasks' files of the crashed attempt too
 
 
 @pytest.mark.spark
