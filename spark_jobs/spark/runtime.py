@@ -144,10 +144,10 @@ def run_partition(
     frames,
     store: task_state.PartStore,
     checkpoint_id: str,
+    output_dir: str,
     chunk_bytes: int | None = None,
     last_landed=None,
     live_tasks: int | None = None,
-    output_dir: str | None = None,
 ):
     """Stage 3, one task's micro-batch: its input chunks in; its output staged as Parquet files under
     `output_dir` (`sink.stage_partition_output`), and the manifest of them out."""
@@ -397,9 +397,9 @@ class TopologyRuntime:
                     self.spec,
                     self._checkpoint_id,
                     task_state.STATE_CHUNK_BYTES,
+                    self.config.output_dir,
                     last_landed,
                     self._live_tasks,
-                    self.config.output_dir,
                 ),
                 sink.MANIFEST_DDL,
                 "Append",

@@ -58,9 +58,9 @@ class TaskProcessor(StatefulProcessor):
         spec: JobSpec,
         checkpoint_id: str,
         chunk_bytes: int,
+        output_dir: str,
         last_landed=None,
         live_tasks: int | None = None,
-        output_dir: str | None = None,
     ):
         self.spec = spec
         # Per input topic, its last landed file when the query started (multi-input record selection).
@@ -90,10 +90,10 @@ class TaskProcessor(StatefulProcessor):
                 rows,
                 self._store,
                 self.checkpoint_id,
+                self.output_dir,
                 self.chunk_bytes,
                 self.last_landed,
                 self.live_tasks,
-                self.output_dir,
             )
 
     def close(self) -> None:

@@ -21,7 +21,9 @@ print(",".join(heavy))
 
 
 def test_unpickling_the_processor_imports_neither_pandas_pyarrow_numpy_nor_the_engine():
-    processor = TaskProcessor(JobSpec("spark_jobs.jobs.window_finals", {}, 4), "checkpoint-id", 1 << 20)
+    processor = TaskProcessor(
+        JobSpec("spark_jobs.jobs.window_finals", {}, 4), "checkpoint-id", 1 << 20, "out"
+    )
     done = subprocess.run(
         [sys.executable, "-c", _UNPICKLE],
         input=pickle.dumps(processor),
