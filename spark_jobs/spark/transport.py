@@ -19,7 +19,6 @@ multi-input job is ordered so on its own; `task_runner` merges the topics by Kaf
 
 from __future__ import annotations
 
-import io
 import json
 import pickle
 from dataclasses import dataclass, field
@@ -316,17 +315,6 @@ def quarantined_rows(
         lines += ls
         topics += [chunk.topic] * len(ls)
     return reasons, raws, files, lines, topics
-
-
-def table_to_ipc(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
-
-
-def ipc_to_table(payload: bytes) -> pa.Table:
-    return pa.ipc.open_stream(payload).read_all()
 
 
 def metrics_payload(metrics: dict) -> bytes:
