@@ -135,8 +135,10 @@ class RunConfig:
 # ---------------------------------------------------------------------------------------------- stages
 
 
-def _manifest_frame(rows: list[tuple]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["topic", "file", "rows", "payload"])
+def _manifest_frame(staged: list[tuple], metrics: dict) -> pd.DataFrame:
+    """The task's manifest: its staged files, then its metrics."""
+    rows = [*staged, (METRICS_TOPIC, None, 0, metrics_payload(metrics))]
+    return pd.DataFrame(rows, columns=sink.MANIFEST_COLUMNS)
 
 
 def run_partition(
@@ -169,8 +171,9 @@ def run_partition(
             by_reason[reason] = by_reason.get(reason, 0) + 1
         metrics = {"partition": partition, "quarantined": len(reasons), "reasons": by_reason}
         table = quarantine_table(reasons, raws, files, lines, topics)
-        staged = sink.stage_partition_output(output_dir, partition, {QUARANTINE_TOPIC: table})
-        yield _manifest_frame([*staged, (METRICS_TOPIC, None, 0, metrics_payload(metrics))])
+        yield _manifest_frame(
+            sink.stage_partition_output(output_dir, partition, {QUARANTINE_TOPIC: table}), metrics
+        )
         return
     cache_key = (checkpoint_id, partition)
     # CPU seconds per phase of the task (in the task metrics: where a micro-batch's time goes)
@@ -190,7 +193,7 @@ def run_partition(
         cpu_state_save_s=round(saved - processed, 3),
         cpu_output_s=round(time.process_time() - saved, 3),
     )
-    yield _manifest_frame([*staged, (METRICS_TOPIC, None, 0, metrics_payload(result.metrics))])
+    yield _manifest_frame(staged, result.metrics)
 
 
 # --------------------------------------------------------------------------------------------- driver

@@ -33,6 +33,7 @@ BATCH_PREFIX = "batch_id="
 
 # A task's output rows: a staged file per output topic (`rows` in it), then its metrics (JSON payload).
 MANIFEST_DDL = "topic string, file string, rows long, payload binary"
+MANIFEST_COLUMNS = ["topic", "file", "rows", "payload"]
 
 
 OWNER_FILE = "_checkpoint_id"
@@ -79,8 +80,8 @@ def stage_partition_output(
     output_dir: str | os.PathLike, partition: int, tables: dict[str, pa.Table]
 ) -> list[tuple[str, str | None, int, bytes | None]]:
     """Executor side: write each non-empty table as `<staging>/tasks/<topic>/p<partition>-<attempt>.parquet`
-    (synced to disk); return its manifest rows `(topic, file, rows, None)`. The task's metrics follow as a
-    METRICS_TOPIC row with a JSON payload: they travel back to the driver in the manifest."""
+    (synced to disk); return its manifest rows `(topic, file, rows, None)`. The caller adds the task's
+    metrics (a METRICS_TOPIC row with a JSON payload): they travel back to the driver in the manifest."""
     attempt = uuid.uuid4().hex
     manifest: list[tuple[str, str | None, int, bytes | None]] = []
     for topic, table in sorted(tables.items()):
