@@ -73,10 +73,11 @@ class RunSummary:
             return self.processed_by_batch.get(batch_id, 0)
 
     def add_progress(self, line: dict) -> bool:
-        """One micro-batch's progress line (spark_jobs.spark.progress), in the order they come; False if
-        its batch has one already."""
+        """One micro-batch's progress line (spark_jobs.spark.progress); False for a batch not after the
+        last one recorded. The listener and the runtime's look at an ended query both report batches in
+        order (the ids of a checkpoint only grow), so that is a batch recorded already."""
         with self._lock:
-            if any(known["batch"] == line["batch"] for known in self.progress):
+            if self.progress and line["batch"] <= self.progress[-1]["batch"]:
                 return False
             self.progress.append(line)
             return True
