@@ -37,10 +37,9 @@ def _stage(
     sink.prepare_batch(output, batch_id)
     staged: dict[str, list[str]] = {}
     for partition, table in tables.items():
-        topics = {
-            "counts": table,
-            **({"alerts": alerts[partition]} if alerts and partition in alerts else {}),
-        }
+        topics = {"counts": table}
+        if alerts and partition in alerts:
+            topics["alerts"] = alerts[partition]
         for topic, file, rows, payload in sink.stage_partition_output(output, partition, topics):
             assert rows == topics[topic].num_rows and payload is None
             staged.setdefault(topic, []).append(file)
