@@ -11,6 +11,9 @@
   buffer fed by a count holding its new, old and prior values in list columns, since int64 columns.
   Written by commit e1815b6's engine as the v3 fixtures were; `data/window_snapshots_v4_rows.pickle`: its
   `snapshot()` of the same tasks at CUT.
+- `data/window_snapshots_v5_int64.pickle` (before 2026-11-25): the last snapshots in one pickle (magic
+  "STK1": the task state and each node's `snapshot_state()`; int64 value columns), since a container of the
+  parts an export writes. Written by commit d465de0's engine, after exports every 10 records up to CUT.
 
 A task imported from them must go on exactly as a task that never stopped.
 """
@@ -34,6 +37,7 @@ FIXTURES = [
 SNAPSHOTS = [
     Path(__file__).parent / "data" / "window_snapshots_v3_entries.pickle",
     Path(__file__).parent / "data" / "window_snapshots_v4_rows.pickle",
+    Path(__file__).parent / "data" / "window_snapshots_v5_int64.pickle",
 ]
 
 _rng = random.Random(11)

@@ -121,12 +121,16 @@ def test_snapshot_is_compact() -> None:
     task = StreamTask(topology)
     keys = [f"sensor-{i:04d}" for i in range(1000)]
     task.process_batch("readings", keys, [1] * 1000, list(range(1000)))
-    blob = task.snapshot()
-    # 1000 windowed counts and 1000 buffered finals: columnar state, well under 100 bytes per entry
-    assert len(blob) < 1000 * 100
-    restored = StreamTask.restore(topology, blob)
-    restored.process_batch("readings", keys, [1] * 1000, [240_000 + i for i in range(1000)])
-    assert len([t for t in restored.drain_output().topics if t == "finals"]) == 1000
+    task.drain_output()
+    blob, compressed = task.snapshot(), task.snapshot(compress=True)
+    # 1000 windowed counts and 1000 buffered finals, columnar: a key's pickled bytes and its int64 fields,
+    # under 50 bytes per entry (no pickled object per entry)
+    assert len(blob) < 2000 * 50
+    assert len(compressed) < len(blob) / 3
+    for saved in (blob, compressed):
+        restored = StreamTask.restore(topology, saved)
+        restored.process_batch("readings", keys, [1] * 1000, [240_000 + i for i in range(1000)])
+        assert len([t for t in restored.drain_output().topics if t == "finals"]) == 1000
 
 
 def table_topology() -> Topology:
@@ -181,3 +185,38 @@ def test_bool_aggregates_stay_bools_through_snapshot_and_export() -> None:
         ("all", False, bool),
     ]
     assert outputs[1] == outputs[0] and outputs[2] == outputs[0]
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_snapshot_leaves_the_export_history_alone(compress: bool) -> None:
+    """A snapshot between two exports changes nothing the second export writes; a restored task's first
+    export writes every part, as a new task's does, and a task imported from it goes on as the original."""
+    topology = sensor_topology(size=100, grace=20)
+    keys = [f"k{i % 37}" for i in range(600)]
+    twins = [StreamTask(topology), StreamTask(topology)]
+    for task in twins:
+        task.process_batch("readings", keys[:200], [1] * 200, list(range(200)))
+        task.export_state()
+        task.process_batch("readings", keys[200:400], [1] * 200, list(range(200, 400)))
+    blob = twins[0].snapshot(compress=compress)
+    assert twins[0].export_state() == twins[1].export_state()
+    first_export = StreamTask.restore(topology, blob).export_state()
+    assert first_export.removed == []
+    imported = StreamTask.import_state(topology, first_export.parts)
+    outputs = []
+    for each in (imported, twins[1]):
+        each.process_batch("readings", keys[400:], [1] * 200, list(range(400, 600)))
+        outputs.append(drain(each))
+    assert outputs[0] == outputs[1] and any(topic == "finals" for _, topic, *_ in outputs[0])
+
+
+def test_a_cut_or_foreign_snapshot_is_refused() -> None:
+    topology = sensor_topology()
+    task = StreamTask(topology)
+    task.process_batch("readings", ["a", "b"], [1, 2], [1, 2])
+    blob = task.snapshot()
+    for damaged in (blob[:-1], blob + b"\0", blob[:9]):
+        with pytest.raises(ValueError, match="cut or padded"):
+            StreamTask.restore(topology, damaged)
+    with pytest.raises(ValueError, match="not a StreamTask snapshot"):
+        StreamTask.restore(topology, b"PK\x03\x04" + blob[4:])

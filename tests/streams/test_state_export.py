@@ -247,8 +247,8 @@ def test_a_window_is_saved_as_a_base_then_deltas_until_they_outgrow_it() -> None
     assert {f"KSTREAM-AGGREGATE-0000000003/0.{n}" for n in range(1, deltas + 1)} <= set(export.removed)
     restored = StreamTask.import_state(topology, {**export.parts})
     assert (
-        restored.nodes["KSTREAM-AGGREGATE-0000000003"].snapshot_state()
-        == task.nodes["KSTREAM-AGGREGATE-0000000003"].snapshot_state()
+        restored.nodes["KSTREAM-AGGREGATE-0000000003"].state_parts()
+        == task.nodes["KSTREAM-AGGREGATE-0000000003"].state_parts()
     )
 
 

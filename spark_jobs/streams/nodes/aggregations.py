@@ -249,13 +249,8 @@ class TimeWindowAggregateNode(Node):
         row = rows.index.get(windowed_key[0])
         return None if row is None else (rows.columns[0][row], rows.columns[1][row])
 
-    def snapshot_state(self):
-        return {
-            "observed": self.observed,
-            "rows": [(start, rows.base()) for start, rows in self.buckets.items()],
-        }
-
     def restore_state(self, state):
+        """A snapshot of an engine before 2026-11-25 (one pickled state per node; snapshots are parts since)."""
         self.observed = state["observed"]
         self.buckets, self.window_objects, self.log = {}, {}, StoreLog()
         for start, base in state.get("rows", ()):
@@ -289,6 +284,11 @@ class TimeWindowAggregateNode(Node):
         parts, names = self.log.export(self.buckets, changed_only, str, self._save, WindowRows.changes)
         parts[""] = self.observed
         return parts, ["", *names]
+
+    def state_parts(self):
+        parts = self.log.bases(self.buckets, str, lambda start: self.buckets[start].base())
+        parts[""] = self.observed
+        return parts
 
     def _save(self, start: int, put: dict | None) -> dict:
         return self.buckets[start].save(changed_only=put is not None)

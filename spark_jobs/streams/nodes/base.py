@@ -77,6 +77,11 @@ class Node:
         node has one part, its `snapshot_state()`."""
         return None
 
+    def state_parts(self) -> dict[str, Any] | None:
+        """Every current part, as `export_parts(changed_only=False)` gives them, leaving the export history
+        alone (StreamTask.snapshot). None: the node has one part, its `snapshot_state()`."""
+        return None
+
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
         """Catch up, from the state of this node's last export or import (or a new node's, for an import:
         then `parts` are every current part), with the parts exported since (`parts`: the latest state of

@@ -107,6 +107,15 @@ class StoreLog:
         self.put, self.removed = {}, {}
         return parts, [f"{name(g)}.{i}" for g, (deltas, _) in saved.items() for i in range(deltas + 1)]
 
+    @staticmethod
+    def bases(
+        groups: Mapping[Any, Any], name: Callable[[Any], str], base: Callable[[Any], Any]
+    ) -> dict[str, tuple]:
+        """A base part per group, as an export of every part writes them, leaving the log alone (a snapshot
+        of the task, which must not change what its next export writes). `base(group)`: the saved form of
+        every entry of the group, as `save(group, None)` gives it, without side effects."""
+        return {f"{name(group)}.0": (base(group), []) for group in groups}
+
     def catch_up(
         self, parts: Mapping[str, tuple], removed: list[str], group_of: Callable[[str], Any]
     ) -> tuple[list[Any], list[tuple[Any, Any, list]]]:

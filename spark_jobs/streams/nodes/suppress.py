@@ -311,12 +311,8 @@ class SuppressNode(Node):
             self.count_max,
         )
 
-    def snapshot_state(self) -> Any:
-        state = self.buffer.snapshot_entries()
-        state["scalars"] = self._scalars()
-        return state
-
     def restore_state(self, state: Any) -> None:
+        """A snapshot of an engine before 2026-11-25 (one pickled state per node; snapshots are parts since)."""
         self.buffer.restore_entries(state)
         self._save(*state["scalars"])
 
@@ -325,6 +321,11 @@ class SuppressNode(Node):
         parts, names = self.buffer.export_parts(changed_only)
         parts[""] = self._scalars()
         return parts, ["", *names]
+
+    def state_parts(self) -> dict[str, Any]:
+        parts = self.buffer.state_parts()
+        parts[""] = self._scalars()
+        return parts
 
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
         if "" in parts:

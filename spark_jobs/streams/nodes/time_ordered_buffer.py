@@ -229,14 +229,8 @@ class TimeOrderedKeyValueBuffer:
         ]
         heapify(self.heap)
 
-    def snapshot_entries(self) -> dict[str, Any]:
-        if self.window_close:  # the windows' rows as an export's bases
-            return {"windows": [((w[0], w[1]), rows.base()) for w, rows in self.buckets.items()]}
-        bucket = self.buckets.get(None, {})
-        rows = sorted(bucket.items(), key=lambda item: item[1][_SEQ])
-        return self.saved_entries([r[0] for r in rows], [r[1] for r in rows])
-
     def restore_entries(self, saved: dict[str, Any]) -> None:
+        """The entries of a snapshot of an engine before 2026-11-25 (snapshots are parts since)."""
         self.buckets, self.log = {}, StoreLog()
         if "windows" in saved:
             for (start, end), base in saved["windows"]:
@@ -255,6 +249,16 @@ class TimeOrderedKeyValueBuffer:
                 self.buckets, changed_only, _part_name, self._save_rows, WindowRows.changes
             )
         return self.log.export(self.buckets, changed_only, _part_name, self._save)
+
+    def state_parts(self) -> dict[str, Any]:
+        """Every part as an export of all of them writes it, leaving the log and the rows' change flags
+        alone (StoreLog.bases)."""
+        if self.window_close:
+            return self.log.bases(self.buckets, _part_name, self._rows_base)
+        return self.log.bases(self.buckets, _part_name, lambda window: self._save(window, None))
+
+    def _rows_base(self, window: Any) -> dict[str, Any]:
+        return {**self.buckets[window].base(), "window": (window[0], window[1])}
 
     def _save(self, window: Any, put: dict | None) -> dict[str, Any]:
         entries = self.buckets[window] if put is None else put  # put: the entries still buffered

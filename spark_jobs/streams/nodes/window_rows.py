@@ -285,10 +285,15 @@ def dumps_plain(obj: Any) -> bytes:
     same bytes to load. Only for plain columns, which share no object and hold no cycle (the memo would
     keep a shared object shared; a cycle raises ValueError)."""
     buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, protocol=5)
+    dump_plain(obj, buffer)
+    return buffer.getvalue()
+
+
+def dump_plain(obj: Any, file: Any) -> None:
+    """`dumps_plain` into a binary file."""
+    pickler = pickle.Pickler(file, protocol=5)
     pickler.fast = True
     pickler.dump(obj)
-    return buffer.getvalue()
 
 
 def loaded_keys(saved: Any) -> list:

@@ -18,16 +18,25 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-from ..nodes.window_rows import dumps_plain
+from ..nodes.window_rows import dump_plain, dumps_plain
 
 
 def dumps_entries_part(state: Any) -> bytes:
     """An entries' part's bytes: `state` pickled (dumps_plain) with its list of keys as that list's bytes."""
+    return dumps_plain(_with_pickled_keys(state))
+
+
+def dump_entries_part(state: Any, file: Any) -> None:
+    """`dumps_entries_part` into a binary file."""
+    dump_plain(_with_pickled_keys(state), file)
+
+
+def _with_pickled_keys(state: Any) -> Any:
     saved = state[0] if type(state) is tuple and len(state) == 2 else None
     keys = saved.get("keys") if type(saved) is dict else None
     if type(keys) is list and keys:
-        state = ({**saved, "keys": dumps_plain(keys)}, state[1])
-    return dumps_plain(state)
+        return ({**saved, "keys": dumps_plain(keys)}, state[1])
+    return state
 
 
 class KeyListLoader:
