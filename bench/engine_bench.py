@@ -163,22 +163,19 @@ def state_costs(task: StreamTask, topology, keys, values, timestamps, repeat: in
     best of `repeat`, taking turns with the compressed pair), a full export+import (after the snapshots),
     and an export after one small batch more."""
     costs: dict[str, float] = {}
-    pairs: dict[str, list[float]] = {"snapshot+restore": [], "snapshot+restore, compressed": []}
+    timings: dict[bool, list[float]] = {False: [], True: []}  # by `compress`
+    blobs: dict[bool, bytes] = {}
     for _ in range(repeat):
-        for name, compress in (("snapshot+restore", False), ("snapshot+restore, compressed", True)):
+        for compress in (False, True):
             with Timer() as t:
-                blob = task.snapshot(compress=compress)
-                restored = StreamTask.restore(topology, blob)
-            pairs[name].append(t.cpu)
+                blobs[compress] = task.snapshot(compress=compress)
+                restored = StreamTask.restore(topology, blobs[compress])
+            timings[compress].append(t.cpu)
             del restored  # freed outside the timer, as the export+import copy below
-            if compress:
-                compressed = blob
-            else:
-                raw = blob
-    costs["snapshot+restore, first"] = pairs["snapshot+restore"][0]
-    costs[f"snapshot+restore, best of {repeat}"] = min(pairs["snapshot+restore"])
-    costs[f"snapshot+restore compressed, best of {repeat}"] = min(pairs["snapshot+restore, compressed"])
-    counts = {"snapshot bytes": len(raw), "compressed snapshot bytes": len(compressed)}
+    costs["snapshot+restore, first"] = timings[False][0]
+    costs[f"snapshot+restore, best of {repeat}"] = min(timings[False])
+    costs[f"snapshot+restore compressed, best of {repeat}"] = min(timings[True])
+    counts = {"snapshot bytes": len(blobs[False]), "compressed snapshot bytes": len(blobs[True])}
     if hasattr(task, "export_state"):
         with Timer() as exporting:
             export = task.export_state()

@@ -511,7 +511,7 @@ class StreamTask:
 
     def _collect_parts(
         self, parts_of: Callable[[Node], Any]
-    ) -> tuple[dict[str, bytes], dict[str, Any], list[str]]:
+    ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
         """The task's state parts: `(the entries' parts' states, the other parts' states, the names of every
         current part)`. `parts_of(node)` gives a node's parts as `export_parts` or `state_parts` does: for
         an export, the entries' parts it gives are exactly those that changed."""
