@@ -93,6 +93,10 @@ def test_staged_but_uncommitted_files_are_invisible_to_readers(tmp_path):
 def test_prepare_batch_discards_what_a_crashed_attempt_staged(tmp_path):
     _stage(tmp_path, 3, {0: _chunk(0, [0])})
     assert any(sink.tasks_dir(tmp_path).rglob("*.parquet"))
+    # a crash while publishing: a topic's files moved to the batch's ready area, not yet renamed into place
+    ready = sink.staging_dir(tmp_path, 3) / "_ready" / "counts"
+    ready.mkdir(parents=True)
+    (ready / "part-00000.parquet").write_bytes(b"half-published")
     staging = sink.prepare_batch(tmp_path, 3)
     assert list(staging.iterdir()) == []
     assert not sink.tasks_dir(tmp_path).exists()  # the tasks' files of the crashed attempt too
