@@ -191,7 +191,7 @@ def test_a_delta_loads_its_older_rows_in_any_order_and_refuses_new_rows_out_of_o
     store = WindowRows(kinds, fixed)
     for i in range(6):
         put(store, f"k{i}", i, 10 + i)
-    base = store.save(changed_only=False)
+    base = round_trip(store.save(changed_only=False))  # pickled at once: a base holds the live columns
     put(store, "k4", None, 20)  # dead
     put(store, "new0", "x", 30)
     put(store, "k1", 7, 31)
@@ -215,12 +215,12 @@ def test_a_delta_loads_its_older_rows_in_any_order_and_refuses_new_rows_out_of_o
 
     for delta in (saved, reordered([1, 0, 2, 3])):  # the rows 1, 4, 6, 7 and 4, 1, 6, 7
         copy = WindowRows(kinds, fixed)
-        copy.load(round_trip(base), "w.0")
+        copy.load(base, "w.0")
         copy.load(round_trip(delta), "w.1")
         assert live(copy) == live(store)
         assert copy.index == store.index and copy.keys == store.keys
     copy = WindowRows(kinds, fixed)
-    copy.load(round_trip(base), "w.0")
+    copy.load(base, "w.0")
     before = live(copy)
     with pytest.raises(ValueError, match="its new rows are not its last 2, in order"):
         copy.load(round_trip(reordered([0, 1, 3, 2])), "w.1")  # the rows 1, 4, 7, 6
@@ -266,3 +266,24 @@ def test_list_columns_saved_load_into_int64_columns_and_a_value_no_int64_holds_i
         with pytest.raises(ValueError, match="'w.1': column 1 holds a value that is not an int64"):
             refused.load(dict(delta, columns=[delta["columns"][0], (bad, 8), delta["columns"][2]]), "w.1")
         assert live(refused) == {"a": (1, 5, 0), "b": (2, 6, 0)} and len(refused.dirty) == 2
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_base_loaded_twice_gives_two_windows_apart_unless_it_is_owned(layout) -> None:
+    """`load` copies a base's columns, so one saved form can fill two windows that then change apart;
+    `owned=True` (a form just unpickled, as a catch-up's) hands its columns over instead of copying."""
+    kinds, fixed = LAYOUTS[layout]
+    store = WindowRows(kinds, fixed)
+    for i in range(4):
+        put(store, f"k{i}", i, 10 + i)
+    saved = round_trip(store.save(changed_only=False))
+    first, second = WindowRows(kinds, fixed), WindowRows(kinds, fixed)
+    first.load(saved, "w.0")
+    second.load(saved, "w.0")
+    put(first, "k1", 70, 40)
+    put(first, "k9", 9, 41)
+    assert live(second) == live(store)
+    owner = WindowRows(kinds, fixed)
+    owner.load(saved, "w.0", owned=True)
+    assert all(mine is theirs for mine, theirs in zip(owner.columns, saved["columns"], strict=True))
+    assert live(owner) == live(store)

@@ -304,7 +304,7 @@ class TimeWindowAggregateNode(Node):
             if rows is None:
                 rows = self._new_window(start)
             if type(saved) is dict:
-                rows.load(saved, str(start))
+                rows.load(saved, str(start), owned=True)  # unpickled for this catch-up
             else:
                 _load_keyed(rows, saved, gone)
         self.starts = sorted(self.buckets)

@@ -325,7 +325,7 @@ class TimeOrderedKeyValueBuffer:
             if rows is None:
                 rows = buckets[window] = entry_rows(self.entry_columns)
             if "columns" in saved:
-                rows.load(saved, _part_name(window))
+                rows.load(saved, _part_name(window), owned=True)  # unpickled for this catch-up
                 continue
             saved = self._current_form(saved)  # saved by key, before 2026-11-24
             _put_entries(rows, saved["keys"], saved["entries"])
