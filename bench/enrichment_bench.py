@@ -21,7 +21,7 @@ from spark_jobs.jobs import generate_enrichment
 from spark_jobs.jobs import sensor_enrichment as enrichment
 from spark_jobs.spark.job import JobSpec
 from spark_jobs.spark.runtime import RunConfig, run_job
-from spark_jobs.spark.session import local_spark_session
+from spark_jobs.spark.session import local_spark_session, stop_session
 
 ROOT = Path("var/bench/enrichment")
 ONE_INPUT = "spark_jobs.jobs.window_finals"
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = results["enrichment"]["events_per_s"] / results["one-input"]["events_per_s"]
         print(json.dumps({"ratio_enrichment_over_one_input": round(ratio, 2), **vars(args)}))
     finally:
-        spark.stop()
+        stop_session(spark)
     return 0
 
 

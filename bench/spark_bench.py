@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from spark_jobs.jobs import generate_events  # noqa: E402
 from spark_jobs.spark.job import JobSpec, parse_duration_ms  # noqa: E402
 from spark_jobs.spark.runtime import RunConfig, TopologyRuntime  # noqa: E402
-from spark_jobs.spark.session import local_spark_session  # noqa: E402
+from spark_jobs.spark.session import local_spark_session, stop_session  # noqa: E402
 
 WORK = REPO_ROOT / "var" / "bench" / "spark"
 SHUFFLE_PARTITIONS = 2
@@ -271,7 +271,7 @@ def one_run(args) -> int:
         else:
             result = run_native(spark, Path(args.input), scratch, args.max_files_per_trigger, window_ms)
     finally:
-        spark.stop()
+        stop_session(spark)  # both sides: what our jobs call (spark_jobs.spark.cli)
     print(json.dumps(result))
     return 0
 
@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows += [compare(spark, events, sensors, mode, args) for events in sizes]
         finally:
             if spark is not None:
-                spark.stop()
+                stop_session(spark)
     with open(WORK / "results.jsonl", "a") as f:
         for row in rows:
             f.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **row}) + "\n")

@@ -45,7 +45,7 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """The test session's local SparkSession: 2 cores, small shuffles, no UI (jobs have theirs)."""
-    from spark_jobs.spark.session import local_spark_session
+    from spark_jobs.spark.session import local_spark_session, stop_session
 
     session = local_spark_session(
         app_name="spark-jobs-tests",
@@ -54,4 +54,4 @@ def spark(tmp_path_factory):
         extra_conf={"spark.ui.enabled": "false"},
     )
     yield session
-    session.stop()
+    stop_session(session)

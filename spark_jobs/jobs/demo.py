@@ -21,7 +21,7 @@ import pandas as pd
 from spark_jobs.jobs import generate_events, sensor_alerts
 from spark_jobs.spark.job import JobSpec
 from spark_jobs.spark.runtime import RunConfig, run_job
-from spark_jobs.spark.session import local_spark_session
+from spark_jobs.spark.session import local_spark_session, stop_session
 from spark_jobs.spark.sink import read_topic
 from spark_jobs.spark.topics import QUARANTINE_TOPIC
 
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             "sensor_alerts",
         )
     finally:
-        spark.stop()
+        stop_session(spark)
 
     show_outputs(paths["output"])
     return 0

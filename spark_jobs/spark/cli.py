@@ -132,7 +132,7 @@ def run_cli(module: str, description: str, options: list[JobOption], argv: list[
     """Parse the command line, run the job once, print the run summary as JSON."""
     import logging
 
-    from spark_jobs.spark.session import local_spark_session
+    from spark_jobs.spark.session import local_spark_session, stop_session
 
     # Progress lines (one per micro-batch) go to stderr: the task log when Airflow runs the job.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -162,7 +162,7 @@ def run_cli(module: str, description: str, options: list[JobOption], argv: list[
     try:
         summary = run_job(spark, spec, config, job_name)
     finally:
-        spark.stop()
+        stop_session(spark)
     print(json.dumps(summary.to_dict(), indent=2))
     sys.stdout.flush()
     return 0

@@ -328,4 +328,3 @@ def _assign(column: Any, rows: np.ndarray, row_list: list[int] | None, values: A
 def _int64s(values: np.ndarray) -> array:
     """An int64 ndarray as an array("q"): saved forms hold no numpy object."""
     return array(INT64, values.astype(np.int64, copy=False).tobytes())
-
