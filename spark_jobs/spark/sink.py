@@ -33,7 +33,7 @@ BATCH_PREFIX = "batch_id="
 
 # A task's output rows: a staged file per output topic (`rows` in it), then its metrics (JSON payload).
 MANIFEST_DDL = "topic string, file string, rows long, payload binary"
-MANIFEST_COLUMNS = ["topic", "file", "rows", "payload"]
+MANIFEST_COLUMNS = [column.split()[0] for column in MANIFEST_DDL.split(", ")]
 
 
 OWNER_FILE = "_checkpoint_id"

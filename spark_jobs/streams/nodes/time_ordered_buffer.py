@@ -258,16 +258,14 @@ class TimeOrderedKeyValueBuffer:
         return self.log.bases(self.buckets, _part_name, lambda window: self._save(window, None))
 
     def _rows_base(self, window: Any) -> dict[str, Any]:
-        return {**self.buckets[window].base(), "window": (window[0], window[1])}
+        return _with_window(self.buckets[window].base(), window)
 
     def _save(self, window: Any, put: dict | None) -> dict[str, Any]:
         entries = self.buckets[window] if put is None else put  # put: the entries still buffered
         return self.saved_entries(list(entries), list(entries.values()))
 
     def _save_rows(self, window: Any, put: dict | None) -> dict[str, Any]:
-        saved = self.buckets[window].save(changed_only=put is not None)
-        saved["window"] = (window[0], window[1])
-        return saved
+        return _with_window(self.buckets[window].save(changed_only=put is not None), window)
 
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
         """Catch up with the parts written and removed since this buffer's last export, or load an empty
@@ -359,6 +357,12 @@ def _window_of_name(name: str) -> Any:
         return None
     start, end = name.split(":")
     return _new_tuple(Window, (int(start), int(end)))
+
+
+def _with_window(saved: dict[str, Any], window: Any) -> dict[str, Any]:
+    """A window's saved rows (a fresh dict from WindowRows), with the window as a plain tuple."""
+    saved["window"] = (window[0], window[1])
+    return saved
 
 
 def _part_name(window: Any) -> str:

@@ -141,6 +141,11 @@ def _digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
+def _dump_state(state: Any, file: Any) -> None:
+    """A part other than an entries' part, as `export_state` pickles it."""
+    pickle.dump(state, file, protocol=5)
+
+
 def _every_part(node: Node) -> tuple[dict[str, Any], list[str]] | None:
     """A node's parts for a snapshot, in `export_parts`' shape."""
     parts = node.state_parts()
@@ -408,13 +413,11 @@ class StreamTask:
         index: list[tuple[str, int]] = []
         with no_cyclic_gc():
             entries, states, _ = self._collect_parts(_every_part)
-            for name, state in [*entries.items(), *states.items()]:
-                at = stream.tell()
-                if name in entries:
-                    dump_entries_part(state, stream)
-                else:
-                    pickle.dump(state, stream, protocol=5)
-                index.append((name, stream.tell() - at))
+            for parts, dump in ((entries, dump_entries_part), (states, _dump_state)):
+                for name, state in parts.items():
+                    at = stream.tell()
+                    dump(state, stream)
+                    index.append((name, stream.tell() - at))
         index_at = stream.tell() - _SNAPSHOT_HEAD
         stream.write(pickle.dumps(index, protocol=5))
         stream.write(index_at.to_bytes(8, "little"))
