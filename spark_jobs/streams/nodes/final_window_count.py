@@ -23,7 +23,6 @@ vouch for (non-string or null keys, headers, timestamps it cannot hold in int64)
 from __future__ import annotations
 
 from itertools import compress, repeat
-from itertools import count as counter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -33,6 +32,7 @@ from ..serde import window_start_bytes
 from ..timeutil import INT64_MAX
 from .aggregations import TimeWindowAggregateNode
 from .base import Batch
+from .key_table import number_by_first_appearance
 from .suppress import SuppressNode
 from .time_ordered_buffer import _NEW, _OLD, _SIZE, _TS
 from .window_rows import WindowRows, dumps_plain
@@ -166,47 +166,50 @@ class FinalWindowCount:
             dropped = len(keep) - int(np.count_nonzero(keep))
         if not keep.all():
             rec, start = rec[keep], start[keep]
-        numbered = self._number_keys(keys, start)
+        numbered = self._number_keys(keys, rec, start)
         if numbered is None:
             return None
         number, distinct, first_new, rows_of = numbered
         return _Pairs(int(observed[-1]), dropped, rec, start, number, distinct, ts, first_new, rows_of)
 
-    def _number_keys(self, keys: list, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int] | None:
+    def _number_keys(
+        self, keys: list, rec: np.ndarray, start: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, int, int] | None:
         """Per record its key's number, the keys numbered from `first_new` on, `first_new` and the window
         whose count rows number the others (see _Pairs); None for a batch to run node by node.
 
-        When every pair is in one window that the count holds, a key it holds there is numbered by its row:
-        one look-up per record in the window's index, where numbering every key afresh and then looking up
-        each distinct one costs two hash-table operations per key, each a cache miss once the window holds
-        a few hundred thousand keys. Only the keys not there need a fresh numbering."""
+        When every pair is in one window that the count holds, the window numbers the keys: a key it holds
+        by its row, the others from its row count on, in the order they are to be appended (one batch
+        look-up, `WindowRows.number_keys`). Numbering every key afresh and then looking up each distinct
+        one would cost two hash-table operations per key, each a cache miss once the window holds a few
+        hundred thousand keys. Only the keys of records with a pair are numbered there: a late record's key
+        is not appended."""
         rows = None
         if len(start) and int(start.min()) == int(start.max()):
             rows = self.count.buckets.get(int(start[0]))
-        number = None
-        first_new = 0
         try:
-            if rows is not None:
-                first_new = len(rows)
-                number = np.fromiter(map(rows.index.get, keys, repeat(-1)), np.int64, len(keys))
-                unnumbered = number < 0
-                keys = list(compress(keys, unnumbered.tolist()))
-            # numbered by first appearance (a dict operation per record)
-            first_of: dict = {}
-            firsts = np.fromiter(map(first_of.setdefault, keys, counter()), np.int64, len(keys))
+            if rows is not None:  # one pair per record with one
+                paired = np.array(keys, dtype=object)  # gathered in C
+                if len(rec) < len(keys):
+                    paired = paired[rec]
+                numbered = rows.number_keys(paired, self._expected_keys())
+                if numbered is None:
+                    return None
+                number = numbered[0]
+                if len(rec) < len(keys):
+                    number = np.full(len(keys), -1, np.int64)
+                    number[rec] = numbered[0]
+                return number, numbered[1], len(rows), int(start[0])
+            number, distinct = number_by_first_appearance(keys, 0)
         except TypeError:  # an unhashable key: the count's loop raises it
             return None
-        if first_of and set(map(type, first_of)) != {str}:  # null keys are dropped, and equal keys of other
-            return None  # types may differ in which object a row keeps: node by node
-        distinct = np.fromiter(first_of, object, len(first_of))
-        rank = np.empty(len(keys), np.int64)
-        rank[np.fromiter(first_of.values(), np.int64, len(distinct))] = np.arange(
-            first_new, first_new + len(distinct)
-        )
-        if number is None:
-            return rank[firsts], distinct, 0, -1
-        number[unnumbered] = rank[firsts]
-        return number, distinct, first_new, int(start[0])
+        if len(distinct) and set(map(type, distinct)) != {str}:  # null keys are dropped, and equal keys of
+            return None  # other types may differ in which object a row keeps: node by node
+        return number, distinct, 0, -1
+
+    def _expected_keys(self) -> int:
+        """How many keys a window of the count may come to hold: as many as its largest open window."""
+        return max(map(len, self.count.buckets.values()), default=0)
 
     def _plan(self, pairs: _Pairs) -> _Plan | None:
         count, suppress = self.count, self.suppress
@@ -261,7 +264,7 @@ class FinalWindowCount:
                 wkeys = new_counts = distinct[key_of_group[in_window] - first_new].tolist()
                 found = None
                 if rows is not None:
-                    found = np.fromiter(map(rows.index.get, wkeys, repeat(-1)), np.int64, len(wkeys))
+                    found = rows.rows_of(wkeys, self._expected_keys())
             if found is not None:
                 count_row[in_window] = found
                 old = found >= 0
@@ -285,7 +288,7 @@ class FinalWindowCount:
                     held = np.zeros(len(wkeys), bool)
                     new_entries = wkeys
                 else:
-                    found = np.fromiter(map(entries.index.get, wkeys, repeat(-1)), np.int64, len(wkeys))
+                    found = entries.rows_of(wkeys, self._expected_keys())
                     held = found >= 0
                     new_entries = list(compress(wkeys, (~held).tolist()))
             if entries is not None:

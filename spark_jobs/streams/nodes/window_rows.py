@@ -36,10 +36,13 @@ import io
 import pickle
 from array import array
 from collections import deque
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
+
+from .key_table import KeyTable, number_by_first_appearance
 
 # A column is a list (any value) or an array("q") (int64: timestamps, counts, sizes, sequence numbers).
 INT64 = "q"
@@ -51,10 +54,12 @@ class WindowRows:
     `fixed` columns are set when a row is appended and never change: a delta holds them for its new rows
     only."""
 
-    __slots__ = ("_index", "keys", "columns", "changing", "dirty", "saved", "key_chunks")
+    __slots__ = ("_index", "_table", "keys", "columns", "changing", "dirty", "saved", "key_chunks")
 
     def __init__(self, kinds: tuple[str, ...], fixed: int = 0) -> None:
         self._index: dict[Any, int] | None = None  # key -> its live row; None: not built (see `index`)
+        # the keys' rows for look-ups by batch (see `rows_of`); None: not built, False: not for this window
+        self._table: KeyTable | None | bool = None
         self.keys: list[Any] = []  # by row
         self.columns: list[Any] = [array(kind) if kind else [] for kind in kinds]
         self.changing = len(kinds) - fixed  # the columns before it can change
@@ -74,6 +79,50 @@ class WindowRows:
             self._index = dict(zip(self.keys, range(len(self.keys)), strict=False))  # the last row wins
             self._forget_dead(range(len(self.keys)), self.columns[0])
         return self._index
+
+    def rows_of(self, keys: list, size_hint: int = 0) -> np.ndarray:
+        """Per key its live row, -1 where it has none; an unhashable key raises TypeError."""
+        table = self._key_table(size_hint)
+        if table:
+            return table.lookup(keys)
+        return np.fromiter(map(self.index.get, keys, repeat(-1)), np.int64, len(keys))
+
+    def number_keys(self, keys: np.ndarray, size_hint: int = 0) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per key its live row, or for a key without one `len(self)` + the rank of its first appearance
+        among those; and those keys in that order: the rows to append next, by `extend`. `keys` and those
+        are object arrays. None when one of those keys is not a str; an unhashable key raises TypeError."""
+        table = self._key_table(size_hint)
+        if table:
+            try:
+                number, new_keys = table.number(keys)
+            except TypeError:
+                self._table = None  # some keys numbered, none to be appended: built again at its next use
+                raise
+            not_str = len(new_keys) and set(map(type, new_keys)) != {str}
+            if not_str or (len(number) and number.min() < 0):  # a null-like key is numbered -1
+                self._table = None
+                return None
+            return number, new_keys
+        number = np.fromiter(map(self.index.get, keys, repeat(-1)), np.int64, len(keys))
+        unnumbered = number < 0
+        numbers, new_keys = number_by_first_appearance(keys[unnumbered], len(self))
+        if len(new_keys) and set(map(type, new_keys)) != {str}:
+            return None
+        number[unnumbered] = numbers
+        return number, new_keys
+
+    def _key_table(self, size_hint: int) -> KeyTable | None:
+        """The window's `KeyTable`, brought up to date with the rows appended since its last use (by any
+        path: a live window's rows never change once appended), built at the first use; None when the
+        window cannot have one (see key_table.py) or pandas is missing. A table whose pending keys were not
+        appended (a batch planned, then run node by node) is built again."""
+        table = self._table
+        if table is None or (table and table.pending):
+            size_hint = max(size_hint, len(self.keys))
+            table = self._table = (KeyTable.new(size_hint) or False) if self.rows_live else False
+        if table and table.size < len(self.keys) and not table.add(self.keys[table.size :]):
+            table = self._table = False  # a key that is not a str
+        return table or None
 
     @property
     def rows_live(self) -> bool:
@@ -97,6 +146,12 @@ class WindowRows:
             self.key_chunks.append((first, first + len(keys), pickled_keys))
         if self._index is not None:
             self._index.update(zip(keys, range(first, first + len(keys)), strict=True))
+        table = self._table
+        if table and table.pending:  # the keys it numbered (`number_keys`), or others: built again
+            if table.size == first and table.pending == len(keys):
+                table.confirm(len(keys))
+            else:
+                self._table = None
         self.keys += keys
         for column, values in zip(self.columns, columns, strict=True):
             if type(values) is np.ndarray:
@@ -218,7 +273,7 @@ class WindowRows:
                     columns[n] = values
                 else:
                     columns[n].extend(values)
-            self._index = None
+            self._index = self._table = None
         else:
             first = saved["from"]
             if first != len(keys):

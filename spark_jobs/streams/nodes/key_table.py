@@ -1,0 +1,88 @@
+"""A window's str keys -> their rows, looked up and numbered a batch at a time in one C loop.
+
+At a few hundred thousand keys per window, looking a batch's keys up one by one in a dict costs several
+cache misses per key (the dict's index, its entry, the int object of the row), most of the engine's time
+at that size. pandas' hash table for Python objects (khash) keeps the rows as int64s next to the key
+pointers and looks a whole array up in C, numbering the keys it does not hold in the same pass (see the
+README for the figures). It is pandas' internal API (`pandas._libs.hashtable`), stable for a decade and
+pinned with pandas here. It is imported at the first table (importing pandas takes 0.3-0.7 s, which a test
+driver whose windows never grow large should not pay); without pandas `KeyTable.new` returns None and the
+window looks keys up in its dict.
+
+The table holds borrowed references: its keys must be the very objects of the window's key list, which
+keeps them alive. Only for windows whose rows are append-only (`WindowRows.rows_live`: a row never dies
+and its keys are distinct), so rows `0..size` never change once added and the table only catches up.
+Only for str keys: pandas' table treats float NaNs as equal to each other and skips null-like keys when
+it numbers them, where a dict does neither; for str the two agree.
+"""
+
+from __future__ import annotations
+
+from itertools import count as counter
+from typing import Any
+
+import numpy as np
+
+
+class KeyTable:
+    """Rows `0..size` of a window by key, and `pending` keys numbered after them that the window has not
+    appended yet (see `number`)."""
+
+    __slots__ = ("_table", "size", "pending")
+
+    def __init__(self, table: Any) -> None:
+        self._table = table
+        self.size = 0
+        self.pending = 0
+
+    @staticmethod
+    def new(size_hint: int) -> KeyTable | None:
+        """An empty table sized for `size_hint` keys (growing it rehashes every key, each a cache miss);
+        None without pandas."""
+        try:
+            from pandas._libs.hashtable import PyObjectHashTable
+        except ImportError:  # the engine runs without pandas; windows then look keys up in their dicts
+            return None
+        return KeyTable(PyObjectHashTable(size_hint))
+
+    def add(self, keys: list) -> bool:
+        """Rows `size..size + len(keys)` for `keys` (distinct, new to the table); False, and nothing added,
+        when one is not a str."""
+        if keys and set(map(type, keys)) != {str}:
+            return False
+        if keys:
+            self.number(np.array(keys, dtype=object))
+            self.confirm(len(keys))
+        return True
+
+    def lookup(self, keys: list) -> np.ndarray:
+        """Per key its row, -1 where the table has none (an unhashable key raises TypeError)."""
+        return self._table.lookup(np.array(keys, dtype=object)).astype(np.int64, copy=False)
+
+    def number(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per key (an object array) its row, or for a key the table does not hold `size` + the rank of its
+        first appearance among those; and those keys in that order, now `pending`: rows the window is to
+        append next (`confirm`). A null-like key (None, NaN) is numbered -1 and not added; an unhashable one
+        raises TypeError, some keys added (the table is then to be dropped)."""
+        from pandas._libs.hashtable import ObjectVector
+
+        new = ObjectVector()
+        numbers = self._table.get_labels(keys, new, self.size, -1)
+        new_keys = new.to_array()
+        self.pending = len(new_keys)
+        return numbers.astype(np.int64, copy=False), new_keys
+
+    def confirm(self, appended: int) -> None:
+        """The window appended its `pending` keys as rows."""
+        self.size += appended
+        self.pending = 0
+
+
+def number_by_first_appearance(keys: list, first: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per key `first` + the rank of its first appearance among `keys`, and the distinct keys in that
+    order (an object array, gathered in C). An unhashable key raises TypeError."""
+    first_of: dict = {}
+    firsts = np.fromiter(map(first_of.setdefault, keys, counter()), np.int64, len(keys))
+    numbers = np.empty(len(keys), np.int64)  # at the position of each key's first appearance, its number
+    numbers[np.fromiter(first_of.values(), np.int64, len(first_of))] = np.arange(first, first + len(first_of))
+    return numbers[firsts], np.fromiter(first_of, object, len(first_of))

@@ -1,0 +1,122 @@
+"""A window's batch look-ups (nodes/key_table.py, WindowRows.rows_of / number_keys) give what its dict gives,
+whatever path appended its rows, and a table that cannot follow the window is dropped, not trusted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_jobs.streams.nodes import window_rows
+from spark_jobs.streams.nodes.key_table import KeyTable, number_by_first_appearance
+from spark_jobs.streams.nodes.window_rows import WindowRows
+
+
+def objects(keys) -> np.ndarray:
+    array = np.empty(len(keys), object)
+    array[:] = keys
+    return array
+
+
+def test_a_table_numbers_the_keys_it_lacks_after_its_rows_in_order_of_first_appearance() -> None:
+    table = KeyTable.new(0)
+    assert table.add(["a", "b"])
+    numbers, new = table.number(objects(["b", "x", "a", "y", "x"]))
+    assert numbers.tolist() == [1, 2, 0, 3, 2]
+    assert new.tolist() == ["x", "y"]
+    assert (table.size, table.pending) == (2, 2)
+    table.confirm(2)
+    assert table.lookup(["y", "q", "a"]).tolist() == [3, -1, 0]
+
+
+def test_a_table_takes_str_keys_only() -> None:
+    table = KeyTable.new(0)
+    assert not table.add(["a", 1])
+    assert table.size == 0
+    assert table.lookup(["a"]).tolist() == [-1]
+
+
+def test_numbering_by_first_appearance_starts_at_first() -> None:
+    numbers, distinct = number_by_first_appearance(["q", "p", "q", "r"], 5)
+    assert numbers.tolist() == [5, 6, 5, 7]
+    assert distinct.tolist() == ["q", "p", "r"]
+
+
+def live_window() -> WindowRows:
+    return WindowRows(("q", "q"))  # int64 columns, as a count's: its rows never die
+
+
+# What a window's users do to it: the fused pass numbers a batch's keys and appends the new ones (or
+# plans and then runs node by node, appending nothing); the count's loop appends a key at a time through
+# the index, keys of any type; a restore loads a base.
+KEYS = st.sampled_from(["a", "b", "c", "d", "é", "f"])
+OPERATIONS = st.one_of(
+    st.tuples(st.just("batch"), st.lists(KEYS, max_size=8)),
+    st.tuples(st.just("abandoned batch"), st.lists(KEYS, max_size=8)),
+    st.tuples(st.just("append"), KEYS | st.sampled_from([7, ("t", 1)])),
+    st.tuples(st.just("batch with a null key"), st.lists(KEYS, max_size=4)),
+    st.tuples(st.just("batch with an unhashable key"), st.lists(KEYS, max_size=4)),
+)
+
+
+@pytest.mark.parametrize("with_table", [True, False], ids=["table", "dict only (no pandas)"])
+@settings(max_examples=150, deadline=None)
+@given(operations=st.lists(OPERATIONS, max_size=12), probes=st.lists(KEYS | st.just(7), max_size=8))
+def test_a_window_numbers_and_finds_keys_as_its_rows_say(with_table, operations, probes) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        if not with_table:
+            patch.setattr(window_rows.KeyTable, "new", staticmethod(lambda size_hint: None))
+        window_goes_through(operations, probes)
+
+
+def window_goes_through(operations, probes) -> None:
+    rows = live_window()
+    model: dict = {}  # key -> row
+
+    def check_numbering(keys):
+        numbered = rows.number_keys(objects(keys))
+        if numbered is None:
+            return None
+        numbers, new = numbered
+        expected_new = list(dict.fromkeys(key for key in keys if key not in model))
+        assert new.tolist() == expected_new
+        first = len(rows)
+        assert numbers.tolist() == [
+            model[key] if key in model else first + expected_new.index(key) for key in keys
+        ]
+        return new
+
+    for operation, argument in operations:
+        if operation == "batch":
+            new = check_numbering(argument)
+            rows.extend(new.tolist(), [np.ones(len(new), np.int64)] * 2)
+            model.update((key, len(model)) for key in new.tolist())
+        elif operation == "abandoned batch":
+            check_numbering(argument)
+        elif operation == "append":
+            if argument not in model:
+                model[argument] = len(model)
+                rows.index[argument] = len(rows.keys)  # as the count's loop appends: not through `append`
+                rows.keys.append(argument)
+                for column in rows.columns:
+                    column.append(1)
+                rows.dirty.append(1)
+        elif operation == "batch with a null key":
+            assert rows.number_keys(objects([*argument, None])) is None
+        else:
+            with pytest.raises(TypeError):
+                rows.number_keys(objects([*argument, ["unhashable"]]))
+        assert rows.rows_of(probes).tolist() == [model.get(key, -1) for key in probes]
+    assert rows.keys == list(model)
+
+
+def test_a_base_loaded_into_a_window_replaces_its_table() -> None:
+    rows = live_window()
+    rows.extend(["a", "b"], [np.ones(2, np.int64)] * 2)
+    assert rows.rows_of(["b"]).tolist() == [1]
+    saved = rows.base()
+    again = live_window()
+    assert again.rows_of(["a"]).tolist() == [-1]  # a table built over no rows
+    again.load(saved, "w")
+    assert again.rows_of(["b", "a", "c"]).tolist() == [1, 0, -1]
