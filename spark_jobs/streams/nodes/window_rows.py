@@ -19,6 +19,8 @@ final suppress buffer's) has no dead rows: its keys are distinct and a key's row
 The index is built at its first use, not when rows are loaded or appended to a store nobody has looked up:
 a final suppress buffer whose rows are its count's (nodes/final_window_count.py) is not looked up, and a
 copy of a task catching up with another's exports does not look anything up until it processes.
+A batch of keys is looked up (`rows_of`, `number_keys`) in a `KeyTable` instead when the rows are live and
+the keys str (nodes/key_table.py): one C loop, where the index costs a call and several cache misses per key.
 
 Saved form (a part of the store log, nodes/store_log.py): a base `{"keys", "columns"}` holds every row; a
 delta `{"from", "keys", "rows", "columns"}` holds the keys of the rows appended since the previous export
