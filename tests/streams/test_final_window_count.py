@@ -352,3 +352,20 @@ def test_a_buffer_holding_entries_in_list_columns_cannot_switch_to_int64_columns
     with pytest.raises(RuntimeError, match="must be set before the buffer holds entries"):
         buffer.hold_counts()
     assert buffer.entry_columns == ENTRY_COLUMNS
+
+
+@pytest.mark.parametrize("with_table", [True, False], ids=["key table", "no pandas: the index"])
+def test_a_long_window_numbers_its_keys_with_or_without_a_key_table(monkeypatch, with_table) -> None:
+    from spark_jobs.streams.nodes import window_rows
+
+    if not with_table:
+        monkeypatch.setattr(window_rows.KeyTable, "new", staticmethod(lambda size_hint: None))
+    pair = Pair(lambda: finals_topology(1000, 1000, 100))
+    pair.check([(["a", "b", "c", "a"], [1, 2, 3, 4], None)], [True])  # goes on from its parts
+    pair.check([(["c", "x", "a", "y", "x", "w"], [5, 6, 7, 8, 9, 10], None)], [False])
+    (count_node,) = (node for node in pair.fused.nodes.values() if isinstance(node, TimeWindowAggregateNode))
+    rows = count_node.buckets[0]
+    assert type(rows._table) is (window_rows.KeyTable if with_table else bool)
+    pair.check(
+        [(["y", "z", "b"], [11, 12, 13], None), (["q"], [1200], None)], [False, False]
+    )  # [0, 1000) closes
