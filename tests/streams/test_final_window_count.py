@@ -21,6 +21,8 @@ from spark_jobs.streams.nodes.window_rows import loaded_keys
 from spark_jobs.streams.records import Window
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
+from .helpers import draw_readings
+
 TOPIC = "readings"
 
 
@@ -111,17 +113,16 @@ def _records(task: StreamTask) -> list:
 def batches(draw):
     """Batches of readings from a few sensors: mostly in order, some out of order, some late; some batches
     with headers (they run node by node, and the entries they put keep their headers until put again)."""
-    # some names not ASCII: their UTF-8 bytes, which the buffer's sizes count, outnumber their characters
-    sensors = [f"s{i}" if i % 3 else f"sé{i}" for i in range(draw(st.integers(1, 12)))]
-    clock = draw(st.integers(0, 50))
     out = []
-    for _ in range(draw(st.integers(1, 6))):
-        keys, timestamps = [], []
-        for _ in range(draw(st.integers(0, 40))):
-            clock += draw(st.integers(0, 7))
-            lateness = draw(st.sampled_from([0, 0, 0, 3, 15, 60]))
-            keys.append(draw(st.sampled_from(sensors)))
-            timestamps.append(max(0, clock - lateness))
+    for keys, timestamps in draw_readings(
+        draw,
+        sensors=12,
+        clock=50,
+        batches=6,
+        records=40,
+        step=st.integers(0, 7),
+        lateness=st.sampled_from([0, 0, 0, 3, 15, 60]),
+    ):
         headers = [{"batch": b"h"}] * len(keys) if draw(st.integers(0, 4)) == 0 else None
         out.append((keys, timestamps, headers))
     return out

@@ -188,6 +188,8 @@ class FinalWindowCount:
         if len(start) and int(start.min()) == int(start.max()):
             rows = self.count.buckets.get(int(start[0]))
         try:
+            if rows is not None and None in keys:  # a null key: node by node, the window's key table kept
+                return None
             if rows is not None:  # one pair per record with one
                 paired = np.array(keys, dtype=object)  # gathered in C
                 if len(rec) < len(keys):

@@ -92,7 +92,8 @@ class WindowRows:
     def number_keys(self, keys: np.ndarray, size_hint: int = 0) -> tuple[np.ndarray, np.ndarray] | None:
         """Per key its live row, or for a key without one `len(self)` + the rank of its first appearance
         among those; and those keys in that order: the rows to append next, by `extend`. `keys` and those
-        are object arrays. None when one of those keys is not a str; an unhashable key raises TypeError."""
+        are object arrays. None when one of those keys is not a str; an unhashable key raises TypeError.
+        Either way a key table is built again at its next use: callers leave out batches with null keys."""
         table = self._key_table(size_hint)
         if table:
             try:
