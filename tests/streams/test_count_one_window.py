@@ -140,6 +140,7 @@ def test_batches_in_one_held_window_are_numbered_and_others_loop() -> None:
         ("c", 2, 7),
     ]
     pair.run(["a", "z"], [99, 100])  # across two windows: the loop, which opens [100, 200)
+    pair.run(["a", "z", "a"], [20, 120, 30])  # first and last in [0, 100), one in [100, 200): the loop
     pair.run(["b", None], [8, 9])  # a null key: the loop drops it
     pair.run(["c", 7], [10, 11])  # a key new to the window that is not a str: the loop
     assert pair.batches_numbered == 1

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..records import Window, Windowed, make_windowed
+from ..timeutil import INT64_MAX
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
 from .base import Batch, Node
 from .store_log import StoreLog
@@ -253,11 +254,11 @@ class TimeWindowAggregateNode(Node):
         return Batch(out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src)
 
     def _count_in_one_window(self, keys, timestamps, headers) -> Batch | None:
-        """A count's batch whose records all fall in one tumbling window that it holds, as the loop would
-        count it, with the records' rows numbered a batch at a time (`WindowRows.number_keys`) instead of
-        looked up one by one; None for the loop to run it (hopping windows, a batch across windows, a new
-        window, null or unhashable keys, keys new to the window that are not str, timestamps that are not
-        int64s of 0 or later)."""
+        """A count's batch whose records all fall in one tumbling window that it holds, but for those whose
+        window has closed (late: dropped), as the loop would count it, with the records' rows numbered a
+        batch at a time (`WindowRows.number_keys`) instead of looked up one by one; None for the loop to run
+        it (hopping windows, a batch across open windows, a new window, null or unhashable keys, keys new to
+        the window that are not str, timestamps that are not int64s of 0 or later)."""
         size = self.windows.size
         try:
             if self.windows.advance != size or timestamps[0] // size != timestamps[-1] // size:
@@ -265,16 +266,19 @@ class TimeWindowAggregateNode(Node):
         except TypeError:  # not a number: the loop raises it
             return None
         ts = np.array(timestamps)
-        if ts.dtype != np.int64 or ts.min() < 0:
+        if ts.dtype != np.int64 or ts.min() < 0 or int(ts.max()) + size + self.windows.grace > INT64_MAX:
             return None
-        start = int(ts[0]) - int(ts[0]) % size
-        if int(ts.min()) < start or int(ts.max()) >= start + size:
+        starts = ts - ts % size
+        observed = np.maximum.accumulate(np.maximum(ts, self.observed))
+        kept = np.flatnonzero(starts + (size + self.windows.grace) > observed)  # its window open at it
+        if not len(kept):
             return None
+        start = int(starts[kept[0]])
         rows = self.buckets.get(start)
         if rows is None or None in keys:  # a null key (dropped, advancing no time) is the loop's
             return None
-        observed = np.maximum.accumulate(np.maximum(ts, self.observed))
-        kept = np.flatnonzero(observed < start + size + self.windows.grace)  # the window open at its record
+        if not (starts[kept] == start).all():
+            return None
         paired = np.array(keys, dtype=object)  # gathered in C
         if len(kept) < len(keys):
             paired = paired[kept]
@@ -289,8 +293,7 @@ class TimeWindowAggregateNode(Node):
             rows.extend(
                 new_keys.tolist(), [np.zeros(len(new_keys), np.int64), np.full(len(new_keys), INT64_MIN)]
             )
-        if len(kept):
-            self.log.touch(start)
+        self.log.touch(start)
         aggs, max_ts = rows.columns
         dirty = rows.dirty
         window = self.window_objects[start]
