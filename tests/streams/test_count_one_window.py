@@ -139,16 +139,25 @@ def test_batches_in_one_held_window_are_numbered_and_others_loop() -> None:
         ("a", 3, 6),
         ("c", 2, 7),
     ]
-    pair.run(["a", "z"], [99, 100])  # across two windows: the loop, which opens [100, 200)
-    pair.run(["a", "z", "a"], [20, 120, 30])  # first and last in [0, 100), one in [100, 200): the loop
-    pair.run(["b", None], [8, 9])  # a null key: the loop drops it
-    pair.run(["c", 7], [10, 11])  # a key new to the window that is not a str: the loop
-    assert pair.batches_numbered == 1
-    pair.run(["z", "z", "y"], [150, 111, 120])  # [100, 200): numbered; [0, 100) closes at 110
-    assert pair.batches_numbered == 2
-    assert 0 not in next(
-        node.buckets for node in pair.numbered.nodes.values() if isinstance(node, TimeWindowAggregateNode)
+    (count_node,) = (
+        node for node in pair.numbered.nodes.values() if isinstance(node, TimeWindowAggregateNode)
     )
+    assert count_node.buckets[0]._table  # its key table
+    # composite keys (np.array would make these tuples one two-dimensional array), new and not str: the loop
+    pair.run([("c", 1), ("d", 2), ("c", 1)], [8, 9, 10])
+    pair.run(["b", None], [11, 12])  # a null key: the loop drops it
+    pair.run(["c", 7], [13, 14])  # a key new to the window that is not a str: the loop
+    assert pair.batches_numbered == 1
+    pair.run(["a", "b", 7], [15, 16, 17])  # the window's keys are not all str: numbered by its index
+    assert pair.batches_numbered == 2
+    assert count_node.buckets[0]._table is False
+    pair.run(["a", "z", "a"], [20, 120, 30])  # in two open windows: the loop; [0, 100) closes at 110
+    assert pair.batches_numbered == 2
+    assert 0 not in count_node.buckets
+    dropped = pair.numbered.metrics()["dropped-records-total"]
+    pair.run(["z", "late", "z", "y"], [150, 50, 111, 120])  # [100, 200), and a record of the closed one
+    assert pair.batches_numbered == 3
+    assert pair.numbered.metrics()["dropped-records-total"] == dropped + 1
 
 
 def test_an_unhashable_key_raises_as_in_the_loop() -> None:

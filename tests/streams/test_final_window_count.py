@@ -370,3 +370,10 @@ def test_a_long_window_numbers_its_keys_with_or_without_a_key_table(monkeypatch,
     pair.check(
         [(["y", "z", "b"], [11, 12, 13], None), (["q"], [1200], None)], [False, False]
     )  # [0, 1000) closes
+
+
+def test_composite_keys_in_a_window_of_str_keys_run_node_by_node() -> None:
+    pair = Pair(lambda: finals_topology(1000, 1000, 100))
+    pair.check([(["a", "b", "a"], [1, 2, 3], None)], [False])  # the window's keys: str, in a key table
+    # tuples of one length, which np.array would make into a two-dimensional array
+    pair.check([([("a", 1), ("b", 2), ("a", 1)], [4, 5, 6], None), (["q"], [1200], None)], [False, False])

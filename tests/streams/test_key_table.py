@@ -9,14 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.streams.nodes import window_rows
-from spark_jobs.streams.nodes.key_table import KeyTable, number_by_first_appearance
+from spark_jobs.streams.nodes.key_table import KeyTable, number_by_first_appearance, object_array
 from spark_jobs.streams.nodes.window_rows import WindowRows
 
 
 def objects(keys) -> np.ndarray:
-    array = np.empty(len(keys), object)
-    array[:] = keys
-    return array
+    return object_array(keys)
 
 
 def test_a_table_numbers_the_keys_it_lacks_after_its_rows_in_order_of_first_appearance() -> None:
@@ -120,3 +118,10 @@ def test_a_base_loaded_into_a_window_replaces_its_table() -> None:
     assert again.rows_of(["a"]).tolist() == [-1]  # a table built over no rows
     again.load(saved, "w")
     assert again.rows_of(["b", "a", "c"]).tolist() == [1, 0, -1]
+
+
+def test_an_object_array_holds_composite_keys_one_per_element() -> None:
+    keys = [("a", 1), ("b", 2)]
+    assert np.array(keys, dtype=object).shape == (2, 2)  # what np.array makes of them
+    assert object_array(keys).shape == (2,)
+    assert object_array(keys).tolist() == keys

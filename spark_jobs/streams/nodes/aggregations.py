@@ -23,6 +23,7 @@ from ..records import Window, Windowed, make_windowed
 from ..timeutil import INT64_MAX
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
 from .base import Batch, Node
+from .key_table import object_array
 from .store_log import StoreLog
 from .stores import TimestampedStoreNode, int_column
 from .window_rows import INT64, OBJECT, WindowRows
@@ -279,7 +280,7 @@ class TimeWindowAggregateNode(Node):
             return None
         if not (starts[kept] == start).all():
             return None
-        paired = np.array(keys, dtype=object)  # gathered in C
+        paired = object_array(keys)
         if len(kept) < len(keys):
             paired = paired[kept]
         try:

@@ -32,7 +32,7 @@ from ..serde import window_start_bytes
 from ..timeutil import INT64_MAX
 from .aggregations import TimeWindowAggregateNode
 from .base import Batch
-from .key_table import number_by_first_appearance
+from .key_table import number_by_first_appearance, object_array
 from .suppress import SuppressNode
 from .time_ordered_buffer import _NEW, _OLD, _SIZE, _TS
 from .window_rows import WindowRows, dumps_plain
@@ -191,7 +191,7 @@ class FinalWindowCount:
             if rows is not None and None in keys:  # a null key: node by node, the window's key table kept
                 return None
             if rows is not None:  # one pair per record with one
-                paired = np.array(keys, dtype=object)  # gathered in C
+                paired = object_array(keys)
                 if len(rec) < len(keys):
                     paired = paired[rec]
                 numbered = rows.number_keys(paired, self._expected_keys())

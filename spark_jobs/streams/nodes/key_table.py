@@ -51,13 +51,13 @@ class KeyTable:
         if keys and set(map(type, keys)) != {str}:
             return False
         if keys:
-            self.number(np.array(keys, dtype=object))
+            self.number(object_array(keys))
             self.confirm(len(keys))
         return True
 
     def lookup(self, keys: list) -> np.ndarray:
         """Per key its row, -1 where the table has none (an unhashable key raises TypeError)."""
-        return self._table.lookup(np.array(keys, dtype=object)).astype(np.int64, copy=False)
+        return self._table.lookup(object_array(keys)).astype(np.int64, copy=False)
 
     def number(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per key (an object array) its row, or for a key the table does not hold `size` + the rank of its
@@ -76,6 +76,12 @@ class KeyTable:
         """The window appended its `pending` keys as rows."""
         self.size += appended
         self.pending = 0
+
+
+def object_array(items: list) -> np.ndarray:
+    """`items` as a one-dimensional object array, an element per item (np.array would make a list of
+    tuples, composite keys, into a two-dimensional array), filled in C."""
+    return np.fromiter(items, object, len(items))
 
 
 def number_by_first_appearance(keys: list, first: int) -> tuple[np.ndarray, np.ndarray]:
