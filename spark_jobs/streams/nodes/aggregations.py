@@ -17,13 +17,9 @@ from heapq import heappop, heappush
 from itertools import repeat
 from typing import Any
 
-import numpy as np
-
 from ..records import Window, Windowed, make_windowed
-from ..timeutil import INT64_MAX
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
 from .base import Batch, Node
-from .key_table import object_array
 from .store_log import StoreLog
 from .stores import TimestampedStoreNode, int_column
 from .window_rows import INT64, OBJECT, WindowRows
@@ -103,10 +99,6 @@ def _add_aggregates(key: Any, agg1: int, agg2: int) -> int:
 
 
 _NEVER_CLOSES = 1 << 64  # above every int64 timestamp
-INT64_MIN = -(1 << 63)
-# From this many records on, a count's batch in one window is numbered a batch at a time: below it the loop is
-# cheaper than numpy's fixed cost per call.
-ONE_WINDOW_MIN_ROWS = 256
 
 
 class TimeWindowAggregateNode(Node):
@@ -136,10 +128,6 @@ class TimeWindowAggregateNode(Node):
         self._columns = (INT64 if aggregation.kind == "count" else OBJECT, INT64)
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        if len(keys) >= ONE_WINDOW_MIN_ROWS and self.aggregation.kind == "count":
-            out = self._count_in_one_window(keys, timestamps, headers)
-            if out is not None:
-                return out
         windows = self.windows
         size, advance = windows.size, windows.advance
         close_after = size + windows.grace  # a window closes when end + grace <= observed time
@@ -253,84 +241,6 @@ class TimeWindowAggregateNode(Node):
             self.count_dropped(dropped)
         self.drop_closed_windows()
         return Batch(out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src)
-
-    def _count_in_one_window(self, keys, timestamps, headers) -> Batch | None:
-        """A count's batch whose records all fall in one tumbling window that it holds, but for those whose
-        window has closed (late: dropped), as the loop would count it, with the records' rows numbered a
-        batch at a time (`WindowRows.number_keys`) instead of looked up one by one; None for the loop to run
-        it (hopping windows, a batch across open windows, a new window, null or unhashable keys, keys new to
-        the window that are not str, timestamps that are not int64s of 0 or later)."""
-        size = self.windows.size
-        try:
-            if self.windows.advance != size or timestamps[0] // size != timestamps[-1] // size:
-                return None  # most batches over several windows leave here, before any pass over them
-        except TypeError:  # not a number: the loop raises it
-            return None
-        ts = np.array(timestamps)
-        if ts.dtype != np.int64 or ts.min() < 0 or int(ts.max()) + size + self.windows.grace > INT64_MAX:
-            return None
-        starts = ts - ts % size
-        observed = np.maximum.accumulate(np.maximum(ts, self.observed))
-        kept = np.flatnonzero(starts + (size + self.windows.grace) > observed)  # its window open at it
-        if not len(kept):
-            return None
-        start = int(starts[kept[0]])
-        rows = self.buckets.get(start)
-        if rows is None or None in keys:  # a null key (dropped, advancing no time) is the loop's
-            return None
-        if not (starts[kept] == start).all():
-            return None
-        paired = object_array(keys)
-        if len(kept) < len(keys):
-            paired = paired[kept]
-        try:
-            numbered = rows.number_keys(paired, max(map(len, self.buckets.values())))
-        except TypeError:  # an unhashable key: the loop raises it
-            return None
-        if numbered is None:
-            return None
-        numbers, new_keys = numbered
-        if len(new_keys):  # appended now, before their records: a count of 0, no timestamp yet
-            rows.extend(
-                new_keys.tolist(), [np.zeros(len(new_keys), np.int64), np.full(len(new_keys), INT64_MIN)]
-            )
-        self.log.touch(start)
-        aggs, max_ts = rows.columns
-        dirty = rows.dirty
-        window = self.window_objects[start]
-        new_windowed = tuple.__new__
-        out_k: list = []
-        out_v: list = []
-        out_o: list = []
-        out_t: list = []
-        if len(kept) < len(keys):
-            kept_ts = ts[kept].tolist()
-        else:  # the records' own ints (an array's would be numpy scalars)
-            kept_ts = timestamps if type(timestamps) is list else ts.tolist()
-        for key, ts_, row in zip(paired.tolist(), kept_ts, numbers.tolist(), strict=True):
-            old = aggs[row]
-            aggs[row] = old + 1
-            new_ts = max_ts[row]
-            if ts_ > new_ts:
-                new_ts = max_ts[row] = ts_
-            dirty[row] = 1
-            out_k.append(new_windowed(Windowed, (key, window)))
-            out_v.append(old + 1)
-            out_o.append(old)
-            out_t.append(new_ts)
-        self.observed = max(self.observed, int(observed[-1]))
-        if len(kept) < len(keys):
-            self.count_dropped(len(keys) - len(kept))
-        self.drop_closed_windows()
-        src = kept.tolist() if self.need_src or headers is not None else None
-        return Batch(
-            out_k,
-            out_v,
-            out_o if self.send_old_values else None,
-            out_t,
-            None if headers is None else [headers[i] for i in src],
-            src if self.need_src else None,
-        )
 
     def get(self, windowed_key):
         rows = self.buckets.get(windowed_key[1][0])
