@@ -7,8 +7,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hypothesis import strategies as st
-
 from spark_jobs.streams import (
     BufferConfig,
     Processor,
@@ -140,22 +138,3 @@ def drain(task: StreamTask) -> list[tuple]:
             strict=False,
         )
     )
-
-
-def draw_readings(
-    draw, *, sensors: int, clock: int, batches: int, records: int, step: Any, lateness: Any
-) -> list[tuple[list, list]]:
-    """Up to `batches` batches of up to `records` (keys, timestamps) from 1 to `sensors` sensors, a third of
-    them with names that are not ASCII (their UTF-8 bytes outnumber their characters); a clock that starts
-    at 0 to `clock` advances by a `step` per record, each record behind it by a `lateness` (strategies)."""
-    names = [f"s{i}" if i % 3 else f"sé{i}" for i in range(draw(st.integers(1, sensors)))]
-    now = draw(st.integers(0, clock))
-    out = []
-    for _ in range(draw(st.integers(1, batches))):
-        keys, timestamps = [], []
-        for _ in range(draw(st.integers(0, records))):
-            now += draw(step)
-            keys.append(draw(st.sampled_from(names)))
-            timestamps.append(max(0, now - draw(lateness)))
-        out.append((keys, timestamps))
-    return out

@@ -13,14 +13,10 @@ from spark_jobs.streams.nodes.key_table import KeyTable, number_by_first_appeara
 from spark_jobs.streams.nodes.window_rows import WindowRows
 
 
-def objects(keys) -> np.ndarray:
-    return object_array(keys)
-
-
 def test_a_table_numbers_the_keys_it_lacks_after_its_rows_in_order_of_first_appearance() -> None:
     table = KeyTable.new(0)
     assert table.add(["a", "b"])
-    numbers, new = table.number(objects(["b", "x", "a", "y", "x"]))
+    numbers, new = table.number(object_array(["b", "x", "a", "y", "x"]))
     assert numbers.tolist() == [1, 2, 0, 3, 2]
     assert new.tolist() == ["x", "y"]
     assert (table.size, table.pending) == (2, 2)
@@ -73,7 +69,7 @@ def window_goes_through(operations, probes) -> None:
     model: dict = {}  # key -> row
 
     def check_numbering(keys):
-        numbered = rows.number_keys(objects(keys))
+        numbered = rows.number_keys(object_array(keys))
         if numbered is None:
             return None
         numbers, new = numbered
@@ -101,15 +97,15 @@ def window_goes_through(operations, probes) -> None:
                     column.append(1)
                 rows.dirty.append(1)
         elif operation == "batch with a null key":
-            assert rows.number_keys(objects([*argument, None])) is None
+            assert rows.number_keys(object_array([*argument, None])) is None
         else:
             with pytest.raises(TypeError):
-                rows.number_keys(objects([*argument, ["unhashable"]]))
+                rows.number_keys(object_array([*argument, ["unhashable"]]))
         assert rows.rows_of(probes).tolist() == [model.get(key, -1) for key in probes]
     assert rows.keys == list(model)
 
 
-def test_a_base_loaded_into_a_window_replaces_its_table() -> None:
+def test_a_table_built_over_an_empty_window_catches_up_with_a_base_loaded_into_it() -> None:
     rows = live_window()
     rows.extend(["a", "b"], [np.ones(2, np.int64)] * 2)
     assert rows.rows_of(["b"]).tolist() == [1]

@@ -188,26 +188,32 @@ class FinalWindowCount:
         if len(start) and int(start.min()) == int(start.max()):
             rows = self.count.buckets.get(int(start[0]))
         try:
-            if rows is not None and None in keys:  # a null key: node by node, the window's key table kept
-                return None
-            if rows is not None:  # one pair per record with one
-                paired = object_array(keys)
-                if len(rec) < len(keys):
-                    paired = paired[rec]
-                numbered = rows.number_keys(paired, self._expected_keys())
-                if numbered is None:
-                    return None
-                number = numbered[0]
-                if len(rec) < len(keys):
-                    number = np.full(len(keys), -1, np.int64)
-                    number[rec] = numbered[0]
-                return number, numbered[1], len(rows), int(start[0])
+            if rows is not None:
+                return self._number_by_rows(rows, int(start[0]), keys, rec)
             number, distinct = number_by_first_appearance(keys, 0)
         except TypeError:  # an unhashable key: the count's loop raises it
             return None
         if len(distinct) and set(map(type, distinct)) != {str}:  # null keys are dropped, and equal keys of
             return None  # other types may differ in which object a row keeps: node by node
         return number, distinct, 0, -1
+
+    def _number_by_rows(
+        self, rows: WindowRows, start: int, keys: list, rec: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, int, int] | None:
+        """`_number_keys` for a batch whose pairs are all in the window `start`, whose count rows are
+        `rows`: one pair per record that has one."""
+        if None in keys:  # a null key: node by node, before the window's key table numbers anything
+            return None
+        every_record = len(rec) == len(keys)
+        paired = object_array(keys)
+        numbered = rows.number_keys(paired if every_record else paired[rec], self._expected_keys())
+        if numbered is None:
+            return None
+        number, distinct = numbered
+        if not every_record:
+            number = np.full(len(keys), -1, np.int64)
+            number[rec] = numbered[0]
+        return number, distinct, len(rows), start
 
     def _expected_keys(self) -> int:
         """How many keys a window of the count may come to hold: as many as its largest open window."""
@@ -244,6 +250,7 @@ class FinalWindowCount:
         size_before = np.zeros(n_groups, np.int64)  # the entry's size before the batch (0: none)
         plan_windows: list[_PlanWindow] = []
         buffer_windows = suppress.buffer.buckets
+        expected_keys = self._expected_keys()
         for w in np.argsort(window_first).tolist():  # windows in order of first appearance
             lo, hi = window_groups[w], window_groups[w + 1]
             window_start = int(starts[w])
@@ -266,7 +273,7 @@ class FinalWindowCount:
                 wkeys = new_counts = distinct[key_of_group[in_window] - first_new].tolist()
                 found = None
                 if rows is not None:
-                    found = rows.rows_of(wkeys, self._expected_keys())
+                    found = rows.rows_of(wkeys, expected_keys)
             if found is not None:
                 count_row[in_window] = found
                 old = found >= 0
@@ -290,7 +297,7 @@ class FinalWindowCount:
                     held = np.zeros(len(wkeys), bool)
                     new_entries = wkeys
                 else:
-                    found = entries.rows_of(wkeys, self._expected_keys())
+                    found = entries.rows_of(wkeys, expected_keys)
                     held = found >= 0
                     new_entries = list(compress(wkeys, (~held).tolist()))
             if entries is not None:

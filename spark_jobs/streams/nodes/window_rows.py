@@ -85,9 +85,7 @@ class WindowRows:
     def rows_of(self, keys: list, size_hint: int = 0) -> np.ndarray:
         """Per key its live row, -1 where it has none; an unhashable key raises TypeError."""
         table = self._key_table(size_hint)
-        if table:
-            return table.lookup(keys)
-        return np.fromiter(map(self.index.get, keys, repeat(-1)), np.int64, len(keys))
+        return table.lookup(keys) if table else self._indexed_rows(keys)
 
     def number_keys(self, keys: np.ndarray, size_hint: int = 0) -> tuple[np.ndarray, np.ndarray] | None:
         """Per key its live row, or for a key without one `len(self)` + the rank of its first appearance
@@ -106,13 +104,17 @@ class WindowRows:
                 self._table = None
                 return None
             return number, new_keys
-        number = np.fromiter(map(self.index.get, keys, repeat(-1)), np.int64, len(keys))
+        number = self._indexed_rows(keys)
         unnumbered = number < 0
         numbers, new_keys = number_by_first_appearance(keys[unnumbered], len(self))
         if len(new_keys) and set(map(type, new_keys)) != {str}:
             return None
         number[unnumbered] = numbers
         return number, new_keys
+
+    def _indexed_rows(self, keys: Any) -> np.ndarray:
+        """Per key its live row by the index, -1 where it has none: a look-up per key."""
+        return np.fromiter(map(self.index.get, keys, repeat(-1)), np.int64, len(keys))
 
     def _key_table(self, size_hint: int) -> KeyTable | None:
         """The window's `KeyTable`, brought up to date with the rows appended since its last use (by any
@@ -276,7 +278,7 @@ class WindowRows:
                     columns[n] = values
                 else:
                     columns[n].extend(values)
-            self._index = self._table = None
+            self._index = None  # a key table over the empty window catches up at its next use
         else:
             first = saved["from"]
             if first != len(keys):
