@@ -43,7 +43,7 @@ from urllib.parse import urlparse
 
 import pandas as pd
 
-from spark_jobs.spark import sink, task_state, wall_clock
+from spark_jobs.spark import progress, sink, task_state, wall_clock
 from spark_jobs.spark.job import JobSpec, write_job_record
 from spark_jobs.spark.parse_stage import SOURCE_CONTROL, SOURCE_LANDING, is_local, local_path, parse_files
 from spark_jobs.spark.summary import RunSummary
@@ -479,17 +479,11 @@ class TopologyRuntime:
     def run(self) -> RunSummary:
         self._check_inputs()
         self._check_identity()
-        from spark_jobs.spark.progress import BatchProgressLogger
-
-        self._progress = BatchProgressLogger(self.query_name, self.summary)
-        self.spark.streams.addListener(self._progress)
-        try:
-            if self.config.trigger == AVAILABLE_NOW:
-                self._run_available_now()
-            else:
-                self._run_continuous()
-        finally:
-            self.spark.streams.removeListener(self._progress)
+        self._progress = progress.BatchProgressLogger(self.summary)
+        if self.config.trigger == AVAILABLE_NOW:
+            self._run_available_now()
+        else:
+            self._run_continuous()
         self.summary.write(self.config.output_dir)
         return self.summary
 
@@ -516,29 +510,24 @@ class TopologyRuntime:
             while query.isActive and not stop.is_set():
                 if deadline is not None and time.monotonic() >= deadline:
                     break
-                query.awaitTermination(0.5)
+                query.awaitTermination(progress.POLL_S)
+                self._progress.poll(query)
         finally:
             ticker.stop()
             if query.isActive:
                 query.stop()
-            self._record_progress(query)
+            self._progress.poll(query)  # the batches that ended since the last look
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if query.exception() is not None:
             raise RuntimeError(f"streaming query failed: {query.exception()}")
 
     def _await(self, query) -> None:
-        query.awaitTermination()
-        self._record_progress(query)
+        while not query.awaitTermination(progress.POLL_S):
+            self._progress.poll(query)
+        self._progress.poll(query)  # the batches that ended since the last look
         if query.exception() is not None:
             raise RuntimeError(f"streaming query failed: {query.exception()}")
-
-    def _record_progress(self, query) -> None:
-        """Each batch's duration, and its progress line where the listener has not reported it yet: it
-        hears of batches asynchronously, and the last one's may still be on its way."""
-        for progress in query.recentProgress:
-            self._progress.report(progress)
-            self.summary.batch_durations_ms[progress.batchId] = progress.durationMs.get("triggerExecution")
 
 
 def input_dirs(spec: JobSpec, given: str | dict[str, str]) -> dict[str, str]:

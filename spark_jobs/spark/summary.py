@@ -74,8 +74,8 @@ class RunSummary:
 
     def add_progress(self, line: dict) -> bool:
         """One micro-batch's progress line (spark_jobs.spark.progress); False for a batch not after the
-        last one recorded. The listener and the runtime's look at an ended query both report batches in
-        order (the ids of a checkpoint only grow), so that is a batch recorded already."""
+        last one recorded. Batches are reported in order (the ids of a checkpoint only grow), so that is a
+        batch recorded already (a poll that looks at the query's recent batches sees some twice)."""
         with self._lock:
             if self.progress and line["batch"] <= self.progress[-1]["batch"]:
                 return False
