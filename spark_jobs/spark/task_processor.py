@@ -11,9 +11,15 @@ the executors' Python workers.
 from __future__ import annotations
 
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from spark_jobs.spark import task_state
 from spark_jobs.spark.job import JobSpec
+
+# The state variables' schemas, as types: given as DDL text, pyspark has the JVM parse each (six round trips
+# to the state server at every task's `init`, each micro-batch).
+CHUNK_KEY = StructType([StructField("part", StringType()), StructField("chunk", IntegerType())])
+CHUNK_VALUE = StructType([StructField("data", BinaryType())])
+META = StructType([StructField("version", LongType()), StructField("manifest", BinaryType())])
 
 
 class SparkPartStore:
@@ -75,8 +81,8 @@ class TaskProcessor(StatefulProcessor):
 
     def init(self, handle) -> None:
         self._store = SparkPartStore(
-            handle.getMapState("chunks", task_state.CHUNK_KEY_DDL, task_state.CHUNK_VALUE_DDL),
-            handle.getValueState("meta", task_state.META_DDL),
+            handle.getMapState("chunks", CHUNK_KEY, CHUNK_VALUE),
+            handle.getValueState("meta", META),
         )
 
     def handleInputRows(self, key, rows, timerValues):

@@ -44,11 +44,6 @@ STATE_CHUNK_BYTES = 16 * 2**20
 RUNTIME_PART = "runtime"
 ENGINE_PART_PREFIX = "task/"
 
-# Spark state schemas (transformWithStateInPandas).
-CHUNK_KEY_DDL = "part string, chunk int"
-CHUNK_VALUE_DDL = "data binary"
-META_DDL = "version long, manifest binary"
-
 
 class StateCorrupt(RuntimeError):
     """The store does not hold the chunks its manifest lists."""
