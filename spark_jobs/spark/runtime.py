@@ -426,6 +426,11 @@ class TopologyRuntime:
             # changes, and the task orders its input by file and line), so that is cost alone: 4-7% of a
             # run at 200 keys, alternating in one session (README).
             "spark.sql.shuffle.orderIndependentChecksum.enabled": "false",
+            # Spark keeps one pool of Python workers (and one daemon forking them) per environment, and
+            # sets SPARK_SIMPLIFIED_TRACEBACK for the parsing stage's workers but not for those of
+            # transformWithStateInPandas: two daemons and twice the workers, each importing pyarrow and
+            # numpy, unless neither sets it. (Tracebacks from our stages then keep pyspark's frames.)
+            "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
         }
         if self.config.shuffle_partitions is not None:
             conf["spark.sql.shuffle.partitions"] = str(self.config.shuffle_partitions)
