@@ -39,19 +39,14 @@ class BatchProgressLogger:
         last = query.lastProgress
         if last is None or (self._last_batch is not None and last.batchId <= self._last_batch):
             return
-        if self._last_batch is not None and last.batchId == self._last_batch + 1:
-            self.report(last)
-        else:
-            for progress in query.recentProgress:
-                self.report(progress)
+        for progress in [last] if self._last_batch == last.batchId - 1 else query.recentProgress:
+            self.report(progress)
+        self._last_batch = last.batchId
 
     def report(self, progress) -> None:
-        """Record and log one micro-batch's progress (a `StreamingQueryProgress`), once."""
+        """Record one micro-batch's progress (a `StreamingQueryProgress`), and log it the first time."""
         duration_ms = int(progress.durationMs.get("triggerExecution", 0))
         self.summary.batch_durations_ms[progress.batchId] = duration_ms
-        self._last_batch = (
-            progress.batchId if self._last_batch is None else max(self._last_batch, progress.batchId)
-        )
         files = sum(int(source.numInputRows) for source in progress.sources)
         records = self.summary.processed_in_batch(progress.batchId)
         state_rows = sum(int(op.numRowsTotal) for op in progress.stateOperators)

@@ -30,6 +30,7 @@ class QueryProgress:
 
     def __init__(self):
         self.batches = []
+        self.recent_reads = 0  # the look a poll takes only when it may have missed batches
 
     def finish(self, *batch_ids: int) -> None:
         self.batches += [batch(b) for b in batch_ids]
@@ -40,6 +41,7 @@ class QueryProgress:
 
     @property
     def recentProgress(self):  # noqa: N802
+        self.recent_reads += 1
         return self.batches[-100:]
 
 
@@ -51,11 +53,14 @@ def test_a_poll_reports_every_batch_that_ended_since_the_last_one_once_and_in_or
     query.finish(7)  # a restarted checkpoint's first batch is not 0
     logger.poll(query)
     logger.poll(query)
+    assert query.recent_reads == 1  # the first batch seen: any before it may be new too
     query.finish(8)
     logger.poll(query)
+    assert query.recent_reads == 1  # the next batch, alone: the last progress is enough
     query.finish(9, 10, 11)  # three batches between two polls
     logger.poll(query)
     logger.poll(query)
+    assert query.recent_reads == 2
     assert [line["batch"] for line in summary.progress] == [7, 8, 9, 10, 11]
     assert summary.batch_durations_ms == {b: 100 + b for b in range(7, 12)}
     assert summary.progress[0] == {

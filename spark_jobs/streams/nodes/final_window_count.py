@@ -210,7 +210,7 @@ class FinalWindowCount:
         if numbered is None:
             return None
         number, distinct = numbered
-        if not every_record:
+        if not every_record:  # -1 for the records without a pair
             number = np.full(len(keys), -1, np.int64)
             number[rec] = numbered[0]
         return number, distinct, len(rows), start
