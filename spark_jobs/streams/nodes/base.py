@@ -15,7 +15,7 @@ differ (see runtime/task.py). Output is a `Batch` tuple `(keys, values, olds, ti
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..processor import Cancellable, Processor, ProcessorContext
@@ -34,6 +34,17 @@ class Batch(NamedTuple):
     timestamps: list
     headers: list | None
     src: list | None
+
+
+class StateRow(NamedTuple):
+    """One entry of a node's stores, as `Node.state_rows` lists it (the state reader's rows)."""
+
+    store: str  # key_value, window, session, suppress_buffer, join_window, table, or a user store's name
+    key: Any
+    window_start: int | None  # epoch ms; None where the store has no windows
+    window_end: int | None
+    value: Any
+    timestamp: int | None
 
 
 Row = tuple  # (topic, key, value, timestamp, headers)
@@ -95,12 +106,31 @@ class Node:
     def metrics(self) -> dict[str, float]:
         return {}
 
+    def state_rows(self) -> Iterator[StateRow]:
+        """Every entry this node's stores hold, one row each (read by the state reader). A node without
+        stores has none."""
+        return iter(())
+
     # KTable value getter: (value, timestamp) or None. Only table nodes implement it.
     def get(self, key: Any) -> tuple[Any, int] | None:
         raise TypeError(f"node {self.name} is not a table and has no value getter")
 
     def count_dropped(self, n: int = 1) -> None:
         self.task_context.count_dropped(n)
+
+    def count_late(
+        self,
+        rows: Sequence[int],
+        keys: Sequence[Any],
+        values: Sequence[Any],
+        timestamps: Sequence[int],
+        window_starts: Sequence[int | None] | None = None,
+        window_ends: Sequence[int | None] | None = None,
+    ) -> None:
+        """Drop records as late: their window had closed, or they fell out of a store's retention. `rows`
+        index this node's input batch; the other columns are parallel to `rows` (window columns None where
+        no window applies). They count in dropped-records-total, and the task keeps them as late records."""
+        self.task_context.count_late(self.name, rows, keys, values, timestamps, window_starts, window_ends)
 
 
 class SourceNode(Node):

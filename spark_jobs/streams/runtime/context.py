@@ -7,7 +7,7 @@ the task's internals can change without touching the nodes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -43,6 +43,19 @@ class TaskContext:
     def count_dropped(self, n: int = 1) -> None:
         """Count records dropped (dropped-records-total)."""
         self._task.dropped_records += n
+
+    def count_late(
+        self,
+        node_name: str,
+        rows: Sequence[int],
+        keys: Sequence[Any],
+        values: Sequence[Any],
+        timestamps: Sequence[int],
+        window_starts: Sequence[int | None] | None,
+        window_ends: Sequence[int | None] | None,
+    ) -> None:
+        """Records node `node_name` dropped as late (Node.count_late): counted as dropped, kept by the task."""
+        self._task.dropped_records += len(rows)
 
     def schedule(
         self,
