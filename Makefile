@@ -35,6 +35,7 @@ demo-spark: setup
 
 test: setup-system
 	@$(VENV_BIN)/ruff check .
+	@$(VENV_BIN)/ruff format --check .
 	@scripts/run_tests.sh $(PYTEST_ARGS)
 
 test-fast: setup

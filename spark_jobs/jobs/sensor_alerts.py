@@ -24,7 +24,7 @@ import sys
 
 import pyarrow as pa
 
-from spark_jobs.spark.job import JobOption
+from spark_jobs.spark.job import JobOption, with_option_defaults
 from spark_jobs.spark.topics import TopicSchema
 from spark_jobs.streams import (
     BufferConfig,
@@ -61,7 +61,6 @@ OPTIONS = [
         "silence_horizon", 300_000, "a sensor is silent when its latest reading is older than this, ms"
     ),
 ]
-DEFAULTS = {option.name: option.default for option in OPTIONS}
 
 # Rules across topics that the topology cannot state (alerts are finals below the threshold, one alert
 # per silence episode, summaries strictly ordered per task); validation adds them to the derived ones.
@@ -192,27 +191,35 @@ def final_counts(counts):
     )
 
 
-def build_topology(**options) -> Topology:
-    unknown = set(options) - set(DEFAULTS)
-    if unknown:
-        raise TypeError(f"unknown sensor_alerts options: {sorted(unknown)}")
-    o = {**DEFAULTS, **options}
-    ms = {name: to_millis(o[name], name) for name in DEFAULTS if name != "low_activity_threshold"}
-    threshold = o["low_activity_threshold"]
-
+@with_option_defaults(OPTIONS)
+def build_topology(
+    *,
+    window_size,
+    grace,
+    low_activity_threshold,
+    summary_interval,
+    summary_shift,
+    silence_check_interval,
+    silence_check_shift,
+    silence_horizon,
+) -> Topology:
     builder = StreamsBuilder()
     readings = builder.stream(INPUT_TOPIC)
-    counts = windowed_counts(readings, ms["window_size"], ms["grace"])
+    counts = windowed_counts(readings, to_millis(window_size, "window_size"), to_millis(grace, "grace"))
     counts.to_stream().to(WINDOW_COUNTS)
     finals = final_counts(counts).to_stream()
     finals.to(WINDOW_FINALS)
-    finals.filter(lambda _window, count: count is not None and count < threshold).to(LOW_ACTIVITY_ALERTS)
-    readings.process(lambda: TaskSummary(ms["summary_interval"], ms["summary_shift"])).to(SUMMARIES)
-    readings.process(
-        lambda: SilenceDetector(
-            ms["silence_check_interval"], ms["silence_check_shift"], ms["silence_horizon"]
-        )
-    ).to(SILENT_SENSORS)
+    finals.filter(lambda _window, count: count is not None and count < low_activity_threshold).to(
+        LOW_ACTIVITY_ALERTS
+    )
+    summary = to_millis(summary_interval, "summary_interval"), to_millis(summary_shift, "summary_shift")
+    readings.process(lambda: TaskSummary(*summary)).to(SUMMARIES)
+    silence = (
+        to_millis(silence_check_interval, "silence_check_interval"),
+        to_millis(silence_check_shift, "silence_check_shift"),
+        to_millis(silence_horizon, "silence_horizon"),
+    )
+    readings.process(lambda: SilenceDetector(*silence)).to(SILENT_SENSORS)
     return builder.build()
 
 

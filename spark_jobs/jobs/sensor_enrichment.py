@@ -29,7 +29,7 @@ import sys
 
 import pyarrow as pa
 
-from spark_jobs.spark.job import JobOption
+from spark_jobs.spark.job import JobOption, with_option_defaults
 from spark_jobs.spark.topics import TopicSchema
 from spark_jobs.streams import JoinWindows, Processor, Record, StreamsBuilder, Topology
 from spark_jobs.streams.timeutil import to_millis
@@ -130,7 +130,8 @@ def _correlate(reading: dict, visit: dict) -> dict:
     }
 
 
-def build_topology(maintenance_window=600_000, maintenance_grace=120_000) -> Topology:
+@with_option_defaults(OPTIONS)
+def build_topology(*, maintenance_window, maintenance_grace) -> Topology:
     builder = StreamsBuilder()
     readings = builder.stream(READINGS).process(lambda: StampTime("reading_time"))
     registry = builder.table(REGISTRY)

@@ -18,7 +18,7 @@ from spark_jobs.jobs.sensor_alerts import (
 from spark_jobs.jobs.sensor_alerts import (
     OUTPUT_TOPICS as _SENSOR_ALERTS_TOPICS,
 )
-from spark_jobs.spark.job import JobOption
+from spark_jobs.spark.job import JobOption, with_option_defaults
 from spark_jobs.streams import StreamsBuilder, Topology
 from spark_jobs.streams.timeutil import to_millis
 
@@ -33,7 +33,8 @@ OPTIONS = [
 OUTPUT_TOPICS = {WINDOW_FINALS: _SENSOR_ALERTS_TOPICS[WINDOW_FINALS]}
 
 
-def build_topology(window_size=120_000, grace=120_000) -> Topology:
+@with_option_defaults(OPTIONS)
+def build_topology(*, window_size, grace) -> Topology:
     builder = StreamsBuilder()
     counts = windowed_counts(builder.stream(INPUT_TOPIC), to_millis(window_size), to_millis(grace))
     final_counts(counts).to_stream().to(WINDOW_FINALS)

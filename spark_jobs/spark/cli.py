@@ -1,7 +1,9 @@
 """The command line every job shares (API.md "Spark jobs"), plus the job's own topology options.
 
-A job declares its options once (`JobOption`); each becomes a `--flag` and a `build_topology` keyword
-with the same default, so the command line and the Python API cannot drift apart.
+A job declares its options once (`JobOption`, with their defaults); each becomes a `--flag` and a
+`build_topology` keyword, whose default `with_option_defaults` takes from the same `JobOption`, and
+`JobContract` refuses a job whose build_topology writes a default of its own that disagrees, so the
+command line and the Python API cannot drift apart.
 """
 
 from __future__ import annotations

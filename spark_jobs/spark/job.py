@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
+import inspect
 import json
 import os
 import re
@@ -78,6 +80,48 @@ class ContractError(ValueError):
     """A job module does not declare what API.md "Spark jobs" asks of it, or options do not fit it."""
 
 
+def default_conflicts(build_topology, options) -> list[str]:
+    """Where `build_topology`'s signature disagrees with `options`: a literal default other than the
+    option's, or a keyword that is no option. Empty when the option defaults are written once."""
+    by_name = {option.name: option for option in options}
+    conflicts = []
+    for name, parameter in inspect.signature(build_topology).parameters.items():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            continue
+        if name not in by_name:
+            conflicts.append(f"{name} is not in OPTIONS")
+        elif parameter.default is not inspect.Parameter.empty and parameter.default != by_name[name].default:
+            conflicts.append(f"{name}={parameter.default!r}, OPTIONS says {by_name[name].default!r}")
+    return conflicts
+
+
+def with_option_defaults(options):
+    """Decorates a job's `build_topology` so that each keyword it is not given takes its option's default:
+    the defaults are written once, in `OPTIONS`, and `build_topology()` builds what the command line builds
+    without flags. The decorated function declares the options as keyword-only parameters without
+    defaults; an unknown keyword is a TypeError."""
+    defaults = {option.name: option.default for option in options}
+
+    def decorate(build_topology):
+        conflicts = default_conflicts(build_topology, options)
+        if conflicts:
+            raise ContractError(f"{build_topology.__module__}.build_topology: {'; '.join(conflicts)}")
+
+        @functools.wraps(build_topology)
+        def build_with_defaults(**given):
+            unknown = sorted(set(given) - set(defaults))
+            if unknown:
+                raise TypeError(
+                    f"{build_topology.__module__}.build_topology has no options {unknown}; "
+                    f"its options: {sorted(defaults)}"
+                )
+            return build_topology(**{**defaults, **given})
+
+        return build_with_defaults
+
+    return decorate
+
+
 @dataclass(frozen=True)
 class JobContract:
     """What a job module declares once (API.md "Spark jobs"); its command line, DAG, params, Assets and
@@ -85,7 +129,8 @@ class JobContract:
 
     A job module provides `build_topology(**options)`, `INPUT_TOPICS` (ordered: the order breaks
     timestamp ties between topics; a one-input job may say `INPUT_TOPIC`), `OUTPUT_TOPICS` (topic ->
-    TopicSchema) and `OPTIONS` (JobOption list, defaults equal to build_topology's).
+    TopicSchema) and `OPTIONS` (JobOption list: the options' only defaults; `with_option_defaults` gives
+    them to build_topology, and a literal default of build_topology that disagrees is refused).
     """
 
     module: str
@@ -115,6 +160,9 @@ class JobContract:
         names = [option.name for option in options]
         if len(set(names)) != len(names):
             raise ContractError(f"{module}.OPTIONS names an option twice: {names}")
+        conflicts = default_conflicts(mod.build_topology, options)
+        if conflicts:
+            raise ContractError(f"{module}.build_topology disagrees with OPTIONS: {'; '.join(conflicts)}")
         doc = (mod.__doc__ or "").strip()
         return cls(
             module=module,

@@ -10,7 +10,7 @@ import sys
 
 import pyarrow as pa
 
-from spark_jobs.spark.job import JobOption
+from spark_jobs.spark.job import JobOption, with_option_defaults
 from spark_jobs.spark.topics import TopicSchema
 from spark_jobs.streams import BufferConfig, StreamsBuilder, Suppressed, TimeWindows, Topology
 
@@ -26,7 +26,8 @@ _COUNT = TopicSchema(key=pa.string(), value=pa.int64())
 OUTPUT_TOPICS = {"click-counts": _COUNT, "click-finals": _COUNT, "busy-windows": _COUNT}
 
 
-def build_topology(window_size=180_000, advance=60_000, grace=30_000, busy_at=5) -> Topology:
+@with_option_defaults(OPTIONS)
+def build_topology(*, window_size, advance, grace, busy_at) -> Topology:
     builder = StreamsBuilder()
     windows = TimeWindows.of_size_and_grace(window_size, grace).advance_by(advance)
     counts = builder.stream("clicks").group_by_key().windowed_by(windows).count()
