@@ -1,5 +1,6 @@
-"""The windowed count + final suppress run in one vectorized pass (nodes/final_window_count.py) gives what the
-two nodes give one after the other: outputs in order, drops, buffer metrics and exported state, byte for byte."""
+"""The windowed count + final suppress run in one vectorized pass (nodes/final_window_count.py, the rewrite
+optimizer.py chooses when a task wires its nodes) gives what the two nodes give one after the other: outputs
+in order, late records, buffer metrics and exported state, byte for byte."""
 
 from __future__ import annotations
 
@@ -155,9 +156,9 @@ def test_the_fused_pass_runs_and_emits_in_window_and_key_order(monkeypatch) -> N
     applied = []
     real_apply = FinalWindowCount._apply
 
-    def counting_apply(self, plan):
+    def counting_apply(self, plan, *batch):
         applied.append(len(plan.pairs.rec))
-        return real_apply(self, plan)
+        return real_apply(self, plan, *batch)
 
     monkeypatch.setattr(FinalWindowCount, "_apply", counting_apply)
     pair = Pair(lambda: finals_topology(10, 10, 0))
@@ -236,7 +237,7 @@ def test_buffer_rows_apart_from_the_count_rows_are_looked_up_by_key(last_batch) 
         _reverse_buffer_rows(task)
     (fused_node,) = (node for node in pair.fused.nodes.values() if isinstance(node, SuppressNode))
     (count_node,) = (node for node in pair.fused.nodes.values() if isinstance(node, TimeWindowAggregateNode))
-    assert not _same_rows(count_node.buckets[0], fused_node.buffer.buckets[(0, 10)])
+    assert not _same_rows(count_node.store.rows(0), fused_node.buffer.window_rows((0, 10)))
     fused, nodes = pair.run(*last_batch)
     assert fused == nodes
     fused_export, nodes_export = pair.exports()
@@ -257,7 +258,7 @@ def test_a_batch_in_one_window_numbers_the_keys_the_count_holds_by_their_rows() 
     task.process_batch(TOPIC, ["a", "b", "c"], [0, 0, 0], [1, 2, 3])
     (count_node,) = (node for node in task.nodes.values() if isinstance(node, TimeWindowAggregateNode))
     fused = FinalWindowCount(count_node, count_node.children[0])
-    rows = count_node.buckets[0]
+    rows = count_node.store.rows(0)
     index_before = dict(rows.index)
     pairs = fused._pairs(["c", "x", "a", "x", "y", "b"], [4, 5, 6, 7, 8, 9])
     assert (pairs.first_new, pairs.rows_of) == (3, 0)
@@ -277,7 +278,7 @@ def test_new_keys_take_rows_in_order_of_their_first_record_in_the_window() -> No
     assert fused == nodes
     assert pair.fused.metrics() == pair.nodes.metrics()
     (count_node,) = (node for node in pair.fused.nodes.values() if isinstance(node, TimeWindowAggregateNode))
-    assert count_node.buckets[10].keys == ["b", "a", "y", "x"]
+    assert count_node.store.rows(10).keys == ["b", "a", "y", "x"]
     fused_export, nodes_export = pair.exports()
     assert decoded(fused_export.parts) == decoded(nodes_export.parts)
 
@@ -296,7 +297,9 @@ def test_keys_of_other_types_the_count_holds_are_numbered_by_their_rows(monkeypa
     applied = []
     real_apply = FinalWindowCount._apply
     monkeypatch.setattr(
-        FinalWindowCount, "_apply", lambda self, plan: applied.append(plan) or real_apply(self, plan)
+        FinalWindowCount,
+        "_apply",
+        lambda self, plan, *batch: applied.append(plan) or real_apply(self, plan, *batch),
     )
     pair = Pair(lambda: finals_topology(10, 10, 0))
     pair.run([1, "a", 2], [1, 2, 3])  # not all strings: node by node, and the window holds rows for 1 and 2
@@ -364,7 +367,7 @@ def test_a_long_window_numbers_its_keys_with_or_without_a_key_table(monkeypatch,
     pair.check([(["a", "b", "c", "a"], [1, 2, 3, 4], None)], [True])  # goes on from its parts
     pair.check([(["c", "x", "a", "y", "x", "w"], [5, 6, 7, 8, 9, 10], None)], [False])
     (count_node,) = (node for node in pair.fused.nodes.values() if isinstance(node, TimeWindowAggregateNode))
-    rows = count_node.buckets[0]
+    rows = count_node.store.rows(0)
     assert type(rows._table) is (window_rows.KeyTable if with_table else bool)
     # then [0, 1000) closes
     pair.check([(["y", "z", "b"], [11, 12, 13], None), (["q"], [1200], None)], [False, False])

@@ -100,7 +100,8 @@ def test_shut_down_when_full_raises() -> None:
 
 
 def test_entry_size_formula_and_metrics() -> None:
-    driver, topic = table_suppress(Suppressed.until_time_limit(1000, BufferConfig.unbounded()))
+    # sizes are computed by a buffer with a byte limit (here one never reached)
+    driver, topic = table_suppress(Suppressed.until_time_limit(1000, BufferConfig.max_bytes(10**9)))
     metrics = driver.metrics
     topic.pipe_input("k", "abc", 1)
     # 8 (buffer time) + 1 (key) + 0 (prior: none) + 3 (new) + 20 + len("input")
@@ -120,6 +121,16 @@ def test_entry_size_formula_and_metrics() -> None:
     assert m["suppression-buffer-size-avg"] == pytest.approx((0 + first + second + second + third) / 4)
     assert m["suppression-buffer-count-avg"] == pytest.approx((0 + 1 + 1 + 2) / 4)
     assert m["suppression-buffer-size-current{processor-node-id=buffer}"] == second + third
+
+
+def test_buffer_without_byte_limit_reports_counts_only() -> None:
+    driver, topic = table_suppress(Suppressed.until_time_limit(1000, BufferConfig.max_records(5)))
+    topic.pipe_input("k", "abc", 1)
+    topic.pipe_input("j", "x", 3)
+    m = driver.metrics()
+    assert m["suppression-buffer-count-current"] == 2
+    assert m["suppression-buffer-count-avg"] == pytest.approx((0 + 1 + 2) / 3)
+    assert not [name for name in m if name.startswith("suppression-buffer-size")]
 
 
 def test_max_bytes_emits_early_when_strictly_exceeded() -> None:

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, insort
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from heapq import heappop, heappush
 from itertools import repeat
 from typing import Any
 
-from ..records import Window, Windowed, make_windowed
+from ..records import Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
-from .base import Batch, Node
-from .store_log import StoreLog
+from .base import Batch, Node, StateRow
 from .stores import TimestampedStoreNode, int_column
+from .time_window_store import TimeWindowStore
 from .window_rows import INT64, OBJECT, WindowRows
 
 
@@ -102,14 +102,9 @@ _NEVER_CLOSES = 1 << 64  # above every int64 timestamp
 
 
 class TimeWindowAggregateNode(Node):
-    """Tumbling and hopping windows.
-
-    Store: per window start, the window's rows (WindowRows): key -> row, then the aggregate and the max
-    timestamp by row (a list and an int64 array): one look-up per record and window, and an export gathers
-    the rows a batch changed from two columns. Windows by start make closed windows cheap to delete. The
-    Windowed keys of one window share one Window object, which lets a downstream suppress find its bucket by
-    identity.
-    """
+    """Tumbling and hopping windows over a TimeWindowStore (nodes/time_window_store.py): per (record,
+    window) pair of an open window, the aggregator's new aggregate is put and forwarded with the old one
+    and the row's maximum timestamp. Pairs of closed windows are late (Node.count_late)."""
 
     def __init__(
         self, name: str, windows: TimeWindows, aggregation: Aggregation, send_old_values: bool
@@ -119,21 +114,16 @@ class TimeWindowAggregateNode(Node):
         self.aggregation = aggregation
         self.send_old_values = send_old_values
         self.observed = -1
-        self.buckets: dict[int, WindowRows] = {}  # start -> its rows: (aggregate, max timestamp) per key
-        self.window_objects: dict[int, Window] = {}
-        self.starts: list[int] = []  # heap of the buckets' starts
-        self.log = StoreLog()  # which windows changed since the last state export, by start
         # a window's rows: the aggregate (an int64 for count; else any value, None in a dead row), the max
         # timestamp
-        self._columns = (INT64 if aggregation.kind == "count" else OBJECT, INT64)
+        self.store = TimeWindowStore(windows.size, (INT64 if aggregation.kind == "count" else OBJECT, INT64))
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         windows = self.windows
         size, advance = windows.size, windows.advance
         close_after = size + windows.grace  # a window closes when end + grace <= observed time
-        buckets, window_objects = self.buckets, self.window_objects
+        store = self.store
         new_windowed = tuple.__new__
-        log_touch = self.log.touch
         count = self.aggregation.kind == "count"
         initializer, aggregator = self.aggregation.initializer, self.aggregation.aggregator
         observed = self.observed
@@ -143,27 +133,24 @@ class TimeWindowAggregateNode(Node):
         out_t: list = []
         out_h: list | None = None if headers is None else []
         src: list | None = [] if self.need_src else None
-        # `out.append(x)` written out in the loop: CPython 3.11+ specializes it (a bound method in a local is
-        # a slower generic call)
+        late_rows: list = []
+        late_starts: list = []
         lag = size - advance  # the earliest window containing ts starts at ts - lag rounded down to `advance`
-        # The open windows of the previous row's timestamp as (bucket, Window), how many of its windows were
-        # closed, and when it is valid: for timestamps in [slot_lo, slot_hi) (consecutive records mostly are)
-        # while observed time stays below slot_closes, the earliest close time among the open windows. Reusing
-        # it saves the window arithmetic, close checks and bucket look-ups per row (comparing the large ints
-        # of epoch milliseconds is a slow generic call in CPython).
-        slot: list[tuple[dict, Window, dict]] = []
-        slot_dropped = 0
+        # The open windows of the previous row's timestamp (their rows' index and columns, the Window), the
+        # starts of its closed ones, and when it is valid: for timestamps in [slot_lo, slot_hi) (consecutive
+        # records mostly are) while observed time stays below slot_closes, the earliest close time among the
+        # open windows. Reusing it saves the window arithmetic, close checks and look-ups per row.
+        slot: list[tuple] = []
+        slot_late: list = []
         slot_lo = slot_hi = slot_closes = 0
         # the slot before it, kept for records that alternate across a window boundary (out-of-order
         # records near it) or come back after a late record
-        alt: list[tuple[dict, Window, dict]] = []
-        alt_dropped = 0
+        alt: list[tuple] = []
+        alt_late: list = []
         alt_lo = alt_hi = alt_closes = 0
         extra = src is not None or out_h is not None  # one test per row for the optional columns
-        # the row index is only read for those: otherwise a constant (no int object per row)
-        index = range(len(keys)) if extra else repeat(0)
         dropped = 0
-        for i, key, value, ts in zip(index, keys, values, timestamps, strict=False):
+        for i, key, value, ts in zip(range(len(keys)), keys, values, timestamps, strict=False):
             if key is None:  # no window for a null key; it advances no time
                 dropped += 1
                 continue
@@ -172,9 +159,9 @@ class TimeWindowAggregateNode(Node):
                 if observed >= slot_closes:
                     slot_hi = slot_lo  # a window of the slot closed: recompute it
             if ts < slot_lo or ts >= slot_hi:
-                # swap with the previous slot, then recompute unless that one fits (2-swaps: no tuples)
+                # swap with the previous slot, then recompute unless that one fits
                 slot, alt = alt, slot
-                slot_dropped, alt_dropped = alt_dropped, slot_dropped
+                slot_late, alt_late = alt_late, slot_late
                 slot_lo, alt_lo = alt_lo, slot_lo
                 slot_hi, alt_hi = alt_hi, slot_hi
                 slot_closes, alt_closes = alt_closes, slot_closes
@@ -188,21 +175,20 @@ class TimeWindowAggregateNode(Node):
                 else:
                     first -= first % advance
                     slot_lo, slot_hi = max(last, first + lag), min(last + advance, first + size)
-                slot, slot_dropped, slot_closes = [], 0, _NEVER_CLOSES
+                slot, slot_late, slot_closes = [], [], _NEVER_CLOSES
                 for start in range(first, last + 1, advance):
                     closes = start + close_after
                     if closes <= observed:
-                        slot_dropped += 1
+                        slot_late.append(start)
                         continue
                     if closes < slot_closes:
                         slot_closes = closes
-                    rows = buckets.get(start)
-                    if rows is None:  # created for this row, which goes into every open window
-                        rows = self.open_window(start)
-                    log_touch(start)
-                    slot.append((rows.index, rows.keys, *rows.columns, rows.dirty, window_objects[start]))
-            if slot_dropped:
-                dropped += slot_dropped
+                    rows = store.open(start)  # created for this row, which goes into every open window
+                    store.touch(start)
+                    slot.append((rows.index, rows.keys, *rows.columns, rows.dirty, store.window(start)))
+            if slot_late:
+                late_rows += repeat(i, len(slot_late))
+                late_starts += slot_late
             # dirty: 1 per row put since the last export (WindowRows)
             for index, row_keys, aggs, max_ts, dirty, window in slot:
                 row = index.get(key)
@@ -239,80 +225,61 @@ class TimeWindowAggregateNode(Node):
         self.observed = observed
         if dropped:
             self.count_dropped(dropped)
-        self.drop_closed_windows()
+        if late_rows:
+            self.count_late(
+                late_rows,
+                [keys[r] for r in late_rows],
+                [values[r] for r in late_rows],
+                [timestamps[r] for r in late_rows],
+                late_starts,
+                [start + size for start in late_starts],
+            )
+        self.store.evict_closed(observed - close_after)
         return Batch(out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src)
 
+    def advance_to(self, observed: int) -> None:
+        """Observed time after a batch put into the store by a caller (a rewrite running this node's
+        pairs at once): the windows it closed are deleted, as a batch of this node's ends."""
+        if observed > self.observed:
+            self.observed = observed
+        self.store.evict_closed(self.observed - self.windows.size - self.windows.grace)
+
     def get(self, windowed_key):
-        rows = self.buckets.get(windowed_key[1][0])
-        if rows is None:
-            return None
-        row = rows.index.get(windowed_key[0])
-        return None if row is None else (rows.columns[0][row], rows.columns[1][row])
+        return self.store.get(windowed_key[0], windowed_key[1][0])
+
+    def state_rows(self) -> Iterator[StateRow]:
+        return self.store.state_rows("window")
 
     def restore_state(self, state):
-        """A snapshot of an engine before 2026-11-25 (one pickled state per node; snapshots are parts since)."""
+        """A snapshot of an earlier engine (one pickled state per node)."""
         self.observed = state["observed"]
-        self.buckets, self.window_objects, self.log = {}, {}, StoreLog()
+        self.store.clear()
         for start, base in state.get("rows", ()):
-            self._new_window(start).load(base, str(start))
-        for start, keys, aggs, timestamps in state.get("windows", ()):  # a snapshot before 2026-11-24
-            _load_keyed(self._new_window(start), (keys, aggs, timestamps), [])
-        self.starts = sorted(self.buckets)
+            self.store.load_window(start, base)
+        for start, keys, aggs, timestamps in state.get("windows", ()):  # an earlier form, by key
+            _load_keyed(self.store.open(start), (keys, aggs, timestamps), [])
+        self.store.reindex()
 
-    def _new_window(self, start: int) -> WindowRows:
-        rows = self.buckets[start] = WindowRows(self._columns)
-        self.window_objects[start] = tuple.__new__(Window, (start, start + self.windows.size))
-        return rows
-
-    def open_window(self, start: int) -> WindowRows:
-        """A new window's rows, in the heap of starts (a batch creating it; `_new_window` for a load, which
-        rebuilds the heap)."""
-        heappush(self.starts, start)
-        return self._new_window(start)
-
-    def drop_closed_windows(self) -> None:
-        """Delete the windows that closed (end + grace <= observed time), as a batch ends."""
-        starts, close_after = self.starts, self.windows.size + self.windows.grace
-        while starts and starts[0] + close_after <= self.observed:
-            start = heappop(starts)
-            del self.buckets[start], self.window_objects[start]
-            self.log.drop(start)  # what it put since the last export is not kept until then
-
-    # State parts: "" holds the observed time; the windows' rows are in parts "<window start>.<n>" of the
-    # store's log (StoreLog), as WindowRows saves them.
+    # State parts: "" holds the observed time; the windows' rows are the store's parts.
     def export_parts(self, changed_only):
-        parts, names = self.log.export(self.buckets, changed_only, str, self._save, WindowRows.changes)
+        parts, names = self.store.export_parts(changed_only)
         parts[""] = self.observed
         return parts, ["", *names]
 
     def state_parts(self):
-        parts = self.log.bases(self.buckets, str, lambda start: self.buckets[start].base())
+        parts = self.store.state_parts()
         parts[""] = self.observed
         return parts
-
-    def _save(self, start: int, put: dict | None) -> dict:
-        return self.buckets[start].save(changed_only=put is not None)
 
     def apply_parts(self, parts, removed):
         if "" in parts:
             self.observed = parts.pop("")
-        dropped, steps = self.log.catch_up(parts, removed, int)
-        for start in dropped:
-            del self.buckets[start], self.window_objects[start]
-        for start, saved, gone in steps:
-            rows = self.buckets.get(start)
-            if rows is None:
-                rows = self._new_window(start)
-            if type(saved) is dict:
-                rows.load(saved, str(start), owned=True)  # unpickled for this catch-up
-            else:
-                _load_keyed(rows, saved, gone)
-        self.starts = sorted(self.buckets)
+        self.store.apply_parts(parts, removed, _load_keyed)
 
 
 def _load_keyed(rows: WindowRows, saved: tuple, gone: list) -> None:
-    """Apply a window part saved by key (before 2026-11-24): `(keys, [(aggregate, max timestamp)])`, or
-    before 2026-11-23 `(keys, aggregates, max timestamps)`, and the keys removed since the previous part."""
+    """Apply a window part saved by key (an earlier engine's): `(keys, [(aggregate, max timestamp)])`, or
+    `(keys, aggregates, max timestamps)`, and the keys removed since the previous part."""
     if len(saved) == 3:
         keys, aggs, timestamps = saved
         rows.load_by_key(keys, zip(aggs, timestamps, strict=True))

@@ -28,13 +28,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..records import Window
-from ..serde import window_start_bytes
 from ..timeutil import INT64_MAX
 from .aggregations import TimeWindowAggregateNode
 from .base import Batch
 from .key_table import number_by_first_appearance, object_array
 from .suppress import SuppressNode
-from .time_ordered_buffer import _NEW, _OLD, _SIZE, _TS
+from .time_ordered_buffer import _NEW, _OLD, _TS
 from .window_rows import WindowRows, dumps_plain
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
@@ -53,8 +52,8 @@ def final_window_count(count: Any) -> FinalWindowCount | None:
     suppress = count.children[0]
     if not isinstance(suppress, SuppressNode) or not suppress.window_close:
         return None
-    if suppress.max_records != INT64_MAX or suppress.max_bytes != INT64_MAX:
-        return None  # a bounded buffer may shut down mid-batch: node by node
+    if suppress.buffer.bounded:
+        return None  # a bounded buffer may shut down mid-batch, and counts bytes: node by node
     return FinalWindowCount(count, suppress)
 
 
@@ -65,7 +64,8 @@ class _Pairs(NamedTuple):
     keys without one."""
 
     observed: int  # the count's observed time after the batch
-    dropped: int  # pairs of closed windows
+    late_rec: np.ndarray  # pairs of closed windows: their records
+    late_start: np.ndarray  # and their windows' starts
     rec: np.ndarray  # per pair: its record
     start: np.ndarray  # per pair: its window's start
     key: np.ndarray  # per record: its key's number
@@ -94,10 +94,7 @@ class _Plan(NamedTuple):
     final_ts: np.ndarray  # per group: the row's maximum timestamp after the batch
     count_row: np.ndarray  # per group: its row in the count's window, -1 if new
     buffer_row: np.ndarray  # per group: its row in the buffer's window, -1 if new
-    base: np.ndarray  # per group: the fixed part of its buffer entry's size
     prior: np.ndarray  # per group: the entry's prior value (the old count at its first put)
-    last_size: np.ndarray  # per group: the entry's size after its last put
-    delta_bytes: np.ndarray  # per pair: how the put changes the buffer's bytes
     delta_count: np.ndarray  # per pair: 1 where the put inserts an entry
     buffer_observed: np.ndarray  # per pair: the buffer's observed time after its put
     passes: list[int]  # the pairs after whose put windows leave the buffer, ascending
@@ -120,12 +117,12 @@ class FinalWindowCount:
         count's `need_src` says that anything reads it."""
         if len(keys) >= MIN_ROWS and headers is None:
             pairs = self._pairs(keys, timestamps)
-            if pairs is not None and not len(pairs.rec):  # every pair dropped: the count's time and drops
-                self._finish_count(pairs)
+            if pairs is not None and not len(pairs.rec):  # every pair late: the count's time and drops
+                self._finish_count(pairs, keys, values, timestamps)
                 return None
             plan = None if pairs is None else self._plan(pairs)
             if plan is not None:
-                return self._apply(plan)
+                return self._apply(plan, keys, values, timestamps)
         return self._node_by_node(keys, values, olds, timestamps, headers)
 
     def _node_by_node(self, keys, values, olds, timestamps, headers) -> Batch | None:
@@ -159,18 +156,20 @@ class FinalWindowCount:
             rec = np.repeat(np.arange(len(keys)), per_record)
             valid = start <= last[rec]
         keep = start + close_after > observed[rec]  # the pair's window is still open
+        late = ~keep
         if valid is not None:
             keep &= valid
-            dropped = int(np.count_nonzero(valid)) - int(np.count_nonzero(keep))
-        else:
-            dropped = len(keep) - int(np.count_nonzero(keep))
+            late &= valid
+        late_rec, late_start = rec[late], start[late]
         if not keep.all():
             rec, start = rec[keep], start[keep]
         numbered = self._number_keys(keys, rec, start)
         if numbered is None:
             return None
         number, distinct, first_new, rows_of = numbered
-        return _Pairs(int(observed[-1]), dropped, rec, start, number, distinct, ts, first_new, rows_of)
+        return _Pairs(
+            int(observed[-1]), late_rec, late_start, rec, start, number, distinct, ts, first_new, rows_of
+        )
 
     def _number_keys(
         self, keys: list, rec: np.ndarray, start: np.ndarray
@@ -186,7 +185,7 @@ class FinalWindowCount:
         is not appended."""
         rows = None
         if len(start) and int(start.min()) == int(start.max()):
-            rows = self.count.buckets.get(int(start[0]))
+            rows = self.count.store.rows(int(start[0]))
         try:
             if rows is not None:
                 return self._number_by_rows(rows, int(start[0]), keys, rec)
@@ -217,7 +216,7 @@ class FinalWindowCount:
 
     def _expected_keys(self) -> int:
         """How many keys a window of the count may come to hold: as many as its largest open window."""
-        return max(map(len, self.count.buckets.values()), default=0)
+        return self.count.store.largest()
 
     def _plan(self, pairs: _Pairs) -> _Plan | None:
         count, suppress = self.count, self.suppress
@@ -245,17 +244,15 @@ class FinalWindowCount:
         ts0 = np.full(n_groups, -1, np.int64)  # the row's maximum timestamp before the batch
         count_row = np.full(n_groups, -1, np.int64)
         buffer_row = np.full(n_groups, -1, np.int64)
-        base = np.zeros(n_groups, np.int64)
         prior = np.zeros(n_groups, np.int64)
-        size_before = np.zeros(n_groups, np.int64)  # the entry's size before the batch (0: none)
         plan_windows: list[_PlanWindow] = []
-        buffer_windows = suppress.buffer.buckets
+        buffer = suppress.buffer
         expected_keys = self._expected_keys()
         for w in np.argsort(window_first).tolist():  # windows in order of first appearance
             lo, hi = window_groups[w], window_groups[w + 1]
             window_start = int(starts[w])
-            rows = count.buckets.get(window_start)
-            entries = buffer_windows.get((window_start, window_start + size))
+            rows = count.store.rows(window_start)
+            entries = buffer.window_rows((window_start, window_start + size))
             same_rows = entries is not None and _same_rows(rows, entries)
             if window_start == pairs.rows_of:  # numbers below first_new are rows of `rows`
                 if same_rows:  # the held keys' order does not matter: only the new ones are appended
@@ -306,33 +303,13 @@ class FinalWindowCount:
                     rows_held = found[held]
                     columns = entries.columns  # COUNT_ENTRY_COLUMNS: ts, size, new, old, hdr | base, prior
                     prior[in_window[held]] = np.frombuffer(columns[6], np.int64)[rows_held]
-                    base[in_window[held]] = np.frombuffer(columns[5], np.int64)[rows_held]
-                    size_before[in_window[held]] = np.frombuffer(columns[1], np.int64)[rows_held]
-            if new_entries:  # a new entry's fixed size: buffer time, prior value (an int), key bytes
-                # an ASCII key's UTF-8 bytes are its characters (str.isascii reads a flag, it does not scan)
-                ascii_only = all(map(str.isascii, new_entries))
-                encoded = new_entries if ascii_only else map(str.encode, new_entries)
-                key_bytes = np.fromiter(map(len, encoded), np.int64, len(new_entries))
-                base[in_window[~held]] = 16 + key_bytes + len(window_start_bytes(window_start))
             plan_windows.append(_PlanWindow(window_start, in_window, new_counts, new_entries))
         new_entry = buffer_row < 0
         prior[new_entry] = old0[new_entry]  # an entry's first put has the old count as its prior value
 
-        # the buffer's puts: an update's size counts its old value too once it is not the prior one
-        context_size = 20 + len(count.task_context.current_topic or "")
-        old = old0[group] + rank
-        put_size = base[group] + 8 + context_size + np.where(old != prior[group], 8, 0)
-        sorted_size = put_size[by_group]
-        previous = np.empty(m, np.int64)
-        previous[1:] = sorted_size[:-1]
-        previous[group_at] = size_before
-        delta_bytes = np.empty(m, np.int64)
-        delta_bytes[by_group] = sorted_size - previous
+        # the buffer's puts (an unbounded buffer: no sizes, see nodes/time_ordered_buffer.py)
         delta_count = ((rank == 0) & new_entry[group]).astype(np.int64)
-        last_size = sorted_size[group_at + sizes - 1]
-        buffer_observed = np.maximum(
-            np.maximum.accumulate(np.maximum(pair_ts, ts0[group])), suppress.observed
-        )
+        buffer_observed = np.maximum(np.maximum.accumulate(np.maximum(pair_ts, ts0[group])), buffer.observed)
 
         group_last = by_group[group_at + sizes - 1]  # per group: its last pair
         passes = self._passes(buffer_observed, plan_windows, group_first, group_last)
@@ -348,10 +325,7 @@ class FinalWindowCount:
             final_ts,
             count_row,
             buffer_row,
-            base,
             prior,
-            last_size,
-            delta_bytes,
             delta_count,
             buffer_observed,
             passes,
@@ -367,10 +341,11 @@ class FinalWindowCount:
         """The pairs after whose put windows leave the buffer, ascending: a window leaves at the first pair
         whose observed time reaches its end + grace. None when that is not as the node would have it (a
         window leaving before its first pair or before its last one, an empty window)."""
-        size, duration, m = self.count.windows.size, self.suppress.duration, len(buffer_observed)
+        buffer = self.suppress.buffer
+        size, duration, m = self.count.windows.size, buffer.duration, len(buffer_observed)
         leaves: dict[int, int] = {}  # window start -> the pair it leaves at (m: not in this batch)
-        for window, entries in self.suppress.buffer.buckets.items():
-            if not len(entries):
+        for window in buffer.windows():
+            if not len(buffer.window_rows(window)):
                 return None  # an empty window leaves without a metric sample: node by node
             leaves[window[0]] = int(np.searchsorted(buffer_observed, window[1] + duration, "left"))
         for start, in_window, _, _ in plan_windows:
@@ -385,8 +360,7 @@ class FinalWindowCount:
 
     # -- applying the plan --------------------------------------------------------------------------------
 
-    def _apply(self, plan: _Plan) -> Batch:
-        suppress = self.suppress
+    def _apply(self, plan: _Plan, keys: list, values: list, timestamps: list) -> Batch:
         for plan_window in plan.windows:
             new_keys = plan_window.new_counts
             pickled_keys = dumps_plain(new_keys) if len(new_keys) >= MIN_KEYS_PICKLED else None
@@ -394,22 +368,20 @@ class FinalWindowCount:
             self._put_entries(
                 window, plan_window, plan, pickled_keys if plan_window.new_entries is new_keys else None
             )
-        self._finish_count(plan.pairs)
+        self._finish_count(plan.pairs, keys, values, timestamps)
 
         # the windows leave, each after its pair's put, in the buffer's order
-        buffer = suppress.buffer
+        buffer = self.suppress.buffer
         out_k: list = []
         out_v: list = []
         out_o: list = []
         out_t: list = []
         src: list = []
-        left_bytes: list[int] = []
         left_count: list[int] = []
         rec = plan.pairs.rec
         for at in plan.passes:
-            leaving = buffer.pop_due(int(plan.buffer_observed[at]) - suppress.duration)
+            leaving = buffer.pop_due(int(plan.buffer_observed[at]) - buffer.duration)
             left_count.append(len(leaving))
-            left_bytes.append(sum(entry[_SIZE] for _, entry in leaving))
             for key, entry in leaving:
                 if entry[_NEW] is not None:  # final results drop tombstones
                     out_k.append(key)
@@ -417,99 +389,93 @@ class FinalWindowCount:
                     out_o.append(entry[_OLD])
                     out_t.append(entry[_TS])
             src += repeat(int(rec[at]), len(out_k) - len(src))
-        self._buffer_metrics(plan, left_bytes, left_count)
+        self._buffer_metrics(plan, left_count)
         return Batch(out_k, out_v, out_o, out_t, None, src)
 
     def _put_counts(self, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None) -> Window:
         """The count's rows of one window: created, updated, flagged; its Window object."""
-        count = self.count
+        store = self.count.store
         start, in_window = plan_window.start, plan_window.groups
-        rows = count.buckets.get(start)
-        if rows is None:
-            rows = count.open_window(start)
-        count.log.touch(start)
         found = plan.count_row[in_window]
         held = found >= 0
-        if held.any():
-            rows.put_rows(found[held], [plan.final[in_window[held]], plan.final_ts[in_window[held]]])
-        if plan_window.new_counts:
-            new = in_window[~held]
-            rows.extend(plan_window.new_counts, [plan.final[new], plan.final_ts[new]], pickled_keys)
-        return count.window_objects[start]
+        groups, new = in_window[held], in_window[~held]
+        store.put_batch(
+            start,
+            found[held],
+            [plan.final[groups], plan.final_ts[groups]],
+            plan_window.new_counts,
+            [plan.final[new], plan.final_ts[new]],
+            pickled_keys,
+        )
+        return store.window(start)
 
     def _put_entries(
         self, window: Window, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None
     ) -> None:
         """The buffer's entries of one window, with their values after the batch (COUNT_ENTRY_COLUMNS: ts,
-        size, new, old, hdr | base, prior; the new value is the count, the old one the count before)."""
-        buffer = self.suppress.buffer
-        entries = buffer.buckets.get(window)
-        if entries is None:
-            entries = buffer.open_window(window)
-        buffer.log.touch(window)
+        size, new, old, hdr | base, prior; the new value is the count, the old one the count before; no
+        sizes in an unbounded buffer)."""
         in_window = plan_window.groups
         found = plan.buffer_row[in_window]
         held = found >= 0
-        if held.any():
-            groups = in_window[held]
-            final = plan.final[groups]
-            changing = [plan.final_ts[groups], plan.last_size[groups], final, final - 1, [None] * len(groups)]
-            entries.put_rows(found[held], changing)
-        if plan_window.new_entries:
-            groups = in_window[~held]
-            final = plan.final[groups]
-            entries.extend(
-                plan_window.new_entries,
-                [
-                    plan.final_ts[groups],
-                    plan.last_size[groups],
-                    final,
-                    final - 1,
-                    [None] * len(groups),
-                    plan.base[groups],
-                    plan.prior[groups],
-                ],
-                pickled_keys,
-            )
+        groups, new = in_window[held], in_window[~held]
+        final, new_final = plan.final[groups], plan.final[new]
+        self.suppress.buffer.put_window_rows(
+            window,
+            found[held],
+            [plan.final_ts[groups], np.zeros(len(groups), np.int64), final, final - 1, [None] * len(groups)],
+            plan_window.new_entries,
+            [
+                plan.final_ts[new],
+                np.zeros(len(new), np.int64),
+                new_final,
+                new_final - 1,
+                [None] * len(new),
+                np.zeros(len(new), np.int64),
+                plan.prior[new],
+            ],
+            pickled_keys,
+        )
 
-    def _finish_count(self, pairs: _Pairs) -> None:
-        """The count's observed time and drops, and its closed windows deleted (as its loop ends)."""
+    def _finish_count(self, pairs: _Pairs, keys: list, values: list, timestamps: list) -> None:
+        """The count's late pairs, observed time, and closed windows deleted (as its loop ends)."""
         count = self.count
-        count.observed = max(count.observed, pairs.observed)
-        if pairs.dropped:
-            count.count_dropped(pairs.dropped)
-        count.drop_closed_windows()
+        if len(pairs.late_rec):
+            rows = pairs.late_rec.tolist()
+            starts = pairs.late_start.tolist()
+            size = count.windows.size
+            count.count_late(
+                rows,
+                [keys[r] for r in rows],
+                [values[r] for r in rows],
+                [timestamps[r] for r in rows],
+                starts,
+                [start + size for start in starts],
+            )
+        count.advance_to(pairs.observed)
 
-    def _buffer_metrics(self, plan: _Plan, left_bytes: list[int], left_count: list[int]) -> None:
-        """The buffer's size and count after every put and after every eviction pass, summed into its
-        metrics as the node's samples would be."""
-        suppress = self.suppress
+    def _buffer_metrics(self, plan: _Plan, left_count: list[int]) -> None:
+        """The buffer's count after every put and after every eviction pass, summed into its metrics as
+        the node's samples would be."""
+        buffer = self.suppress.buffer
         m = len(plan.pairs.rec)
         passes = np.array(plan.passes, np.int64)
-        gone_bytes, gone_count = np.array(left_bytes, np.int64), np.array(left_count, np.int64)
+        gone_count = np.array(left_count, np.int64)
         before = np.searchsorted(passes, np.arange(m), "left")  # the passes before each pair's put
-        bytes_put = (
-            suppress.num_bytes
-            + np.cumsum(plan.delta_bytes)
-            - np.concatenate(([0], np.cumsum(gone_bytes)))[before]
-        )
         count_put = (
-            suppress.count
-            + np.cumsum(plan.delta_count)
-            - np.concatenate(([0], np.cumsum(gone_count)))[before]
+            buffer.count + np.cumsum(plan.delta_count) - np.concatenate(([0], np.cumsum(gone_count)))[before]
         )
-        bytes_left, count_left = bytes_put[passes] - gone_bytes, count_put[passes] - gone_count
-        suppress._save(
+        count_left = count_put[passes] - gone_count
+        inserted = int(plan.delta_count.sum())
+        buffer.add_samples(
             int(plan.buffer_observed[-1]),
-            suppress.count + int(plan.delta_count.sum()) - int(gone_count.sum()),
-            suppress.num_bytes + int(plan.delta_bytes.sum()) - int(gone_bytes.sum()),
-            suppress.next_seq + int(plan.delta_count.sum()),
-            suppress.samples + m + len(passes),
-            suppress.size_sum + int(bytes_put.sum()) + int(bytes_left.sum()),
-            suppress.count_sum + int(count_put.sum()) + int(count_left.sum()),
-            max(suppress.size_max, int(bytes_put.max())),
-            max(suppress.count_max, int(count_put.max())),
+            m,
+            inserted,
+            len(passes),
+            int(count_put.sum()) + int(count_left.sum()),
+            int(count_put.max()),
         )
+        buffer.set_count(buffer.count + inserted - int(gone_count.sum()))
 
 
 def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

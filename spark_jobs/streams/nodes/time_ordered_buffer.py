@@ -1,5 +1,11 @@
 """The suppress buffer's store: Kafka's InMemoryTimeOrderedKeyValueBuffer (docs/semantics.md section 5).
 
+The store owns its operations: `put_batch` puts a batch of updates in record order and, after each put,
+evicts what the buffer's bounds say must go (entries due by observed time, then the heads while over
+capacity, or `BufferFullError`), returning the evicted entries as output columns. It keeps its own
+accounting (entry count, bytes where a byte bound needs them, the metric samples) and exports its changes
+through its StoreLog. The suppress node (nodes/suppress.py) only hands it batches.
+
 Entries are indexed by window, then key (`until_time_limit`: one bucket, by key): windowed keys of one
 window share a Window object upstream, so the bucket is found by identity without hashing. They leave in
 (buffer time, key bytes) order; an update keeps its entry's place. `until_time_limit` keeps a heap of its
@@ -8,8 +14,11 @@ keeps a heap of its windows only: a window's entries share its end as buffer tim
 strict, leave together when it closes, so they are sorted by key bytes once then, not pushed into a heap one
 by one (and their key bytes are computed then, not kept). Its windows keep their entries in rows
 (WindowRows, columns ENTRY_COLUMNS; COUNT_ENTRY_COLUMNS when a count feeds it), which an export saves
-column-wise. The suppress node (nodes/suppress.py) holds the emit policy: when entries are due or the
-buffer is over capacity.
+column-wise.
+
+Sizes: an entry's byte size (8 + key bytes + serialized prior, old when it differs from the prior, and new
+values + 20 + topic name + header bytes) is computed only by a buffer with a byte limit, the one bound that
+needs it; the other buffers keep 0 as every entry's size and report no byte metrics.
 """
 
 from __future__ import annotations
@@ -20,18 +29,21 @@ from operator import add, itemgetter
 from typing import Any
 
 from ..records import Window, Windowed
-from ..serde import key_bytes, value_size, window_start_bytes
+from ..serde import headers_size, key_bytes, value_size, window_start_bytes
+from ..suppress import BufferFullError
+from .base import StateRow
 from .store_log import StoreLog
 from .window_rows import INT64, OBJECT, WindowRows
 
 # Entry fields, in a tuple per buffered key (replaced on update). The entry and its heap item hold only
 # the inner key and plain values, no list and no Windowed key: tuples of untracked objects leave the cyclic
-# GC's lists at its next young collection, so a buffer of 250k keys adds nothing to every full collection.
+# GC's lists at its next young collection, so a large buffer adds nothing to every full collection.
 # In until_window_closes entries _BT and _KB are None: the buffer time is the window's end, and the key bytes
 # are computed when the window leaves (less to save and load per entry). _BASE is the part of _SIZE fixed
-# while the key stays buffered: buffer time, key bytes and prior value.
+# while the key stays buffered: buffer time, key bytes and prior value (0, as _SIZE, without a byte limit).
 _BT, _KB, _NEW, _OLD, _PRIOR, _TS, _HDR, _SIZE, _SEQ, _BASE = range(10)
 NO_WINDOW = object()
+_NEVER = float("inf")
 _new_tuple = tuple.__new__
 
 # The columns of an until_window_closes window's rows: the entry fields but _BT, _KB and _SEQ (its entries
@@ -56,9 +68,43 @@ def _entries(rows: WindowRows) -> Any:
     return zip(repeat(None), repeat(None), new, old, prior, ts, hdr, size, repeat(None), base)
 
 
+class Evicted:
+    """Output columns of the entries a batch evicted, in eviction order; `src[j]`: the input row whose put
+    evicted entry j."""
+
+    __slots__ = ("keys", "values", "olds", "timestamps", "headers", "src")
+
+    def __init__(self, with_headers: bool) -> None:
+        self.keys: list = []
+        self.values: list = []
+        self.olds: list = []
+        self.timestamps: list = []
+        self.headers: list | None = [] if with_headers else None
+        self.src: list = []
+
+
 class TimeOrderedKeyValueBuffer:
-    def __init__(self, window_close: bool) -> None:
+    """The buffer of one suppress: its entries, its bounds (`duration` D: an entry is due once observed
+    time - D reaches its buffer time; `max_records`, `max_bytes`: None for no bound; `shut_down`: raise
+    BufferFullError when over a bound, else emit the heads early) and its accounting."""
+
+    def __init__(
+        self,
+        window_close: bool,
+        duration: int = 0,
+        max_records: int | None = None,
+        max_bytes: int | None = None,
+        shut_down: bool = True,
+        name: str = "suppress",
+    ) -> None:
         self.window_close = window_close
+        self.duration = duration
+        self.max_records = max_records
+        self.max_bytes = max_bytes
+        self.shut_down = shut_down
+        self.name = name
+        self.bounded = max_records is not None or max_bytes is not None
+        self.track_bytes = max_bytes is not None  # entry sizes are computed for the byte bound only
         # window -> its rows (until_window_closes), or None -> {inner key: entry tuple} (until_time_limit)
         self.buckets: dict[Any, Any] = {}
         # until_time_limit: (buffer time, key bytes, seq, inner key) per entry; until_window_closes:
@@ -68,6 +114,14 @@ class TimeOrderedKeyValueBuffer:
         # {inner key: entry} put, inner keys removed
         self.log = StoreLog()
         self.entry_columns = ENTRY_COLUMNS  # the kinds of an until_window_closes window's columns
+        self.observed = -1  # the buffer's stream time: the highest timestamp put
+        self.count = 0
+        self.num_bytes = 0  # 0 unless track_bytes
+        self.next_seq = 0
+        # Metric samples are taken after every put and every eviction pass, plus one at init (as Kafka).
+        self.samples = 1
+        self.size_sum = self.count_sum = 0
+        self.size_max = self.count_max = 0
 
     def hold_counts(self) -> None:
         """Keep the values in int64 columns (COUNT_ENTRY_COLUMNS): the buffer is fed by a windowed count that
@@ -82,6 +136,428 @@ class TimeOrderedKeyValueBuffer:
         rows = self.buckets[window] = entry_rows(self.entry_columns)
         heappush(self.heap, (window[1], window[0]))
         return rows
+
+    def window_rows(self, window: Any) -> WindowRows | None:
+        """An until_window_closes window's rows, None when the buffer holds none of it."""
+        return self.buckets.get(window)
+
+    def windows(self) -> list[Any]:
+        """The until_window_closes windows the buffer holds entries of."""
+        return list(self.buckets)
+
+    def put_window_rows(
+        self, window: Any, rows: Any, columns: list, new_keys: list, new_columns: list, pickled_keys: Any
+    ) -> None:
+        """until_window_closes, for a caller that worked out a batch's entries of one window at once (an
+        unbounded buffer: no sizes, and no eviction due within the batch's puts): replace the rows `rows`
+        by `columns`, append `new_keys` with `new_columns` (WindowRows.put_rows, WindowRows.extend), the
+        window opened if need be and flagged changed. Accounting follows with `add_samples`."""
+        entries = self.buckets.get(window)
+        if entries is None:
+            entries = self.open_window(window)
+        self.log.touch(window)
+        if len(rows):
+            entries.put_rows(rows, columns)
+        if new_keys:
+            entries.extend(new_keys, new_columns, pickled_keys)
+
+    # -- puts and evictions -------------------------------------------------------------------------------
+
+    def put_batch(
+        self, keys: list, values: list, olds: list | None, timestamps: list, headers: list | None, topic: Any
+    ) -> Evicted:
+        """Put each update in record order; after each put evict the entries due (buffer time <= observed
+        time - D, in buffer order), then enforce the bounds. Returns the evicted entries (until_window_closes
+        leaves tombstones out: final results drop them). Raises BufferFullError (its accounting saved)
+        at the put that overfills a buffer that shuts down."""
+        out = Evicted(headers is not None)
+        # the record context's size: timestamp, offset, partition + topic name
+        context_size = 20 + (len(topic) if topic else 0)
+        if self.window_close:
+            self._put_windowed(keys, values, olds, timestamps, headers, context_size, out)
+        else:
+            self._put_keyed(keys, values, olds, timestamps, headers, context_size, out)
+        return out
+
+    def _put_windowed(self, keys, values, olds, timestamps, headers, context_size, out) -> None:
+        buckets, heap, log_touch = self.buckets, self.heap, self.log.touch
+        track, bounded = self.track_bytes, self.bounded
+        max_records = self.max_records if self.max_records is not None else _NEVER
+        max_bytes = self.max_bytes if self.max_bytes is not None else _NEVER
+        vsize = value_size
+        observed, duration = self.observed, self.duration
+        evict_at = heap[0][0] + duration if heap else _NEVER  # observed time at which the head goes out
+        # observed >= evict_at can only become true when observed time advances or a new window lowers
+        # evict_at: tested there, not per row
+        due = observed >= evict_at
+        count, num_bytes, seq = self.count, self.num_bytes, self.next_seq
+        count_sum, size_sum, count_max, size_max = (
+            self.count_sum,
+            self.size_sum,
+            self.count_max,
+            self.size_max,
+        )
+        # Each put's sample adds the buffer's size and count to the sums. They change only on an insert, a
+        # put that resizes an entry, or an eviction, so the samples of rows [mark, i) are added in one go
+        # there (and at the end).
+        mark = 0
+        bucket_window: Any = NO_WINDOW
+        index: dict = {}
+        row_keys: list = []
+        dirty = bytearray()
+        c_ts = c_size = c_new = c_old = c_hdr = c_base = c_prior = dirty
+        suffix_len = 0  # the length of the bucket window's start serialized: its windowed keys' suffix
+        # per window put into by this batch, its rows' index and columns: hopping windows alternate by row
+        held_windows: dict = {}
+        rows = zip(
+            range(len(keys)),
+            keys,
+            values,
+            repeat(None) if olds is None else olds,
+            timestamps,
+            repeat(None) if headers is None else headers,
+            strict=False,
+        )
+        for i, key, new, old, ts, hdr in rows:
+            if ts > observed:
+                observed = ts
+                if observed >= evict_at:
+                    due = True
+            window = key[1]
+            if window is not bucket_window:
+                held = held_windows.get(window)
+                if held is None:
+                    bucket = buckets.get(window)
+                    if bucket is None:
+                        bucket = self.open_window(window)
+                        if window[1] + duration < evict_at:
+                            evict_at = window[1] + duration
+                            if observed >= evict_at:
+                                due = True
+                    log_touch(window)
+                    held = held_windows[window] = (
+                        bucket.index,
+                        bucket.keys,
+                        bucket.dirty,
+                        *bucket.columns,
+                        len(window_start_bytes(window[0])) if track else 0,
+                    )
+                bucket_window = window
+                index, row_keys, dirty, c_ts, c_size, c_new, c_old, c_hdr, c_base, c_prior, suffix_len = held
+            inner = key[0]
+            row = index.get(inner)
+            if row is None:
+                count_sum += count * (i - mark)
+                size_sum += num_bytes * (i - mark)
+                mark = i
+                if track:  # buffer time, key bytes and prior value (the first update's old value)
+                    base = 16 if type(old) is int else 8 + vsize(old)
+                    base += (
+                        len(inner.encode()) if type(inner) is str else len(key_bytes(inner))
+                    ) + suffix_len
+                    size = base + vsize(new) + context_size + (headers_size(hdr) if hdr else 0)
+                    num_bytes += size
+                    if num_bytes > size_max:
+                        size_max = num_bytes
+                else:
+                    base = size = 0
+                index[inner] = len(row_keys)  # a row (WindowRows.append, inlined: ENTRY_COLUMNS)
+                row_keys.append(inner)
+                c_ts.append(ts)
+                c_size.append(size)
+                c_base.append(base)
+                c_new.append(new)
+                c_old.append(old)
+                c_prior.append(old)
+                c_hdr.append(hdr)
+                dirty.append(1)
+                seq += 1
+                count += 1
+                if count > count_max:
+                    count_max = count
+            else:
+                if track:
+                    size = c_base[row] + vsize(new) + context_size + (headers_size(hdr) if hdr else 0)
+                    if old != c_prior[row]:
+                        size += vsize(old)
+                    grown = size - c_size[row]
+                    if grown:
+                        count_sum += count * (i - mark)
+                        size_sum += num_bytes * (i - mark)
+                        mark = i
+                        num_bytes += grown
+                        c_size[row] = size
+                        if num_bytes > size_max:
+                            size_max = num_bytes
+                c_new[row] = new
+                c_old[row] = old
+                c_ts[row] = ts
+                c_hdr[row] = hdr
+                dirty[row] = 1
+            if due or (bounded and (count > max_records or num_bytes > max_bytes)):
+                count_sum += count * (i + 1 - mark)  # the samples up to this row's put
+                size_sum += num_bytes * (i + 1 - mark)
+                mark = i + 1
+                self.observed, self.count, self.num_bytes, self.next_seq = observed, count, num_bytes, seq
+                self.count_sum, self.size_sum, self.count_max, self.size_max = (
+                    count_sum,
+                    size_sum,
+                    count_max,
+                    size_max,
+                )
+                self._enforce(i, out)
+                count, num_bytes, count_sum, size_sum = (
+                    self.count,
+                    self.num_bytes,
+                    self.count_sum,
+                    self.size_sum,
+                )
+                evict_at = heap[0][0] + duration if heap else _NEVER
+                due = observed >= evict_at
+                bucket_window = NO_WINDOW  # an eviction may have deleted a held window
+                held_windows.clear()
+        n = len(keys)
+        self.observed, self.count, self.num_bytes, self.next_seq = observed, count, num_bytes, seq
+        self.samples += n  # one sample per put
+        self.count_sum = count_sum + count * (n - mark)
+        self.size_sum = size_sum + num_bytes * (n - mark)
+        self.count_max, self.size_max = count_max, size_max
+
+    def _put_keyed(self, keys, values, olds, timestamps, headers, context_size, out) -> None:
+        bucket = self.buckets.get(None)
+        if bucket is None:
+            bucket = self.buckets[None] = {}
+        puts, heap = self.log.puts(None), self.heap
+        track, bounded = self.track_bytes, self.bounded
+        max_records = self.max_records if self.max_records is not None else _NEVER
+        max_bytes = self.max_bytes if self.max_bytes is not None else _NEVER
+        vsize = value_size
+        observed, duration = self.observed, self.duration
+        evict_at = heap[0][0] + duration if heap else _NEVER
+        due = observed >= evict_at
+        count, num_bytes, seq = self.count, self.num_bytes, self.next_seq
+        count_sum, size_sum, count_max, size_max = (
+            self.count_sum,
+            self.size_sum,
+            self.count_max,
+            self.size_max,
+        )
+        mark = 0  # see _put_windowed
+        rows = zip(
+            range(len(keys)),
+            keys,
+            values,
+            repeat(None) if olds is None else olds,
+            timestamps,
+            repeat(None) if headers is None else headers,
+            strict=False,
+        )
+        for i, key, new, old, ts, hdr in rows:
+            if ts > observed:
+                observed = ts
+                if observed >= evict_at:
+                    due = True
+            entry = bucket.get(key)
+            if entry is None:
+                count_sum += count * (i - mark)
+                size_sum += num_bytes * (i - mark)
+                mark = i
+                kb = key_bytes(key)  # the order among entries of one buffer time
+                if track:
+                    base = 8 + len(kb) + (8 if type(old) is int else vsize(old))
+                    size = base + vsize(new) + context_size + (headers_size(hdr) if hdr else 0)
+                    num_bytes += size
+                    if num_bytes > size_max:
+                        size_max = num_bytes
+                else:
+                    base = size = 0
+                heappush(heap, (ts, kb, seq, key))
+                if ts + duration < evict_at:
+                    evict_at = ts + duration
+                    if observed >= evict_at:
+                        due = True
+                bucket[key] = puts[key] = (ts, kb, new, old, old, ts, hdr, size, seq, base)
+                seq += 1
+                count += 1
+                if count > count_max:
+                    count_max = count
+            else:  # entry fields by position (see _BT.._BASE): an update keeps its place and prior value
+                size = 0
+                if track:
+                    size = entry[9] + vsize(new) + context_size + (headers_size(hdr) if hdr else 0)
+                    if old != entry[4]:
+                        size += vsize(old)
+                    grown = size - entry[7]
+                    if grown:
+                        count_sum += count * (i - mark)
+                        size_sum += num_bytes * (i - mark)
+                        mark = i
+                        num_bytes += grown
+                        if num_bytes > size_max:
+                            size_max = num_bytes
+                bucket[key] = puts[key] = (
+                    entry[0],
+                    entry[1],
+                    new,
+                    old,
+                    entry[4],
+                    ts,
+                    hdr,
+                    size,
+                    entry[8],
+                    entry[9],
+                )
+            if due or (bounded and (count > max_records or num_bytes > max_bytes)):
+                count_sum += count * (i + 1 - mark)
+                size_sum += num_bytes * (i + 1 - mark)
+                mark = i + 1
+                self.observed, self.count, self.num_bytes, self.next_seq = observed, count, num_bytes, seq
+                self.count_sum, self.size_sum, self.count_max, self.size_max = (
+                    count_sum,
+                    size_sum,
+                    count_max,
+                    size_max,
+                )
+                self._enforce(i, out)
+                count, num_bytes, count_sum, size_sum = (
+                    self.count,
+                    self.num_bytes,
+                    self.count_sum,
+                    self.size_sum,
+                )
+                evict_at = heap[0][0] + duration if heap else _NEVER
+                due = observed >= evict_at
+                bucket = self.buckets.get(None)
+                if bucket is None:  # the eviction emptied the buffer
+                    bucket = self.buckets[None] = {}
+                puts = self.log.puts(None)
+        n = len(keys)
+        self.observed, self.count, self.num_bytes, self.next_seq = observed, count, num_bytes, seq
+        self.samples += n
+        self.count_sum = count_sum + count * (n - mark)
+        self.size_sum = size_sum + num_bytes * (n - mark)
+        self.count_max, self.size_max = count_max, size_max
+        if not bucket:
+            del self.buckets[None]
+
+    def _enforce(self, row: int, out: Evicted) -> None:
+        """After the put of input row `row` (accounting saved up to it): evict the entries due, then enforce
+        the bounds, each pass one metric sample when it evicts anything."""
+        heap, limit = self.heap, self.observed - self.duration
+        if heap and heap[0][0] <= limit:
+            self._emit(self.pop_due(limit), row, out)
+        if not self._over():
+            return
+        if self.shut_down:
+            self.samples += row + 1  # the puts so far (put_batch adds the batch's, this one raises)
+            raise BufferFullError(
+                f"{self.name} buffer exceeded its max capacity. Currently [{self.count}/{self.max_records}] "
+                f"records and [{self.num_bytes}/{self.max_bytes}] bytes."
+            )
+        leaving, count, num_bytes = [], self.count, self.num_bytes
+        while heap and (
+            (self.max_records is not None and count > self.max_records)
+            or (self.max_bytes is not None and num_bytes > self.max_bytes)
+        ):
+            leaving.append(self.pop_head())
+            count -= 1
+            num_bytes -= leaving[-1][1][_SIZE]
+        self._emit(leaving, row, out)
+
+    def _over(self) -> bool:
+        return (self.max_records is not None and self.count > self.max_records) or (
+            self.max_bytes is not None and self.num_bytes > self.max_bytes
+        )
+
+    def _emit(self, leaving: list, row: int, out: Evicted) -> None:
+        if not leaving:
+            return
+        drop_tombstones = self.window_close  # final results drop them
+        for key, entry in leaving:
+            self.count -= 1
+            self.num_bytes -= entry[_SIZE]
+            if entry[_NEW] is None and drop_tombstones:
+                continue
+            out.keys.append(key)
+            out.values.append(entry[_NEW])
+            out.olds.append(entry[_OLD])
+            out.timestamps.append(entry[_TS])
+            if out.headers is not None:
+                out.headers.append(entry[_HDR])
+            out.src.append(row)
+        self.samples += 1
+        self.count_sum += self.count
+        self.size_sum += self.num_bytes
+
+    def add_samples(
+        self, observed: int, puts: int, inserted: int, passes: int, count_sum: int, count_max: int
+    ) -> None:
+        """Accounting for puts made and windows evicted by a caller that ran them a batch at a time (an
+        unbounded buffer: no bytes): the observed time after them, `puts` puts of which `inserted` new
+        entries, `passes` eviction passes, the count summed over their samples and its maximum among them."""
+        if self.track_bytes:
+            raise RuntimeError("a buffer with a byte limit accounts for its puts itself (put_batch)")
+        self.observed = max(self.observed, observed)
+        self.next_seq += inserted
+        self.samples += puts + passes
+        self.count_sum += count_sum
+        self.count_max = max(self.count_max, count_max)
+
+    def set_count(self, count: int) -> None:
+        """The entry count after a caller's batch (see add_samples)."""
+        self.count = count
+
+    # -- metrics and reading ------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, float]:
+        metrics = {
+            "suppression-buffer-count-current": self.count,
+            "suppression-buffer-count-avg": self.count_sum / self.samples,
+            "suppression-buffer-count-max": self.count_max,
+        }
+        if self.track_bytes:
+            metrics["suppression-buffer-size-current"] = self.num_bytes
+            metrics["suppression-buffer-size-avg"] = self.size_sum / self.samples
+            metrics["suppression-buffer-size-max"] = self.size_max
+        return metrics
+
+    def scalars(self) -> tuple:
+        """The accounting, as the node's own state part holds it."""
+        return (
+            self.observed,
+            self.count,
+            self.num_bytes,
+            self.next_seq,
+            self.samples,
+            self.size_sum,
+            self.count_sum,
+            self.size_max,
+            self.count_max,
+        )
+
+    def set_scalars(self, scalars: tuple) -> None:
+        (
+            self.observed,
+            self.count,
+            self.num_bytes,
+            self.next_seq,
+            self.samples,
+            self.size_sum,
+            self.count_sum,
+            self.size_max,
+            self.count_max,
+        ) = scalars
+
+    def state_rows(self):
+        """Every buffered entry: its key (the inner key of a windowed one), window, new value and timestamp."""
+        for window, bucket in self.buckets.items():
+            if window is None:
+                for key, entry in bucket.items():
+                    yield StateRow("suppress_buffer", key, None, None, entry[_NEW], entry[_TS])
+                continue
+            ts, new = bucket.columns[0], bucket.columns[2]
+            for key, row in bucket.live():
+                yield StateRow("suppress_buffer", key, window[0], window[1], new[row], ts[row])
 
     def pop_head(self) -> tuple[Any, list]:
         """Remove the entry first in (buffer time, key bytes) order: `(key, entry)` (until_time_limit: an

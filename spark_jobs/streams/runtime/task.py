@@ -28,7 +28,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from ..nodes.base import Node, SinkNode, SourceNode, UserProcessorNode
-from ..nodes.final_window_count import final_window_count
+from ..optimizer import rewrites
 from ..records import Record, Windowed, make_record, make_windowed
 from ..timeutil import INT64_MAX, Duration, to_millis
 from ..topology import Topology, topology_fingerprint
@@ -194,6 +194,9 @@ class StreamTask:
         for node in self.nodes.values():
             self._serial_runner(node)
         self._source_by_topic: dict[str, SourceNode] = {}
+        self._rewrites = rewrites(
+            self.nodes
+        )  # chains of nodes the batch path runs as one step (optimizer.py)
         self._columnar: dict[str, Callable | None] = {}
         for node in self.nodes.values():
             node.need_src = False  # the columnar runners set it where a merge reads it
@@ -754,11 +757,11 @@ class StreamTask:
 
             return run_sink
         process = node.process_columns
-        fused = final_window_count(node)
-        if fused is not None:  # the count and its final suppress in one pass: the suppress's output
-            node = fused.suppress
+        rewrite = self._rewrites.get(node.name)
+        if rewrite is not None:  # a chain run as one step: its output goes to its last node's children
+            node = rewrite.output
             node.need_src = node.need_src or need_src
-            process = fused.process_columns
+            process = rewrite.process_columns
         fan_out = len(node.children) > 1
         children = [self._columnar_runner(child, need_src or fan_out) for child in node.children]
         if not children:
