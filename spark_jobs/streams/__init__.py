@@ -6,6 +6,7 @@ TopologyTestDriver, the Spark runtime and the benchmarks all use, its punctuatio
 nodes see; nodes/ the processor nodes a task wires together.
 """
 
+from .aggregates import Count, Max, Mean, Min, Sum
 from .dsl import KGroupedStream, KGroupedTable, KStream, KTable, StreamsBuilder, WindowedKStream
 from .processor import Cancellable, Processor, ProcessorContext, PunctuationType
 from .records import Record, To, Window, Windowed
@@ -44,4 +45,9 @@ __all__ = [
     "KGroupedStream",
     "KGroupedTable",
     "WindowedKStream",
+    "Count",
+    "Sum",
+    "Min",
+    "Max",
+    "Mean",
 ]

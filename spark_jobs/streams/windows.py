@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
 
 from .timeutil import Duration, to_millis
 
@@ -60,6 +63,35 @@ class TimeWindows:
         while start <= timestamp:
             yield start, start + size
             start += advance
+
+    def pairs(
+        self, timestamps: np.ndarray, observed: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`windows_for` and the closing rule (docs/semantics.md 4.1, 4.2) over a batch: per (record, window)
+        pair, by record then ascending start, the record's index, the window's start and whether the window
+        is still open, `end + grace > observed` where `observed[i]` is the operator's time at record i
+        (int64 arrays; timestamps non-negative and at most INT64_MAX - size - grace)."""
+        size, advance = self.size, self.advance
+        last = (
+            timestamps - timestamps % advance
+        )  # the windows of ts start at first, first + advance, .., last
+        first = timestamps - (size - advance)
+        first = np.where(first < 0, 0, first - first % advance)
+        per_record = -(-size // advance)
+        if per_record == 1:
+            rec, start = np.arange(len(timestamps)), last
+        else:
+            start = (first[:, None] + np.arange(per_record) * advance).ravel()
+            rec = np.repeat(np.arange(len(timestamps)), per_record)
+            valid = start <= last[rec]
+            if not valid.all():
+                rec, start = rec[valid], start[valid]
+        return rec, start, self.closes_at(start) > observed[rec]
+
+    def closes_at(self, start: Any) -> Any:
+        """When the window starting at `start` closes: an operator whose time reaches it drops the window's
+        records (docs/semantics.md 4.2). An int, or an int64 array of starts."""
+        return start + self.size + self.grace
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TimeWindows) and (self.size, self.advance, self.grace) == (

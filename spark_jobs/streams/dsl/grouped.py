@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..aggregates import DeclaredAggregate, check_declarations
 from ..nodes.aggregations import (
     Aggregation,
     SessionWindowAggregateNode,
@@ -13,6 +14,7 @@ from ..nodes.aggregations import (
     TableAggregateNode,
     TimeWindowAggregateNode,
 )
+from ..nodes.declared_aggregations import DeclaredStreamAggregateNode, DeclaredWindowAggregateNode
 from ..windows import AnyWindows, SessionWindows, SlidingWindows, TimeWindows
 from .ktable import KTable
 
@@ -48,6 +50,15 @@ class KGroupedStream:
     def _aggregate(self, aggregation: Aggregation) -> KTable:
         name = self.builder.add_node(
             "KSTREAM-AGGREGATE", lambda n: StreamAggregateNode(n, aggregation), [self.node_name]
+        )
+        return KTable(self.builder, name)
+
+    def agg(self, **declared: DeclaredAggregate) -> KTable:
+        """Declared aggregations (spark_jobs/streams/aggregates.py), e.g. `agg(n=Count(), total=Sum("v"))`:
+        per key a dict of the declared names, computed without a Python call per record."""
+        declared = check_declarations(declared)
+        name = self.builder.add_node(
+            "KSTREAM-AGGREGATE", lambda n: DeclaredStreamAggregateNode(n, declared), [self.node_name]
         )
         return KTable(self.builder, name)
 
@@ -87,6 +98,21 @@ class WindowedKStream:
         if isinstance(self.windows, SessionWindows) and merger is None:
             raise ValueError("aggregate over SessionWindows needs merger(key, agg1, agg2) to merge sessions")
         return self._aggregate(Aggregation.aggregate(initializer, aggregator, merger=merger))
+
+    def agg(self, **declared: DeclaredAggregate) -> KTable:
+        """Declared aggregations (spark_jobs/streams/aggregates.py) per key and window, e.g.
+        `agg(n=Count(), top=Max("v"))`, computed without a Python call per record. Time windows only."""
+        declared = check_declarations(declared)
+        windows = self.windows
+        if not isinstance(windows, TimeWindows):
+            raise ValueError(f"agg takes tumbling or hopping TimeWindows, got {windows!r}")
+        options = {"send_old_values": False}
+
+        def factory(name: str) -> Any:
+            return DeclaredWindowAggregateNode(name, windows, declared, options["send_old_values"])
+
+        name = self.builder.add_node("KSTREAM-AGGREGATE", factory, [self.node_name])
+        return KTable(self.builder, name, windows=windows, options=options)
 
     def _aggregate(self, aggregation: Aggregation) -> KTable:
         windows = self.windows
