@@ -181,6 +181,11 @@ def segmented_accumulate(
     length_class[above] = np.ceil(np.log2(sizes[above])).astype(np.int64)
     for cls in np.unique(length_class).tolist():
         segments = np.flatnonzero(length_class == cls)
+        if cls == 0:  # segments of one element
+            at = starts[segments]
+            with np.errstate(over="ignore", invalid="ignore"):
+                out[at] = ufunc(initial[segments], values[at])
+            continue
         lengths = sizes[segments]
         width = int(lengths.max())
         matrix = np.zeros((len(segments), width + 1), values.dtype)
@@ -221,32 +226,25 @@ class AggregateRows:
     def column(self, name: str) -> np.ndarray:
         return self.columns[name][: self.size]
 
-    def rows_for(self, keys: list) -> np.ndarray:
-        """Per key (distinct) its row; a key new to the group gets a row appended, in order, holding the
-        initial values."""
-        rows = self._rows_by_table(keys) if self._table is not False else None
+    def rows_for(self, keys: np.ndarray, str_keys: bool) -> np.ndarray:
+        """Per key (an object array of distinct keys; `str_keys`: all str) its row; a key new to the group
+        gets a row appended, in order, holding the initial values."""
+        rows = self._rows_by_table(keys) if str_keys and self._table is not False else None
         if rows is None:
+            if not str_keys:
+                self._table = False
             index = self._key_index()
             rows = np.fromiter(map(index.get, keys, repeat(-1)), np.int64, len(keys))
             new = rows < 0
             if new.any():
                 rows[new] = np.arange(self.size, self.size + int(new.sum()))
-                index.update(
-                    zip(
-                        [k for k, n in zip(keys, new.tolist(), strict=True) if n],
-                        rows[new].tolist(),
-                        strict=True,
-                    )
-                )
-        new_keys = [key for key, row in zip(keys, (rows >= self.size).tolist(), strict=True) if row]
+                index.update(zip(keys[new].tolist(), rows[new].tolist(), strict=True))
+        new_keys = keys[rows >= self.size].tolist()
         if new_keys:
             self._append(new_keys)
         return rows
 
-    def _rows_by_table(self, keys: list) -> np.ndarray | None:
-        if keys and set(map(type, keys)) != {str}:
-            self._table = False
-            return None
+    def _rows_by_table(self, keys: np.ndarray) -> np.ndarray | None:
         table = self._table
         if table is None:
             table = KeyTable.new(max(len(keys), self.size))
@@ -254,7 +252,7 @@ class AggregateRows:
                 self._table = False
                 return None
             self._table = table
-        rows, new_keys = table.number(object_array(keys))
+        rows, new_keys = table.number(keys)
         table.confirm(len(new_keys))
         return rows
 
@@ -360,46 +358,71 @@ class AggregateRows:
 class _BatchGroups:
     """A batch's kept pairs grouped: per pair its group, and per group its store and row."""
 
-    __slots__ = ("group", "order", "sizes", "stores", "store_groups", "rows")
+    __slots__ = (
+        "group",
+        "order",
+        "sizes",
+        "stores",
+        "store_groups",
+        "rows",
+        "key_of_group",
+        "store_of_group",
+    )
 
-    def __init__(self, group, order, sizes, stores, store_groups, rows) -> None:
+    def __init__(self, group, order, sizes, stores, store_groups, rows, key_of_group, store_of_group) -> None:
         self.group = group  # per pair: its group
         self.order = order  # the pairs sorted by group, in record order within a group
         self.sizes = sizes  # per group: its pairs
         self.stores = stores  # the groups' stores, in group order
         self.store_groups = store_groups  # per store: (first group, end group)
         self.rows = rows  # per group: its row in its store
+        self.key_of_group = key_of_group  # per group: its key's number in the batch
+        self.store_of_group = store_of_group  # per group: its store's index in `stores`
 
 
-def _number_keys(keys: list) -> tuple[np.ndarray, np.ndarray]:
-    """Per key the rank of its first appearance, and the distinct keys in that order (object array)."""
+def _number_keys(keys: list) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Per key the rank of its first appearance, the distinct keys in that order (object array), and
+    whether they are all str."""
     if set(map(type, keys)) == {str}:
         table = KeyTable.new(len(keys))
         if table is not None:
-            return table.number(object_array(keys))
-    return number_by_first_appearance(keys, 0)
+            return (*table.number(object_array(keys)), True)
+        return (*number_by_first_appearance(keys, 0), True)
+    return (*number_by_first_appearance(keys, 0), False)
 
 
 def group_pairs(
-    kid: np.ndarray, distinct: np.ndarray, rec: np.ndarray, store_of_pair: np.ndarray, stores: list
+    kid: np.ndarray,
+    distinct: np.ndarray,
+    str_keys: bool,
+    rec: np.ndarray,
+    store_of_pair: np.ndarray,
+    stores: list,
 ) -> _BatchGroups:
     """Groups of the pairs `(rec, store_of_pair)` (record, index into `stores`): one per (store, key). A
     store's new keys get rows in order of first appearance among its pairs."""
     n_keys = len(distinct)
     pair_group_id = store_of_pair * n_keys + kid[rec]
-    ids, first, group = np.unique(pair_group_id, return_index=True, return_inverse=True)
+    # one stable sort: the pairs by group, in record order within a group
+    order = np.argsort(pair_group_id, kind="stable")
+    sorted_ids = pair_group_id[order]
+    starts_group = np.empty(len(order), bool)
+    starts_group[:1] = True
+    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=starts_group[1:])
+    group_at = np.flatnonzero(starts_group)
+    ids, first = sorted_ids[group_at], order[group_at]
+    sizes = np.diff(np.append(group_at, len(order)))
+    group = np.empty(len(order), np.int64)
+    group[order] = np.cumsum(starts_group) - 1
     store_of_group = ids // n_keys
     bounds = np.searchsorted(store_of_group, np.arange(len(stores) + 1))
     rows = np.empty(len(ids), np.int64)
     for s, store in enumerate(stores):
         lo, hi = int(bounds[s]), int(bounds[s + 1])
         in_order = lo + np.argsort(first[lo:hi], kind="stable")
-        rows[in_order] = store.rows_for(distinct[ids[in_order] % n_keys].tolist())
-    order = np.argsort(group, kind="stable")
-    sizes = np.bincount(group, minlength=len(ids))
-    return _BatchGroups(
-        group, order, sizes, stores, [(int(bounds[s]), int(bounds[s + 1])) for s in range(len(stores))], rows
-    )
+        rows[in_order] = store.rows_for(distinct[ids[in_order] % n_keys], str_keys)
+    store_groups = [(int(bounds[s]), int(bounds[s + 1])) for s in range(len(stores))]
+    return _BatchGroups(group, order, sizes, stores, store_groups, rows, ids % n_keys, store_of_group)
 
 
 def fold_groups(
@@ -432,12 +455,18 @@ def fold_groups(
         elif state.fold == "ts":
             running = segmented_accumulate(np.maximum, pair_ts[order], sizes, initial)
         elif state.fold == "n":
-            counted = fields[(state.field, state.reads)][1][sorted_rec].astype(np.int64)
-            total = np.cumsum(counted)
-            running = np.repeat(initial - (total[seg_start] - counted[seg_start]), sizes) + total
+            valid = fields[(state.field, state.reads)][1]
+            if valid.all():
+                running = np.repeat(initial, sizes) + rank + 1
+            else:
+                counted = valid[sorted_rec].astype(np.int64)
+                total = np.cumsum(counted)
+                running = np.repeat(initial - (total[seg_start] - counted[seg_start]), sizes) + total
         else:
             numbers, valid = fields[(state.field, state.reads)]
-            values = np.where(valid[sorted_rec], numbers[sorted_rec], state.initial).astype(state.dtype)
+            values = numbers[sorted_rec]
+            if not valid.all():
+                values[~valid[sorted_rec]] = state.initial
             ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum}[state.fold]
             running = segmented_accumulate(ufunc, values, sizes, initial)
         after[state.name] = running
@@ -571,19 +600,19 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
                 rows = self.open_window(window_start)
             self.log.touch(window_start)
             stores.append(rows)
-        kid, distinct = _number_keys(keys)
-        groups = group_pairs(kid, distinct, rec, store_of_pair, stores)
+        kid, distinct, str_keys = _number_keys(keys)
+        groups = group_pairs(kid, distinct, str_keys, rec, store_of_pair, stores)
         fields = read_fields(self.layout, values)
         after, before = fold_groups(self.layout, groups, ts[rec], fields, rec, self.send_old_values)
-        windows = np.empty(len(window_starts), object)
-        windows[:] = [self.window_objects[s] for s in window_starts.tolist()]
-        out_keys = list(
-            map(
-                tuple.__new__,
-                repeat(Windowed),
-                zip(distinct[kid[rec]].tolist(), windows[store_of_pair].tolist(), strict=True),
-            )
+        # a Windowed key per group, which its pairs' output rows share
+        windows = object_array([self.window_objects[s] for s in window_starts.tolist()])
+        group_keys = distinct[groups.key_of_group].tolist()
+        windowed = map(
+            tuple.__new__,
+            repeat(Windowed),
+            zip(group_keys, windows[groups.store_of_group].tolist(), strict=True),
         )
+        out_keys = object_array(list(windowed))[groups.group].tolist()
         src = (rec if kept is None else kept[rec]).tolist() if self.need_src or headers is not None else None
         self.drop_closed_windows()
         return self._outputs(after, before, out_keys, src, headers)
@@ -655,8 +684,8 @@ class DeclaredStreamAggregateNode(_DeclaredAggregateNode):
             store = self.groups[KEY_VALUE_GROUP] = AggregateRows(self.layout)
         self.log.touch(KEY_VALUE_GROUP)
         rec = np.arange(len(keys))
-        kid, distinct = _number_keys(keys)
-        groups = group_pairs(kid, distinct, rec, np.zeros(len(keys), np.int64), [store])
+        kid, distinct, str_keys = _number_keys(keys)
+        groups = group_pairs(kid, distinct, str_keys, rec, np.zeros(len(keys), np.int64), [store])
         fields = read_fields(self.layout, values)
         after, before = fold_groups(self.layout, groups, ts, fields, rec, True)
         src = (rec if kept is None else kept).tolist()
