@@ -9,7 +9,8 @@ windows (tests/streams/test_declared_aggregations.py checks it):
 - `Sum(field)`, `Min(field)`, `Max(field)`: over the group's values of `value[field]`; `Mean(field)` is their
   sum over their number. A record whose value is not a dict, lacks the field, or holds there None, a bool,
   a non-number or a float NaN has no value for the field: it counts in `Count()` and is skipped by the
-  others, as SQL skips NULL. Until the group has a value of the field, they are None.
+  others, as SQL skips NULL. Until the group has a value of the field, they are None. Of equal values
+  (0.0 and -0.0) `Min` and `Max` keep the later one.
 - The dtype of `Sum`, `Min` and `Max` is "float64" (the default: ints are converted as Python's float()
   would) or "int64" (only ints in the int64 range are values; other numbers are skipped like any non-value;
   a sum wraps around at 64 bits, as a Java long does). `Mean` is float64.

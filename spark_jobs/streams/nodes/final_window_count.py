@@ -138,29 +138,12 @@ class FinalWindowCount:
     def _pairs(self, keys: list, timestamps: list) -> _Pairs | None:
         """The batch's pairs; None for a batch to run node by node."""
         count = self.count
-        size, advance = count.windows.size, count.windows.advance
-        close_after = size + count.windows.grace
         ts = np.array(timestamps)
-        if ts.dtype != np.int64 or ts.min() < 0 or int(ts.max()) + close_after > INT64_MAX:
+        if ts.dtype != np.int64 or ts.min() < 0 or count.windows.closes_at(int(ts.max())) > INT64_MAX:
             return None
         observed = np.maximum(np.maximum.accumulate(ts), count.observed)
-        last = ts - ts % advance  # the window starts of a record: first, first + advance, .., last
-        first = ts - (size - advance)
-        first = np.where(first < 0, 0, first - first % advance)
-        per_record = -(-size // advance)
-        if per_record == 1:
-            rec, start = np.arange(len(keys)), last
-            valid = None
-        else:
-            start = (first[:, None] + np.arange(per_record) * advance).ravel()
-            rec = np.repeat(np.arange(len(keys)), per_record)
-            valid = start <= last[rec]
-        keep = start + close_after > observed[rec]  # the pair's window is still open
-        late = ~keep
-        if valid is not None:
-            keep &= valid
-            late &= valid
-        late_rec, late_start = rec[late], start[late]
+        rec, start, keep = count.windows.pairs(ts, observed)  # keep: the pair's window is still open
+        late_rec, late_start = rec[~keep], start[~keep]
         if not keep.all():
             rec, start = rec[keep], start[keep]
         numbered = self._number_keys(keys, rec, start)
