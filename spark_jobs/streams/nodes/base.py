@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..processor import Cancellable, Processor, ProcessorContext
-from ..records import Record, To, make_record
+from ..records import Record, To, Windowed, make_record
 
 if TYPE_CHECKING:
     from ..runtime.context import TaskContext
@@ -110,6 +110,16 @@ class Node:
         """Every entry this node's stores hold, one row each (read by the state reader). A node without
         stores has none."""
         return iter(())
+
+    def state_size(self) -> tuple[int, int]:
+        """`(entries, windows)` this node's stores hold (a task's state size, in its metrics): counted over
+        `state_rows()`, which a node with large stores overrides with a count it keeps."""
+        entries, windows = 0, set()
+        for row in self.state_rows():
+            entries += 1
+            if row.window_start is not None:
+                windows.add((row.window_start, row.window_end))
+        return entries, len(windows)
 
     # KTable value getter: (value, timestamp) or None. Only table nodes implement it.
     def get(self, key: Any) -> tuple[Any, int] | None:
@@ -237,11 +247,40 @@ class UserProcessorNode(Node):
         else:
             vars(self.processor).update(payload)
 
+    def state_rows(self) -> Iterator[StateRow]:
+        """The processor's state as snapshotted: each attribute (or each name of a hook's dict) is a store
+        of that name; a dict holds one entry per key, a set one per member (value None), any other value
+        is one entry without a key. A hook's state that is not a dict of names is one store, "state"."""
+        kind, payload = self.snapshot_state()
+        if not (isinstance(payload, dict) and all(isinstance(name, str) for name in payload)):
+            payload = {"state": payload}
+        for store, value in payload.items():
+            if isinstance(value, dict):
+                entries = value.items()
+            elif isinstance(value, set | frozenset):
+                entries = ((member, None) for member in _sorted_if_possible(value))
+            else:
+                yield StateRow(store, None, None, None, value, None)
+                continue
+            for key, item in entries:
+                if isinstance(key, Windowed):
+                    yield StateRow(store, key[0], key[1][0], key[1][1], item, None)
+                else:
+                    yield StateRow(store, key, None, None, item, None)
+
     def rebind(self, method_name: str) -> Callable[[int], Any]:
         method = getattr(self.processor, method_name, None)
         if method is None or not inspect.ismethod(method):
             raise ValueError(f"processor {self.name!r} has no method {method_name!r} to re-create a schedule")
         return method
+
+
+def _sorted_if_possible(values: Any) -> list:
+    """A set's members sorted when they compare (a stable listing), else in iteration order."""
+    try:
+        return sorted(values)
+    except TypeError:
+        return list(values)
 
 
 def _is_runtime_handle(value: Any) -> bool:
