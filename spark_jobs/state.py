@@ -1,0 +1,63 @@
+"""The task state of a job's checkpoint as a table, without running the job.
+
+    python -m spark_jobs.state --checkpoint DIR [--batch N] [--output FILE.parquet|FILE.csv]
+
+One row per entry of every task's stores at the latest committed micro-batch (or batch N): `node`, `store`,
+`partition`, `key`, `window_start`, `window_end`, `value` (JSON text), `timestamp`
+(`spark_jobs.spark.state`). Without `--output` it prints a summary per node and the first rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+FORMATS = (".parquet", ".csv")
+FIRST_ROWS = 10
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m spark_jobs.state", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--checkpoint", required=True, help="the job's checkpoint folder (--checkpoint of its run)"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=None, metavar="N", help="a committed batch (default: the latest)"
+    )
+    parser.add_argument(
+        "--output", default=None, metavar="FILE", help="write the table to FILE.parquet or FILE.csv instead"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    output = None if args.output is None else Path(args.output)
+    if output is not None and output.suffix.lower() not in FORMATS:
+        print(f"error: --output {output}: write a .parquet or a .csv file", file=sys.stderr)
+        return 2
+    from spark_jobs.spark.state import StateReadError, read_state_and_sizes, summary
+
+    try:
+        frame, node_bytes = read_state_and_sizes(args.checkpoint, args.batch)
+    except StateReadError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        if output.suffix.lower() == ".parquet":
+            frame.to_parquet(output, index=False)
+        else:
+            frame.to_csv(output, index=False)
+        print(f"{len(frame)} entries of {frame['partition'].nunique()} tasks written to {output}")
+        return 0
+    print(summary(frame, node_bytes).to_string(index=False))
+    print()
+    print(f"{len(frame)} entries; the first {min(FIRST_ROWS, len(frame))}:")
+    print(frame.head(FIRST_ROWS).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
