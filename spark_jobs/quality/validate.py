@@ -45,6 +45,7 @@ from spark_jobs.quality.scope import (
     latest_run_batches,
     scoped_frame,
 )
+from spark_jobs.spark.errors import ArgumentParser, UserError, exit_on_user_error
 from spark_jobs.spark.session import local_spark_session
 from spark_jobs.spark.topics import QUARANTINE_TOPIC
 
@@ -405,7 +406,7 @@ def _write_verdicts(reports: Path, run_id: Any, output: Path, verdicts: list[Sui
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m spark_jobs.quality.validate",
         description="Validate every topic of an output folder with Great Expectations; "
         "exit 1 when any suite fails.",
@@ -461,10 +462,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Validate, print a line per suite; exit 1 when a suite fails, 2 on a user's mistake (`errors`)."""
+    with exit_on_user_error():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from spark_jobs.spark.job import recorded_job
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.full and args.engine == "local":
         parser.error("--full validates the whole history on Spark: leave out --engine local")
+    if not args.output.is_dir():
+        raise UserError(f"no output folder at {args.output}: check the path, or run the job first")
+    recorded_job(args.output)  # a folder no job of this project wrote is refused, naming the missing record
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logger.setLevel(logging.INFO)  # one line per suite, with its time; GX's own INFO lines are noise
     verdicts = validate_output(

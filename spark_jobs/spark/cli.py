@@ -14,8 +14,9 @@ import json
 import re
 import sys
 
+from spark_jobs.spark.errors import ArgumentParser, UserError, exit_on_user_error
 from spark_jobs.spark.job import JobOption, JobSpec, parse_duration_ms
-from spark_jobs.spark.runtime import AVAILABLE_NOW, TRIGGERS, RunConfig, run_job
+from spark_jobs.spark.runtime import AVAILABLE_NOW, TRIGGERS, RunConfig, check_run, run_job
 
 
 def parse_wall_clock(text: str) -> int:
@@ -32,6 +33,17 @@ def parse_wall_clock(text: str) -> int:
     return delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
 
 
+def positive_int(text: str) -> int:
+    """A count that must be at least 1 (partitions, files, tasks)."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def parse_inputs(given: list[str], topics: tuple[str, ...]) -> str | dict[str, str]:
     """`--input` values -> a folder (one-input job given DIR) or {topic: folder}; an unknown, missing or
     repeated topic, or a bare DIR for a job with several inputs, is an error naming it."""
@@ -41,25 +53,25 @@ def parse_inputs(given: list[str], topics: tuple[str, ...]) -> str | dict[str, s
     for text in given:
         topic, sep, directory = text.partition("=")
         if not sep or not topic or not directory:
-            raise ValueError(
+            raise UserError(
                 f"--input {text}: {'give TOPIC=DIR for each of its topics' if len(topics) > 1 else 'expected DIR'}"
                 f" (input topics: {', '.join(topics)})"
             )
         if topic not in topics:
-            raise ValueError(
+            raise UserError(
                 f"--input {text}: {topic!r} is not an input topic (input topics: {', '.join(topics)})"
             )
         if topic in dirs:
-            raise ValueError(f"--input {text}: topic {topic!r} given twice")
+            raise UserError(f"--input {text}: topic {topic!r} given twice")
         dirs[topic] = directory
     missing = [topic for topic in topics if topic not in dirs]
     if missing:
-        raise ValueError(f"no --input for topics {', '.join(missing)}: give --input TOPIC=DIR for each")
+        raise UserError(f"no --input for topics {', '.join(missing)}: give --input TOPIC=DIR for each")
     return dirs
 
 
 def build_parser(prog: str, description: str, options: list[JobOption]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = ArgumentParser(prog=prog, description=description)
     run = parser.add_argument_group("run")
     run.add_argument(
         "--input",
@@ -74,7 +86,7 @@ def build_parser(prog: str, description: str, options: list[JobOption]) -> argpa
         "--checkpoint", required=True, help="Spark checkpoint, task state and wall-clock markers"
     )
     run.add_argument("--trigger", choices=TRIGGERS, default=AVAILABLE_NOW)
-    run.add_argument("--max-files-per-trigger", type=int, default=None, metavar="N")
+    run.add_argument("--max-files-per-trigger", type=positive_int, default=None, metavar="N")
     run.add_argument(
         "--wall-clock",
         type=parse_wall_clock,
@@ -82,18 +94,20 @@ def build_parser(prog: str, description: str, options: list[JobOption]) -> argpa
         metavar="ISO8601",
         help="available-now: advance every task's wall clock to this time after the run's input",
     )
-    run.add_argument("--partitions", type=int, default=4, help="input partitions = tasks (default 4)")
+    run.add_argument(
+        "--partitions", type=positive_int, default=4, help="input partitions = tasks (default 4)"
+    )
     run.add_argument("--master", default=None, help="Spark master (default $SPARK_MASTER or local[2])")
     run.add_argument(
         "--shuffle-partitions",
-        type=int,
+        type=positive_int,
         default=None,
         help="parallelism of the stateful stage (default: spark.sql.shuffle.partitions, 2 unless set); "
         "fixed by the checkpoint on its first run",
     )
     run.add_argument(
         "--live-spark-tasks",
-        type=int,
+        type=positive_int,
         default=2,
         metavar="N",
         help="Spark tasks whose task state a Python worker keeps live between micro-batches, caught up "
@@ -131,7 +145,13 @@ def build_parser(prog: str, description: str, options: list[JobOption]) -> argpa
 
 
 def run_cli(module: str, description: str, options: list[JobOption], argv: list[str] | None = None) -> int:
-    """Parse the command line, run the job once, print the run summary as JSON."""
+    """Parse the command line, run the job once, print the run summary as JSON. A user's mistake (see
+    `errors`) ends the process with one line on stderr and exit status 2."""
+    with exit_on_user_error():
+        return _run(module, description, options, argv)
+
+
+def _run(module: str, description: str, options: list[JobOption], argv: list[str] | None) -> int:
     import logging
 
     from spark_jobs.spark.session import local_spark_session, stop_session
@@ -143,12 +163,8 @@ def run_cli(module: str, description: str, options: list[JobOption], argv: list[
     parser = build_parser(f"python -m {module}", description, options)
     args = parser.parse_args(argv)
     spec = JobSpec(module, {o.name: getattr(args, o.name) for o in options}, args.partitions)
-    try:
-        input_dir = parse_inputs(args.input, spec.input_topics)
-    except ValueError as error:
-        parser.error(str(error))
     config = RunConfig(
-        input_dir=input_dir,
+        input_dir=parse_inputs(args.input, spec.input_topics),
         output_dir=args.output,
         checkpoint_dir=args.checkpoint,
         trigger=args.trigger,
@@ -160,6 +176,7 @@ def run_cli(module: str, description: str, options: list[JobOption], argv: list[
         shuffle_partitions=args.shuffle_partitions,
         live_spark_tasks=args.live_spark_tasks,
     )
+    check_run(spec, config)  # the user's mistakes that can be found before Spark starts
     spark = local_spark_session(job_name, master=args.master, shuffle_partitions=args.shuffle_partitions)
     try:
         summary = run_job(spark, spec, config, job_name)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from spark_jobs.spark.errors import UserError
+
 if TYPE_CHECKING:  # pyarrow: not for the stateful processor's unpickling (task_processor.py)
     from spark_jobs.spark.topics import TopicSchema
 
@@ -51,7 +53,10 @@ class JobOption:
     def parse(self, text: str | int | float) -> Any:
         """A command-line text (or an already typed value, e.g. from an Airflow param) -> the value."""
         if self.kind == "duration":
-            return parse_duration_ms(text)
+            duration = parse_duration_ms(text)
+            if duration < 0:
+                raise argparse.ArgumentTypeError(f"{self.name}: a duration cannot be negative: {text!r}")
+            return duration
         if self.kind == "int" and isinstance(text, float) and not text.is_integer():
             raise argparse.ArgumentTypeError(f"{self.name}: not an integer: {text!r}")
         try:
@@ -278,11 +283,15 @@ def write_job_record(output_dir: str | os.PathLike, spec: JobSpec, checkpoint_id
     return output / OUTPUT_JOB_FILE
 
 
+class MissingJobRecord(UserError, FileNotFoundError):
+    """A folder that is not the output of a job run by this project's runtime."""
+
+
 def recorded_job(output_dir: str | os.PathLike) -> JobSpec:
     """The job that made `output_dir`, with the options it ran with (see `write_job_record`)."""
     path = Path(output_dir) / OUTPUT_JOB_FILE
     if not path.is_file():
-        raise FileNotFoundError(
+        raise MissingJobRecord(
             f"{path} not found: {output_dir} is not the output folder of a job run by this project's runtime "
             "(or no run has started on it yet)"
         )

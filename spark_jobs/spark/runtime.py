@@ -44,6 +44,7 @@ from urllib.parse import urlparse
 import pandas as pd
 
 from spark_jobs.spark import progress, sink, task_state, wall_clock
+from spark_jobs.spark.errors import UserError
 from spark_jobs.spark.job import JobSpec, write_job_record
 from spark_jobs.spark.parse_stage import SOURCE_CONTROL, SOURCE_LANDING, is_local, local_path, parse_files
 from spark_jobs.spark.summary import RunSummary
@@ -76,12 +77,12 @@ JOB_FILE = "job.json"
 SPARK_CHECKPOINT = "spark"
 
 
-class IdentityMismatch(RuntimeError):
+class IdentityMismatch(UserError):
     """The checkpoint or the output folder belongs to another job, options, partition count or checkpoint."""
 
 
-class MissingInput(FileNotFoundError):
-    """An input folder of the run does not exist."""
+class MissingInput(UserError, FileNotFoundError):
+    """An input folder of the run does not exist or cannot be read."""
 
 
 def _check_same_options(checkpoint: Path, stored: dict, wanted: dict) -> None:
@@ -123,13 +124,13 @@ class RunConfig:
 
     def __post_init__(self):
         if self.live_spark_tasks < 1:
-            raise ValueError("live_spark_tasks must be at least 1")
+            raise UserError("live_spark_tasks must be at least 1")
         if self.trigger not in TRIGGERS:
-            raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
+            raise UserError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
         if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
-            raise ValueError("max_files_per_trigger must be at least 1")
+            raise UserError("max_files_per_trigger must be at least 1")
         if self.wall_clock_ms is not None and self.trigger == CONTINUOUS:
-            raise ValueError("--wall-clock is for available-now runs; continuous runs use the system clock")
+            raise UserError("--wall-clock is for available-now runs; continuous runs use the system clock")
 
 
 # ---------------------------------------------------------------------------------------------- stages
@@ -270,37 +271,13 @@ class TopologyRuntime:
     # -- checkpoint identity
 
     def _check_identity(self) -> None:
-        """A checkpoint belongs to one job and one partition count (a task's state is keyed by its
-        partition: changing the count under a checkpoint would corrupt it), and an output folder belongs
-        to one checkpoint (batch ids restart with a new checkpoint: a new one over an old output would
-        skip batches that look published already). The task groups are chosen once, with the checkpoint.
-        """
+        """Refuses a checkpoint or an output folder of another run (`read_checkpoint_record`); on a new
+        checkpoint, records its job, options, partitions, task groups and state layout. The task groups
+        are chosen once, with the checkpoint."""
         options = self.spec.effective_options()
-        identity = {"module": self.spec.module, "partitions": self.spec.num_partitions}
-        path = self._checkpoint / JOB_FILE
-        if path.exists():
-            stored = json.loads(path.read_text())
-            missing = {"checkpoint_id", "task_groups", "options"} - set(stored)
-            if missing:
-                raise IdentityMismatch(
-                    f"checkpoint {self._checkpoint} was written by an older version of this runtime (its "
-                    f"{JOB_FILE} has no {', '.join(sorted(missing))}) and cannot be resumed: start a new "
-                    "checkpoint, with a new output folder"
-                )
-            layout = stored.pop("state_layout", None)
-            if layout != task_state.STATE_LAYOUT:
-                raise IdentityMismatch(
-                    f"checkpoint {self._checkpoint} keeps task state in layout {layout or 'single-snapshot'}, "
-                    f"this runtime reads {task_state.STATE_LAYOUT} only: start a new checkpoint, with a new "
-                    "output folder"
-                )
-            checkpoint_id = stored.pop("checkpoint_id")
-            groups = {int(p): g for p, g in stored.pop("task_groups").items()}
-            shuffle = stored.pop("shuffle_partitions", None)
-            _check_same_options(self._checkpoint, stored.pop("options"), options)
-            stored = {k: v for k, v in stored.items() if k in identity}
-            if stored != identity:
-                raise IdentityMismatch(f"checkpoint {self._checkpoint} belongs to {stored}, not {identity}")
+        record = read_checkpoint_record(self._checkpoint, self.spec)
+        if record is not None:
+            checkpoint_id, groups, shuffle = record
         else:
             checkpoint_id = uuid.uuid4().hex
             shuffle = self.config.shuffle_partitions or int(
@@ -308,11 +285,13 @@ class TopologyRuntime:
             )
             groups = balanced_task_groups(self.spec.num_partitions, shuffle)
             self._checkpoint.mkdir(parents=True, exist_ok=True)
+            path = self._checkpoint / JOB_FILE
             tmp = path.with_suffix(".tmp")
-            record = {**identity, "options": options, "checkpoint_id": checkpoint_id, "task_groups": groups}
-            record["state_layout"] = task_state.STATE_LAYOUT
-            record["shuffle_partitions"] = shuffle  # fixed by the checkpoint, as the groups' placement
-            tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
+            identity = {"module": self.spec.module, "partitions": self.spec.num_partitions}
+            new = {**identity, "options": options, "checkpoint_id": checkpoint_id, "task_groups": groups}
+            new["state_layout"] = task_state.STATE_LAYOUT
+            new["shuffle_partitions"] = shuffle  # fixed by the checkpoint, as the groups' placement
+            tmp.write_text(json.dumps(new, sort_keys=True) + "\n")
             os.replace(tmp, path)
         self._task_groups = groups
         # Live tasks a Python worker keeps: the partitions of `live_spark_tasks` Spark tasks of the stateful
@@ -320,23 +299,16 @@ class TopologyRuntime:
         per_spark_task = -(-self.spec.num_partitions // shuffle) if shuffle else self.spec.num_partitions
         self._live_tasks = min(self.spec.num_partitions, per_spark_task * self.config.live_spark_tasks)
         self._checkpoint_id = checkpoint_id
-        owner = sink.claim_output(self.config.output_dir, checkpoint_id)
-        if owner != checkpoint_id:
-            raise IdentityMismatch(
-                f"output {self.config.output_dir} was written with another checkpoint ({owner}); "
-                f"use that checkpoint, or a new output folder with this one ({self._checkpoint})"
-            )
+        check_output_owner(
+            self.config.output_dir,
+            sink.claim_output(self.config.output_dir, checkpoint_id),
+            checkpoint_id,
+            self._checkpoint,
+        )
         write_job_record(self.config.output_dir, self.spec, checkpoint_id)
 
     def _check_inputs(self) -> None:
-        """A mistyped input path must fail loudly, not create an empty folder and succeed with 0 rows; so
-        must a topic that is not the job's, or one without its folder."""
-        for directory in self.input_dirs().values():
-            if is_local(str(directory)) and not Path(local_path(str(directory))).is_dir():
-                raise MissingInput(
-                    f"input folder {directory} does not exist (or is not a folder): check the path; "
-                    "an input that has no files yet must still be created by whoever lands them"
-                )
+        check_inputs(self.spec, self.config.input_dir)
 
     # -- the query
 
@@ -540,23 +512,100 @@ class TopologyRuntime:
             raise RuntimeError(f"streaming query failed: {query.exception()}")
 
 
+def read_checkpoint_record(checkpoint: Path, spec: JobSpec) -> tuple[str, dict[int, int], int | None] | None:
+    """(checkpoint id, task groups, shuffle partitions) of an existing checkpoint, None for a new one.
+
+    A checkpoint belongs to one job, its options and one partition count (a task's state is keyed by its
+    partition and built under the options: changing either under a checkpoint would corrupt it), and keeps
+    task state in one layout; a run that differs is refused (IdentityMismatch) with what to do."""
+    path = checkpoint / JOB_FILE
+    if not path.exists():
+        return None
+    stored = json.loads(path.read_text())
+    missing = {"checkpoint_id", "task_groups", "options"} - set(stored)
+    if missing:
+        raise IdentityMismatch(
+            f"checkpoint {checkpoint} was written by an older version of this runtime (its "
+            f"{JOB_FILE} has no {', '.join(sorted(missing))}) and cannot be resumed: start a new "
+            "checkpoint, with a new output folder"
+        )
+    layout = stored.pop("state_layout", None)
+    if layout != task_state.STATE_LAYOUT:
+        raise IdentityMismatch(
+            f"checkpoint {checkpoint} keeps task state in layout {layout or 'single-snapshot'}, "
+            f"this runtime reads {task_state.STATE_LAYOUT} only: start a new checkpoint, with a new "
+            "output folder"
+        )
+    checkpoint_id = stored.pop("checkpoint_id")
+    groups = {int(p): g for p, g in stored.pop("task_groups").items()}
+    shuffle = stored.pop("shuffle_partitions", None)
+    _check_same_options(checkpoint, stored.pop("options"), spec.effective_options())
+    identity = {"module": spec.module, "partitions": spec.num_partitions}
+    stored = {k: v for k, v in stored.items() if k in identity}
+    if stored != identity:
+        raise IdentityMismatch(f"checkpoint {checkpoint} belongs to {stored}, not {identity}")
+    return checkpoint_id, groups, shuffle
+
+
+def check_output_owner(output_dir: str, owner: str | None, checkpoint_id: str | None, checkpoint) -> None:
+    """An output folder belongs to one checkpoint (`owner`, see `sink.output_owner`): batch ids restart
+    with a new checkpoint, so a new one over an old output would skip batches that look published already."""
+    if owner is not None and owner != checkpoint_id:
+        raise IdentityMismatch(
+            f"output {output_dir} was written with another checkpoint ({owner}); "
+            f"use that checkpoint, or a new output folder with this one ({checkpoint})"
+        )
+
+
+def check_inputs(spec: JobSpec, given: str | dict[str, str]) -> None:
+    """A mistyped input path must fail loudly, not create an empty folder and succeed with 0 rows; so
+    must a topic that is not the job's, or one without its folder."""
+    for directory in input_dirs(spec, given).values():
+        if not is_local(str(directory)):
+            continue
+        path = Path(local_path(str(directory)))
+        if not path.is_dir():
+            raise MissingInput(
+                f"input folder {directory} does not exist (or is not a folder): check the path; "
+                "an input that has no files yet must still be created by whoever lands them"
+            )
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise MissingInput(f"input folder {directory} cannot be read: check its permissions")
+
+
+def check_run(spec: JobSpec, config: RunConfig) -> None:
+    """The user's mistakes that can be found before Spark starts, reading only: inputs (`check_inputs`),
+    a checkpoint or an output folder of another run, and options the topology refuses (e.g. a window of
+    size 0). The run itself checks the same again (`TopologyRuntime.run`)."""
+    check_inputs(spec, config.input_dir)
+    record = read_checkpoint_record(Path(config.checkpoint_dir), spec)
+    checkpoint_id = record[0] if record is not None else None
+    check_output_owner(
+        config.output_dir, sink.output_owner(config.output_dir), checkpoint_id, config.checkpoint_dir
+    )
+    try:
+        spec.topology()
+    except ValueError as error:
+        raise UserError(f"{spec.module}: the options do not make a topology: {error}") from error
+
+
 def input_dirs(spec: JobSpec, given: str | dict[str, str]) -> dict[str, str]:
     """{topic: landing folder}: a folder alone is the input of a one-input job; a multi-input job needs
     one folder for each of its topics, and nothing else."""
     topics = spec.input_topics
     if not isinstance(given, dict):
         if len(topics) != 1:
-            raise ValueError(
+            raise UserError(
                 f"{spec.module} reads {len(topics)} topics {list(topics)}: give one --input TOPIC=DIR for each, "
                 f"not one folder ({given})"
             )
         return {topics[0]: str(given)}
     unknown = [topic for topic in given if topic not in topics]
     if unknown:
-        raise ValueError(f"{unknown} not input topics of {spec.module}; its input topics: {list(topics)}")
+        raise UserError(f"{unknown} not input topics of {spec.module}; its input topics: {list(topics)}")
     missing = [topic for topic in topics if topic not in given]
     if missing:
-        raise ValueError(f"no input folder for topics {missing} of {spec.module}: add --input TOPIC=DIR")
+        raise UserError(f"no input folder for topics {missing} of {spec.module}: add --input TOPIC=DIR")
     return {topic: str(given[topic]) for topic in topics}
 
 

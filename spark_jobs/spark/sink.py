@@ -39,15 +39,26 @@ MANIFEST_COLUMNS = [column.split()[0] for column in MANIFEST_DDL.split(", ")]
 OWNER_FILE = "_checkpoint_id"
 
 
-def claim_output(output_dir: str | os.PathLike, checkpoint_id: str) -> str:
-    """The id of the checkpoint the output folder belongs to; claimed for `checkpoint_id` when the folder
-    has no owner and no published batch yet."""
+def output_owner(output_dir: str | os.PathLike) -> str | None:
+    """The id of the checkpoint the output folder belongs to: "unknown" for published batches without an
+    owner, None for a folder that nobody claimed yet."""
     output = Path(output_dir)
     owner_file = output / OWNER_FILE
     if owner_file.exists():
         return owner_file.read_text().strip()
     if output.is_dir() and any(_has_batches(p) for p in output.iterdir() if p.is_dir()):
         return "unknown"
+    return None
+
+
+def claim_output(output_dir: str | os.PathLike, checkpoint_id: str) -> str:
+    """The id of the checkpoint the output folder belongs to; claimed for `checkpoint_id` when the folder
+    has no owner and no published batch yet."""
+    owner = output_owner(output_dir)
+    if owner is not None:
+        return owner
+    output = Path(output_dir)
+    owner_file = output / OWNER_FILE
     output.mkdir(parents=True, exist_ok=True)
     tmp = output / f".{OWNER_FILE}.{os.getpid()}"
     tmp.write_text(checkpoint_id + "\n")

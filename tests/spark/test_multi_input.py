@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from spark_jobs.spark import task_state
 from spark_jobs.spark.cli import parse_inputs
+from spark_jobs.spark.errors import UserError
 from spark_jobs.spark.in_memory import InMemoryRuntime, landing_files, last_landed_files, run_directory
 from spark_jobs.spark.job import JobSpec
 from spark_jobs.spark.runtime import input_dirs
@@ -164,7 +165,7 @@ def test_table_sources_read_values():
     ],
 )
 def test_input_arguments_name_what_is_wrong(given, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(UserError, match=message):
         parse_inputs(given, job.INPUT_TOPICS)
 
 
@@ -172,5 +173,5 @@ def test_input_arguments():
     assert parse_inputs(["o=x", "c=y"], ("o", "c")) == {"o": "x", "c": "y"}
     assert parse_inputs(["dir=with=equals"], ("readings",)) == "dir=with=equals"
     assert parse_inputs(["readings=d"], ("readings",)) == {"readings": "d"}
-    with pytest.raises(ValueError, match="reads 3 topics"):
+    with pytest.raises(UserError, match="reads 3 topics"):
         input_dirs(JobSpec(MODULE, {}, 1), "one-folder")
