@@ -293,7 +293,7 @@ SILENT_EXAMPLES = 5
 
 def summary(facts: dict, manifest: Path) -> dict:
     """What the command prints: counts and a few examples, whatever the number of sensors (the whole
-    list of silent sensors is 2 MB at a million sensors; it stays in the manifest)."""
+    list of silent sensors grows with them; it stays in the manifest)."""
     silent = facts["silent_sensors"]
     short = {k: v for k, v in facts.items() if k not in ("files", "last_event_by_sensor", "silent_sensors")}
     return {

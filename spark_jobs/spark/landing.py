@@ -26,7 +26,7 @@ import pyarrow as pa
 
 INT64_MAX = 2**63 - 1
 
-# msgspec: strict, and several times faster than the json module; one decoder for every line.
+# msgspec: strict, and faster than the json module; one decoder for every line.
 decode_json = msgspec.json.Decoder().decode
 # Invalid UTF-8 raises UnicodeDecodeError (a ValueError), nesting deeper than msgspec goes RecursionError.
 _JSON_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError)
@@ -79,8 +79,7 @@ _CRC32_TABLE = np.array([zlib.crc32(bytes([b]), 0xFFFFFFFF) ^ 0xFFFFFFFF for b i
 def crc32_of_strings(strings: pa.StringArray) -> np.ndarray:
     """`zlib.crc32` of each string's UTF-8 bytes, for a whole array at once (uint32): byte position by byte
     position over every string still that long, the strings taken longest first. A few array operations
-    per position instead of a Python call per string: at 37k-57k distinct keys per file, 0.28-0.32 of the
-    time of `partition_for_key` key by key."""
+    per position instead of a Python call per string, which `partition_for_key` makes key by key."""
     n = len(strings)
     offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32, count=n + 1, offset=strings.offset * 4)
     data = np.frombuffer(strings.buffers()[2], dtype=np.uint8) if n else np.empty(0, np.uint8)
@@ -195,8 +194,8 @@ def _surely_decodable(json_texts: bytes) -> bool:
     """True when JSON text that msgspec has syntax-checked without decoding it (as `Raw`) is sure to
     decode. Skipping checks escapes and surrogates but not two things: UTF-8 outside the escapes, and
     numbers beyond float range, which need an exponent (a digit followed by e or E) or hundreds of digits.
-    False means "maybe not": decode to find out. A scan of a few milliseconds per file instead of a
-    decode that would be thrown away."""
+    False means "maybe not": decode to find out. A scan of the bytes instead of a decode that would be
+    thrown away."""
     if not json_texts.isascii():
         try:
             json_texts.decode("utf-8")
@@ -342,8 +341,8 @@ _RECORD_FIELDS = frozenset(("key", "value", "timestamp"))
 
 class _CleanLine(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """What a clean line is: a string key, an integer timestamp, any JSON value (kept as text here). Not
-    tracked by the garbage collector (`gc=False`): its fields (str, int, Raw) cannot form a cycle, and a
-    file's 60k lines decode and unpack about a fifth faster."""
+    tracked by the garbage collector (`gc=False`): its fields (str, int, Raw) cannot form a cycle, and
+    untracked objects decode and unpack faster."""
 
     key: str
     timestamp: int

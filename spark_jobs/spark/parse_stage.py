@@ -6,8 +6,8 @@ Wall-clock marker files (`wall_clock`) become one marker chunk per partition. A 
 also tells every partition that it was read.
 
 A module of its own, light to import: the Python workers of this stage import it to unpickle the stage's
-function, and they need neither pandas nor the sink nor the task runtime (pandas alone took 0.26 s per
-worker).
+function, and they need neither pandas nor the sink nor the task runtime (each would add its import time
+to every worker).
 """
 
 from __future__ import annotations

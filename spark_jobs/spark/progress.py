@@ -9,9 +9,8 @@ the line shows there while the query runs.
 
 Not a Python `StreamingQueryListener`: pyspark builds each event it hands one from the JVM's object field
 by field, a few hundred Py4J calls per micro-batch, some of which end in exceptions whose conversion looks
-classes up through every jar: about 2 s of each 5-micro-batch run of the Spark bench at 200 keys went to
-those calls on the driver, beside the query, on two cores (README). A poll is two Py4J calls and one JSON
-document.
+classes up through every jar: driver CPU taken from the query beside it. A poll is two Py4J calls and one
+JSON document.
 """
 
 from __future__ import annotations

@@ -389,14 +389,13 @@ class TopologyRuntime:
     def query_settings(self) -> dict[str, str]:
         """The SQL settings this job's query runs with, on top of the session's."""
         conf = {
-            # Commit a changelog per batch instead of uploading RocksDB files: seconds less per micro-batch.
+            # Commit a changelog per batch instead of uploading RocksDB files: far less written per batch.
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
             # Files are parsed whole, one Spark task per few files: small tasks balance over the cores.
             "spark.sql.files.maxPartitionBytes": "16m",
             # Spark 4 hashes every shuffled row to see whether a re-run map task wrote other rows (then it
             # re-runs the stages that read them). The parsing stage is deterministic (a landed file never
-            # changes, and the task orders its input by file and line), so that is cost alone: 4-7% of a
-            # run at 200 keys, alternating in one session (README).
+            # changes, and the task orders its input by file and line), so that is cost alone.
             "spark.sql.shuffle.orderIndependentChecksum.enabled": "false",
             # Spark keeps one pool of Python workers (and one daemon forking them) per environment, and
             # sets SPARK_SIMPLIFIED_TRACEBACK for the parsing stage's workers but not for those of

@@ -81,8 +81,8 @@ def stop_session(spark) -> threading.Thread | None:
     """Stop `spark` as `spark.stop()` does, without waiting for pyspark's accumulator server to stop.
 
     Once a Python function has run, the JVM holds a connection to that server, and the server's handler
-    notices a shutdown only when its one-second poll of that connection times out: `spark.stop()` then waits
-    0.5-0.8 s on it (measured), after the JVM has stopped and nothing can use the server any more. Here the
+    notices a shutdown only when its poll of that connection times out: `spark.stop()` then waits for it,
+    after the JVM has stopped and nothing can use the server any more. Here the
     server stops in a background (daemon) thread, which is returned: join it to wait. A process that exits
     right after does not wait for it."""
     context = spark.sparkContext

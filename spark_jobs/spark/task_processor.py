@@ -3,8 +3,8 @@ variables.
 
 A module of its own, light to import: at every query start Spark's driver unpickles the processor in a new
 Python process, only to call `init` and learn its state variables. Importing the runtime there (pandas
-above all, and the parsing and sink modules) cost about 0.4 s more per run, and the engine (numpy) 0.1 s
-more, so the function that processes the rows and the engine are imported when the first rows come, in
+above all, and the parsing and sink modules) and the engine (numpy) would add their import time to every
+run, so the function that processes the rows and the engine are imported when the first rows come, in
 the executors' Python workers.
 """
 

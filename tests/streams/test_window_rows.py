@@ -244,9 +244,8 @@ def test_a_key_is_pickled_once_while_its_window_lives() -> None:
 
 
 def test_list_columns_saved_load_into_int64_columns_and_a_value_no_int64_holds_is_refused() -> None:
-    """A final buffer fed by a count held its values in list columns before 2026-11-24 14:00, in int64
-    columns since: its saved parts load into either. A value an int64 cannot hold is refused, the store
-    left as it was."""
+    """Saved parts of a final buffer fed by a count load into list columns or into int64 columns. A value
+    an int64 cannot hold is refused, the store left as it was."""
     written = WindowRows((INT64, OBJECT, OBJECT), fixed=1)
     written.append("a", (1, 5, 0))
     written.append("b", (2, 6, 0))
