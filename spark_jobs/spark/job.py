@@ -53,10 +53,7 @@ class JobOption:
     def parse(self, text: str | int | float) -> Any:
         """A command-line text (or an already typed value, e.g. from an Airflow param) -> the value."""
         if self.kind == "duration":
-            duration = parse_duration_ms(text)
-            if duration < 0:
-                raise argparse.ArgumentTypeError(f"{self.name}: a duration cannot be negative: {text!r}")
-            return duration
+            return parse_duration_ms(text)
         if self.kind == "int" and isinstance(text, float) and not text.is_integer():
             raise argparse.ArgumentTypeError(f"{self.name}: not an integer: {text!r}")
         try:

@@ -135,7 +135,7 @@ def test_input_topics_that_do_not_fit_the_job(tmp_path, inputs, words):
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
-        (["--window-size=-2min"], ["window_size", "negative"]),
+        (["--window-size=-2min"], ["window size", "-120000"]),
         (["--window-size", "0"], ["window size", "0"]),
         (["--window-size", "two minutes"], ["not a duration", "two minutes"]),
         (["--low-activity-threshold", "2.5"], ["low_activity_threshold", "not a int", "2.5"]),
