@@ -22,7 +22,13 @@ from typing import Any
 
 from spark_jobs.spark.job import JobSpec
 from spark_jobs.spark.topics import QUARANTINE_TOPIC
-from spark_jobs.streams.guarantees import AlignedGrid, SuppressedFinals, WindowedUpdates, topic_promises
+from spark_jobs.streams.guarantees import (
+    AlignedGrid,
+    DeclaredAggregates,
+    SuppressedFinals,
+    WindowedUpdates,
+    topic_promises,
+)
 
 QUARANTINE_SUITE = "quarantine"
 OUTPUT_COLUMNS = ("key", "value", "timestamp", "window_start", "window_end", "partition", "seq")
@@ -99,11 +105,41 @@ def promise_rules(promise: Any) -> list[dict[str, Any]]:
                 _rule("expect_emitted_after_window_closes", topic=updates, grace_ms=promise.grace),
             ]
         return rules
+    if isinstance(promise, DeclaredAggregates):
+        return _declared_rules(promise)
     if isinstance(promise, AlignedGrid):
         return [
             _rule("expect_timestamps_on_aligned_grid", interval_ms=promise.interval, shift_ms=promise.shift)
         ]
     raise TypeError(f"no rules for promise {promise!r}")
+
+
+def _declared_rules(promise: DeclaredAggregates) -> list[dict[str, Any]]:
+    """A declared aggregation's value struct: counts at least 1, min at most max of the same field; per
+    group (key and window), in its updates, counts and maxima never go down."""
+    group = WINDOW if promise.windowed else ["key"]
+    rules = [*_not_null("value")]
+    for name in promise.counts:
+        rules += [
+            *_not_null(f"value.{name}"),
+            _rule("expect_column_values_to_be_between", column=f"value.{name}", min_value=1),
+        ]
+    for low, high in promise.ordered:
+        rules.append(
+            _rule(
+                "expect_column_pair_values_a_to_be_greater_than_b",
+                column_A=f"value.{high}",
+                column_B=f"value.{low}",
+                or_equal=True,
+                ignore_row_if="either_value_is_missing",
+            )
+        )
+    if promise.per_update:
+        for name in (*promise.counts, *promise.maxima):
+            rules.append(
+                _rule("expect_values_to_never_decrease_per_key", column=f"value.{name}", key_columns=group)
+            )
+    return rules
 
 
 def quarantine_rules() -> list[dict[str, Any]]:

@@ -2,13 +2,15 @@
 
 Every output topic is one Parquet dataset with the columns of API.md. A job declares the Arrow types of
 each topic's key and value (`TopicSchema`); an undeclared topic stores keys as strings and values as
-JSON text, so any topology can run without declarations.
+JSON text, so any topology can run without declarations. The values of declared aggregations
+(`agg(...)`, spark_jobs/streams/aggregates.py) are dicts whose Arrow type is `aggregate_struct`.
 """
 
 from __future__ import annotations
 
 import json
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +54,16 @@ class TopicSchema:
 
 
 DEFAULT_TOPIC_SCHEMA = TopicSchema()
+
+
+def aggregate_struct(declared: Mapping[str, Any]) -> pa.StructType:
+    """The Arrow type of the values of `agg(**declared)`: a struct of the declared names in order, a
+    count a non-null int64, the others float64 or int64 as declared, null until their group has a value."""
+    fields = []
+    for name, aggregate in declared.items():
+        arrow_type = pa.int64() if aggregate.dtype == "int64" else pa.float64()
+        fields.append(pa.field(name, arrow_type, nullable=aggregate.kind != "count"))
+    return pa.struct(fields)
 
 
 def _storage_type(declared: pa.DataType | str) -> pa.DataType:

@@ -12,6 +12,11 @@ Only promises that hold for every input are listed (docs/semantics.md):
   for tumbling windows: with hopping windows a later window's final can carry an earlier timestamp.
   `updates_topic` names a sink that gets the same aggregation's every update (no filter), if any: each
   final is then one of those updates, and no update of its window follows it.
+- `DeclaredAggregates`: a sink fed by a declared aggregation (`agg(...)`, aggregates.py), directly or
+  through its final suppress, gets values whose counts are at least 1 and whose `Min` is at most the
+  `Max` of the same field and dtype; `per_update` (the aggregation's updates, not its finals): per group
+  (key and window) counts and maxima never go down. Not promised: a mean between min and max (a float
+  sum over a count can round past them).
 - `AlignedGrid`: a sink fed by a processor that declares `promised_timestamp_grid()` gets timestamps on
   that grid (a user processor is opaque: it states its own promise).
 
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 
 from .nodes.aggregations import TimeWindowAggregateNode
 from .nodes.base import Node, UserProcessorNode
+from .nodes.declared_aggregations import DeclaredStreamAggregateNode, DeclaredWindowAggregateNode
 from .nodes.operators import FilterNode, PassThroughNode, PeekNode
 from .nodes.suppress import SuppressNode
 from .topology import Topology
@@ -50,12 +56,42 @@ class SuppressedFinals:
 
 
 @dataclass(frozen=True)
+class DeclaredAggregates:
+    counts: tuple[str, ...]  # value fields that count records
+    maxima: tuple[str, ...]
+    ordered: tuple[tuple[str, str], ...]  # (min field, max field) of the same value field and dtype
+    windowed: bool
+    per_update: bool
+
+
+def declared_promise(node: Node, per_update: bool) -> DeclaredAggregates:
+    declared = node.declared  # type: ignore[attr-defined]
+    by_kind: dict[str, list[tuple[str, str | None, str]]] = {}
+    for name, aggregate in declared.items():
+        by_kind.setdefault(aggregate.kind, []).append((name, aggregate.field, aggregate.dtype))
+    ordered = tuple(
+        (low, high)
+        for low, field, dtype in by_kind.get("min", ())
+        for high, other, other_dtype in by_kind.get("max", ())
+        if (field, dtype) == (other, other_dtype)
+    )
+    return DeclaredAggregates(
+        tuple(name for name, _, _ in by_kind.get("count", ())),
+        tuple(name for name, _, _ in by_kind.get("max", ())),
+        ordered,
+        isinstance(node, DeclaredWindowAggregateNode),
+        per_update,
+    )
+
+
+@dataclass(frozen=True)
 class AlignedGrid:
     interval: int
     shift: int
 
 
-Promise = WindowedUpdates | SuppressedFinals | AlignedGrid
+Promise = WindowedUpdates | SuppressedFinals | DeclaredAggregates | AlignedGrid
+_WINDOW_AGGREGATES = (TimeWindowAggregateNode, DeclaredWindowAggregateNode)
 
 # Nodes that forward a subset of their input unchanged: per-key and per-window promises survive them.
 _TRANSPARENT = (FilterNode, PeekNode, PassThroughNode)
@@ -79,7 +115,7 @@ def topic_promises(topology: Topology) -> dict[str, list[Promise]]:
     unfiltered_updates: dict[str, str] = {}  # aggregation node -> a sink topic with all its updates
     for spec in sinks:
         found = origins.get(spec.name)
-        if found and not found[1] and isinstance(nodes[found[0]], TimeWindowAggregateNode):
+        if found and not found[1] and isinstance(nodes[found[0]], _WINDOW_AGGREGATES):
             unfiltered_updates.setdefault(found[0], spec.sink_topic)
 
     promises: dict[str, list[Promise]] = {spec.sink_topic: [] for spec in sinks}
@@ -88,22 +124,26 @@ def topic_promises(topology: Topology) -> dict[str, list[Promise]]:
         if found is None:
             continue
         node = nodes[found[0]]
-        if isinstance(node, TimeWindowAggregateNode):
+        if isinstance(node, _WINDOW_AGGREGATES):
             windows = node.windows
-            counts = node.aggregation.kind == "count"
+            counts = isinstance(node, TimeWindowAggregateNode) and node.aggregation.kind == "count"
             promises[spec.sink_topic].append(
                 WindowedUpdates(windows.size, windows.advance, windows.grace, counts)
             )
+        if isinstance(node, (DeclaredWindowAggregateNode, DeclaredStreamAggregateNode)):
+            promises[spec.sink_topic].append(declared_promise(node, per_update=True))
         elif isinstance(node, SuppressNode) and node.window_close:
             upstream, _ = origin(specs[found[0]].parents[0])
             aggregation = nodes[upstream]
-            if isinstance(aggregation, TimeWindowAggregateNode):
+            if isinstance(aggregation, _WINDOW_AGGREGATES):
                 windows = aggregation.windows
                 promises[spec.sink_topic].append(
                     SuppressedFinals(
                         windows.size, windows.advance, windows.grace, unfiltered_updates.get(upstream)
                     )
                 )
+            if isinstance(aggregation, DeclaredWindowAggregateNode):
+                promises[spec.sink_topic].append(declared_promise(aggregation, per_update=False))
         elif isinstance(node, UserProcessorNode):
             declare = getattr(node.processor, "promised_timestamp_grid", None)
             grid = declare() if callable(declare) else None

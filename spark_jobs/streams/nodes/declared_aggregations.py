@@ -650,6 +650,9 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
             for key, state in self.groups[start].entries():
                 yield StateRow("window", key, start, start + size, self.layout.struct(state), state["ts"])
 
+    def state_size(self) -> tuple[int, int]:
+        return sum(map(len, self.groups.values())), len(self.groups)
+
     def _scalars(self) -> Any:
         return {**super()._scalars(), "observed": self.observed}
 
@@ -698,6 +701,9 @@ class DeclaredStreamAggregateNode(_DeclaredAggregateNode):
             return None
         state = {name: store.columns[name][row] for name in store.columns}
         return self.layout.struct(state), int(state["ts"])
+
+    def state_size(self) -> tuple[int, int]:
+        return sum(map(len, self.groups.values())), 0
 
     def state_rows(self) -> Iterator[StateRow]:
         store = self.groups.get(KEY_VALUE_GROUP)
