@@ -13,12 +13,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from spark_jobs.spark.errors import ArgumentParser, UserError, exit_on_user_error
+
 FORMATS = (".parquet", ".csv")
 FIRST_ROWS = 10
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m spark_jobs.state", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="python -m spark_jobs.state", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--checkpoint", required=True, help="the job's checkpoint folder (--checkpoint of its run)"
     )
@@ -32,18 +34,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print or write the table; a user's mistake (`spark_jobs.spark.errors`) is one line and exit 2."""
+    with exit_on_user_error():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     output = None if args.output is None else Path(args.output)
     if output is not None and output.suffix.lower() not in FORMATS:
-        print(f"error: --output {output}: write a .parquet or a .csv file", file=sys.stderr)
-        return 2
-    from spark_jobs.spark.state import StateReadError, read_state_and_sizes, summary
+        raise UserError(f"--output {output}: write a .parquet or a .csv file")
+    from spark_jobs.spark.state import read_state_and_sizes, summary
 
-    try:
-        frame, node_bytes = read_state_and_sizes(args.checkpoint, args.batch)
-    except StateReadError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    frame, node_bytes = read_state_and_sizes(args.checkpoint, args.batch)  # StateReadError: a UserError
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         if output.suffix.lower() == ".parquet":

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from spark_jobs.spark import task_state
+from spark_jobs.spark.errors import UserError
 from spark_jobs.spark.job import JobSpec
 from spark_jobs.spark.runtime import JOB_FILE, SPARK_CHECKPOINT
 
@@ -35,7 +36,7 @@ DTYPES = {
 }
 
 
-class StateReadError(ValueError):
+class StateReadError(UserError, ValueError):
     """The checkpoint cannot be read as asked: none there, another layout, or a batch it does not keep."""
 
 
