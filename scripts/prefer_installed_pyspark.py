@@ -3,9 +3,9 @@
 Spark puts `$SPARK_HOME/python/lib/pyspark.zip` (and py4j's zip) first on the path of every Python process
 it starts. For a pip-installed pyspark that zip holds the same files as the installed package
 (check_pyspark.py vouches for them), but modules imported from a zip are compiled from source in every new
-process: importing pyspark's worker modules from the zip is several times slower than from the installed
-package, paid by every Python worker and again by each streaming query's driver-side worker. A `.pth` file next to the installed
-pyspark drops those two entries, and only those, when an interpreter starts.
+process: every Python worker pays that compilation of pyspark's worker modules, and again each streaming
+query's driver-side worker. A `.pth` file next to the installed pyspark drops those two entries, and only
+those, when an interpreter starts.
 
 Run by scripts/setup.sh and the Docker image after pyspark is installed; idempotent.
 """
