@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -19,17 +20,25 @@ from spark_jobs.spark.job import (
 
 OPTIONS = [JobOption("window_size", 120_000, "size"), JobOption("busy_at", 5, "threshold", "int")]
 
-TEST_JOBS = ["tests.quality.jobs.hopping_clicks", "tests.spark.jobs.orders_enriched"]
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def _job_modules() -> list[str]:
+    """Every module of spark_jobs/jobs/ and of the tests' jobs/ folders that has a build_topology."""
     shipped = [f"spark_jobs.jobs.{m.name}" for m in pkgutil.iter_modules(spark_jobs.jobs.__path__)]
-    return [name for name in shipped + TEST_JOBS if hasattr(importlib.import_module(name), "build_topology")]
+    tests = [
+        f"tests.{folder.parent.name}.jobs.{m.name}"
+        for folder in sorted(TESTS.glob("*/jobs"))
+        for m in pkgutil.iter_modules([str(folder)])
+    ]
+    return [name for name in shipped + tests if hasattr(importlib.import_module(name), "build_topology")]
 
 
 def test_the_job_modules_are_found():
-    assert {"spark_jobs.jobs.sensor_alerts", "spark_jobs.jobs.window_finals"} <= set(_job_modules())
-    assert "spark_jobs.jobs.sensor_enrichment" in _job_modules()
+    found = set(_job_modules())
+    assert {"spark_jobs.jobs.sensor_alerts", "spark_jobs.jobs.window_finals"} <= found
+    assert {"spark_jobs.jobs.sensor_enrichment", "tests.quality.jobs.hopping_clicks"} <= found
+    assert "tests.spark.jobs.orders_enriched" in found
 
 
 @pytest.mark.parametrize("module", _job_modules())
