@@ -79,7 +79,7 @@ _OPTION_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 class ContractError(ValueError):
-    """A job module does not declare what API.md "Spark jobs" asks of it, or options do not fit it."""
+    """A job module does not declare what a job declares (`JobContract`), or options do not fit it."""
 
 
 def default_conflicts(build_topology, options) -> list[str]:
@@ -126,8 +126,8 @@ def with_option_defaults(options):
 
 @dataclass(frozen=True)
 class JobContract:
-    """What a job module declares once (API.md "Spark jobs"); its command line, DAG, params, Assets and
-    quality suites all derive from it.
+    """What a job module declares once (README.md, "Running a job"); its command line, DAG, params,
+    Assets and quality suites all derive from it.
 
     A job module provides `build_topology(**options)`, `INPUT_TOPICS` (ordered: the order breaks
     timestamp ties between topics; a one-input job may say `INPUT_TOPIC`), `OUTPUT_TOPICS` (topic ->

@@ -3,11 +3,11 @@
 Python with numpy and pyarrow, no Spark: the Spark runtime calls it on executors, one whole file at a
 time (files are never split, so line numbers are exact), and the in-memory runner calls it directly.
 
-Lines are strict JSON (RFC 8259, decoded with msgspec): NaN, Infinity, numbers out of float range and
-lone surrogates are unparseable. Input fields (API.md): `key` (string), `value` (any JSON), `timestamp` (epoch ms, integer >= 0), and
-optionally `partition` (integer in [0, partitions)) and `offset` (integer >= 0). A record without
-`partition` goes to `partition_for_key(key)`. Blank lines are not records. Anything else that is not a
-valid record is quarantined with its reason, raw text, file and line; nothing is dropped silently.
+Lines are strict JSON (RFC 8259, decoded with msgspec): NaN, Infinity, numbers out of float range and lone
+surrogates are unparseable. Input fields: `key` (string), `value` (any JSON), `timestamp` (epoch ms, integer
+>= 0), and optionally `partition` (integer in [0, partitions)) and `offset` (integer >= 0). A record without
+`partition` goes to `partition_for_key(key)`. Blank lines are not records. Anything else that is not a valid
+record is quarantined with its reason, raw text, file and line; nothing is dropped silently.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Output topics: their Parquet schema, and the conversion of a task's columnar output into Arrow tables.
 
-Every output topic is one Parquet dataset with the columns of API.md. A job declares the Arrow types of
-each topic's key and value (`TopicSchema`); an undeclared topic stores keys as strings and values as
-JSON text, so any topology can run without declarations. The values of declared aggregations
+Every output topic is one Parquet dataset with the columns of `TopicSchema.arrow_schema`. A job declares the
+Arrow types of each topic's key and value (`TopicSchema`); an undeclared topic stores keys as strings and
+values as JSON text, so any topology can run without declarations. The values of declared aggregations
 (`agg(...)`, spark_jobs/streams/aggregates.py) are dicts whose Arrow type is `aggregate_struct`.
 """
 
