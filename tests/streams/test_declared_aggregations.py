@@ -17,6 +17,7 @@ from spark_jobs.streams import (
     Mean,
     Min,
     SessionWindows,
+    SlidingWindows,
     StreamsBuilder,
     Sum,
     Suppressed,
@@ -98,6 +99,27 @@ def reference_aggregator(key, value, agg):
     return agg
 
 
+def reference_merger(key, agg1, agg2):
+    """Two sessions' reference aggregates as one (agg1 the earlier fold, agg2 folded into it)."""
+    merged = dict(agg1)
+    for name in ("n", "_values", "_ints"):
+        merged[name] = agg1[name] + agg2[name]
+
+    def combine(name, fold):
+        a, b = agg1[name], agg2[name]
+        merged[name] = a if b is None else b if a is None else fold(a, b)
+
+    combine("total", lambda a, b: a + b)
+    combine("_sum", lambda a, b: a + b)
+    combine("top", lambda a, b: a if a > b else b)
+    combine("low", lambda a, b: a if a < b else b)
+    combine("isum", lambda a, b: _wrap(a + b))
+    combine("imin", lambda a, b: a if a < b else b)
+    combine("imax", lambda a, b: a if a > b else b)
+    merged["avg"] = None if merged["_sum"] is None else merged["_sum"] / merged["_values"]
+    return merged
+
+
 def _public(value):
     """A reference aggregate without its helper fields."""
     if not isinstance(value, dict):
@@ -112,6 +134,8 @@ def topology(declared: bool, windows=None, suppress: bool = False):
         grouped = grouped.windowed_by(windows)
     if declared:
         table = grouped.agg(**DECLARED)
+    elif isinstance(windows, SessionWindows):
+        table = grouped.aggregate(reference_initializer, reference_aggregator, reference_merger)
     else:
         table = grouped.aggregate(reference_initializer, reference_aggregator)
     table.to_stream().to("updates")
@@ -206,6 +230,26 @@ def test_agg_without_windows_equals_the_user_aggregate(data, cut_points) -> None
     declared = _outputs_and_drops(topology(True), data, cut_points)
     expected = _outputs_and_drops(topology(False), data, per_record=True)
     assert _same(declared, expected)
+
+
+@PROPERTY
+@given(
+    gap=st.integers(1, 50),
+    grace=st.integers(0, 40),
+    data=records,
+    cut_points=cuts,
+    snapshot_points=cuts,
+    suppress=st.booleans(),
+)
+def test_session_agg_equals_the_user_aggregate(
+    gap, grace, data, cut_points, snapshot_points, suppress
+) -> None:
+    """Session windows merge: the declarations run as a user aggregate with a merger."""
+    windows = SessionWindows.of_inactivity_gap_and_grace(gap, grace)
+    topo = topology(True, windows, suppress)
+    declared = _clean(run_task(topo, data, cuts=cut_points, snapshot_at=snapshot_points))
+    expected = _outputs_and_drops(topology(False, windows, suppress), data, per_record=True)
+    assert _same(declared, expected[0])
 
 
 @PROPERTY
@@ -351,7 +395,7 @@ def test_agg_refuses_what_it_cannot_compute() -> None:
     with pytest.raises(ValueError, match="not a declaration"):
         grouped.agg(n=len)
     with pytest.raises(ValueError, match="TimeWindows"):
-        grouped.windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(5)).agg(n=Count())
+        grouped.windowed_by(SlidingWindows.of_time_difference_with_no_grace(5)).agg(n=Count())
     with pytest.raises(ValueError, match="dtype"):
         Sum("v", dtype="int32")
     with pytest.raises(ValueError, match="field"):

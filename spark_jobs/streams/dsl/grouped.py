@@ -14,7 +14,12 @@ from ..nodes.aggregations import (
     TableAggregateNode,
     TimeWindowAggregateNode,
 )
-from ..nodes.declared_aggregations import DeclaredStreamAggregateNode, DeclaredWindowAggregateNode
+from ..nodes.declared_aggregations import (
+    AggregateLayout,
+    DeclaredStreamAggregateNode,
+    DeclaredWindowAggregateNode,
+    session_aggregation,
+)
 from ..windows import AnyWindows, SessionWindows, SlidingWindows, TimeWindows
 from .ktable import KTable
 
@@ -101,11 +106,14 @@ class WindowedKStream:
 
     def agg(self, **declared: DeclaredAggregate) -> KTable:
         """Declared aggregations (spark_jobs/streams/aggregates.py) per key and window, e.g.
-        `agg(n=Count(), top=Max("v"))`, computed without a Python call per record. Time windows only."""
+        `agg(n=Count(), top=Max("v"))`: over time windows computed without a Python call per record; over
+        session windows by the session node's per-record loop (sessions merge per key)."""
         declared = check_declarations(declared)
         windows = self.windows
+        if isinstance(windows, SessionWindows):
+            return self._aggregate(session_aggregation(AggregateLayout(declared)))
         if not isinstance(windows, TimeWindows):
-            raise ValueError(f"agg takes tumbling or hopping TimeWindows, got {windows!r}")
+            raise ValueError(f"agg takes TimeWindows or SessionWindows, got {windows!r}")
         options = {"send_old_values": False}
 
         def factory(name: str) -> Any:

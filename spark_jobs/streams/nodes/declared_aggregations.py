@@ -724,3 +724,74 @@ class DeclaredStreamAggregateNode(_DeclaredAggregateNode):
             if store is None:
                 store = self.groups[group] = AggregateRows(self.layout)
             store.load(saved, f"{self.name}/{group}")
+
+
+# -- session windows: the declarations as a user aggregate with a merger -----------------------------------
+
+
+class DeclaredValue(dict):
+    """A declared aggregation's value (the dict of declared names) that also carries its state columns
+    (`state`: per column of the layout, in order, its value), which merging sessions needs (a mean is
+    merged from sums and value counts that the dict does not show)."""
+
+    __slots__ = ("state",)
+
+
+def read_value(value: Any, field: str, dtype: np.dtype) -> Any:
+    """One record's value of `field` as `field_values` reads it, or None where it has none."""
+    x = value.get(field) if isinstance(value, dict) else None
+    if dtype == _FLOAT:
+        f = _as_float(x)
+        return None if f != f else f
+    return x if _is_int64(x) else None
+
+
+def session_aggregation(layout: AggregateLayout) -> Any:
+    """The declarations as `Aggregation(initializer, aggregator, merger)` for the session window node
+    (nodes/aggregations.py), which calls them once per record and per merged session: the record-at-a-time
+    path of session windows (their merging runs per key), folding exactly as `fold_groups` does."""
+    from .aggregations import Aggregation
+
+    columns = layout.columns
+    position = {state.name: i for i, state in enumerate(columns)}
+    folds = [(i, state) for i, state in enumerate(columns) if state.fold not in ("count", "ts")]
+
+    def value_of(state: list) -> DeclaredValue:
+        row = {name: np.asarray([state[position[name]]], columns[position[name]].dtype) for name in position}
+        out = DeclaredValue(layout.structs(layout.value_columns(row))[0])
+        out.state = state
+        return out
+
+    def initializer() -> DeclaredValue:
+        return value_of([state.dtype.type(state.initial).item() for state in columns])
+
+    def aggregator(key: Any, value: Any, agg: DeclaredValue) -> DeclaredValue:
+        state = list(agg.state)
+        state[position["count"]] += 1
+        for i, column in folds:
+            x = read_value(value, column.field, column.reads)
+            if x is not None:
+                state[i] = _fold(column, state[i], 1 if column.fold == "n" else x)
+        return value_of(state)
+
+    def merger(key: Any, agg1: DeclaredValue, agg2: DeclaredValue) -> DeclaredValue:
+        state = list(agg1.state)
+        state[position["count"]] += agg2.state[position["count"]]
+        for i, column in folds:
+            state[i] = _fold(column, state[i], agg2.state[i])
+        return value_of(state)
+
+    return Aggregation("aggregate", initializer, aggregator, merger=merger)
+
+
+def _fold(column: StateColumn, current: Any, x: Any) -> Any:
+    """`x` folded into a state column's value, as the column's numpy ufunc does (for min and max, of equal
+    values the later one; int64 sums wrap around)."""
+    if column.fold in ("n", "sum"):
+        total = current + x
+        if column.dtype == _INT:
+            total = (total + 2**63) % 2**64 - 2**63
+        return total
+    if column.fold == "min":
+        return current if current < x else x
+    return current if current > x else x
