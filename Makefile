@@ -17,7 +17,7 @@ help:
 	@echo "make demo-spark the job alone on local Spark, without Airflow, into var/demo"
 	@echo "make test       set up (incl. Chromium and PostgreSQL from Debian) and run every test"
 	@echo "make test-fast  the tests that need neither Spark nor Airflow (under a minute)"
-	@echo "make bench      engine and Spark benchmarks against their peers"
+	@echo "make bench      engine and Spark benchmarks against their peers, recorded, docs/performance.md"
 	@echo "make airflow    the Airflow UI (airflow standalone) on this repository's DAGs"
 	@echo "make lint       ruff"
 
@@ -46,8 +46,10 @@ lint: setup
 	@$(VENV_BIN)/ruff format --check .
 
 bench: setup
-	@$(PY) bench/engine_bench.py
+	@$(PY) bench/engine_bench.py --peer
 	@$(PY) bench/spark_bench.py
+	@$(PY) bench/enrichment_bench.py
+	@$(PY) bench/render.py
 
 airflow: setup
 	@scripts/airflow_standalone.sh

@@ -1,30 +1,41 @@
-"""Throughput of the engine at 200 and at 250k keys per task, its state export share, and a peer.
+"""Throughput of the engine, shape by shape, at 200 and at 250k keys per task, as the Spark runtime drives it.
 
-    python bench/engine_bench.py [--records N] [--batch B] [--micro-batches M,...] [--keys 200,250000]
-                                 [--repeat R] [--profile KEYS]
+    python bench/engine_bench.py [--shapes count,hopping_user,...] [--records N] [--keys 200,250000]
+                                 [--micro-batch M] [--batch B] [--repeat R] [--peer] [--results-dir DIR]
+                                 [--profile SHAPE:KEYS]
 
-Records: K sensor keys drawn at random, each key getting ~4 readings per 2-minute window at every K (the
-event-time step per record is window / (4 K)), up to 5 s of out-of-order jitter and ~1% late records (4 to
-10 minutes behind; the grace is 2 minutes). Generation is not timed. The same run measures every K, so the
-ratio of the rates is what the number of keys costs: the K take turns R times (each run's CPU time printed)
-and the best run of each K counts, so that a slow spell of a shared machine does not decide the ratio.
+One StreamTask on one core (this process), fed `--records` records in micro-batches of `--micro-batch`
+(each in calls of `--batch` records to `process_batch`, each call followed by `drain_output`), and after
+each micro-batch `export_state()`, as the Spark runtime exports what changed before it keeps the live task
+for the next micro-batch. Printed per shape and key count: records/s of CPU time (processing plus
+exports), the export's share of that time (over the run, and the largest of one micro-batch), and the
+rate at the largest key count over the rate at the smallest. The key counts take turns `--repeat` times
+and the run with the least CPU time counts: a slow spell of a shared machine then does not decide a ratio.
 
-Shapes: window_finals (spark_jobs.jobs.window_finals: count + suppress to one topic) and sensor-alerts (below).
-State, as a runtime pays it: the records are cut into micro-batches of M records (each fed in calls of B),
-and after each micro-batch the task exports what changed (`export_state`), as the Spark runtime does before
-it keeps the live task for the next micro-batch; that export is printed as a share of the processing time,
-for each M, with the entries it saved and its cost per entry, and what a second copy of the task spends catching up with each export (`apply_state`, what a
-Python worker pays for a partition the other worker ran last). After the last micro-batch the whole state is exported and imported (every part: what a new
-worker or a restart pays, not a micro-batch) and taken with `snapshot` / `restore`: the first pair (which also
-pickles the keys no export has pickled yet), then the best of R, and compressed; also as shares.
+Records: K sensor keys drawn at random, each key getting ~4 readings per 2 minutes of event time (the
+event-time step per record is 2 min / 4K), values `{"temperature": t}`, up to 5 s of out-of-order jitter
+and ~1% late records (4 to 10 minutes behind). Generation is not timed. With many keys the same records
+span little event time, so most windows are still open at the end: the state the key count makes a task
+hold is what the benchmark measures.
 
-Ours: per-key 2-minute tumbling windows with 2 minutes grace, count(), raw counts to one topic, and
-suppress(until_window_closes(unbounded())) -> filter(count < 4) -> another topic; fed to one StreamTask in
-micro-batches of B records, each followed by drain_output() (the columnar output a runtime would write).
+Shapes (the topologies are the ones `bench/spark_bench.py` runs on Spark, from `spark_jobs/jobs` and
+`bench/jobs`):
 
-Peer: bytewax's tumbling-window count_window with the same window and allowed lateness, run in process
-(bytewax.testing.run_main, one worker). If bytewax is missing, a plain dictionary loop doing the same
-windowed count with grace is the floor. Both run on one core, in this process, one after the other.
+- count: `spark_jobs.jobs.window_finals`, tumbling 10-minute windows, 2 minutes grace, count, suppressed
+  until the window closes;
+- hopping_user: `bench.jobs.hopping_stats`, 10-minute windows advancing by 5, a user `aggregate(init,
+  adder)` computing count, sum and max of the temperature, suppressed until the window closes;
+- hopping_builtin: the same with declared aggregations (`bench.jobs.hopping_builtin`; skipped with a note
+  while the engine has none);
+- running_count: `bench.jobs.running_count`, `group_by_key().count()` without windows (a KTable);
+- session_count: session windows (1-minute inactivity gap, 2 minutes grace), count;
+- stream_table_join: a table of one record per key is processed first (not timed), then the readings
+  join it;
+- stream_stream_join: readings joined with a second stream (one record for every nine readings) within
+  1 minute, 2 minutes grace; each micro-batch's readings then its second-stream records.
+
+`--peer`: bytewax's tumbling-window `count_window` (same window, allowed lateness = grace, one worker, in
+process) on the count shape's records at each key count, without any export.
 """
 
 from __future__ import annotations
@@ -35,56 +46,169 @@ import pstats
 import random
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from datetime import UTC
-
+from bench.jobs import hopping_stats, running_count  # noqa: E402
+from bench.results import Recorder  # noqa: E402
 from spark_jobs.jobs import window_finals  # noqa: E402
-from spark_jobs.streams import BufferConfig, StreamsBuilder, StreamTask, Suppressed, TimeWindows  # noqa: E402
-from spark_jobs.streams.runtime.part_keys import KeyListLoader  # noqa: E402
+from spark_jobs.streams import JoinWindows, SessionWindows, StreamsBuilder, StreamTask  # noqa: E402
 
-WINDOW_MS = 120_000
+READINGS = "sensor-readings"
+REGISTRY = "sensor-registry"
+VISITS = "maintenance"
+WINDOW_MS = 600_000
 GRACE_MS = 120_000
-THRESHOLD = 4
-PEER_SENSORS = 1000  # the peer comparison's key count (as before this benchmark had a cardinality axis)
-READINGS_PER_KEY_WINDOW = 4
-TOPIC = "sensor-readings"
+SESSION_GAP_MS = 60_000
+JOIN_WINDOW_MS = 60_000
+READINGS_PER_VISIT = 9
+RATE_WINDOW_MS = 120_000  # each key gets READINGS_PER_KEY readings per RATE_WINDOW_MS of event time
+READINGS_PER_KEY = 4
 
 
-def generate(n: int, sensors: int = PEER_SENSORS, seed: int = 7) -> tuple[list[str], list[float], list[int]]:
+def generate(n: int, keys: int, seed: int = 7) -> tuple[list[str], list[dict], list[int]]:
     rng = random.Random(seed)
-    names = [f"sensor-{i:07d}" for i in range(sensors)]
-    keys = [names[rng.randrange(sensors)] for _ in range(n)]
-    values = [round(rng.uniform(10.0, 30.0), 2) for _ in range(n)]
+    names = [f"sensor-{i:07d}" for i in range(keys)]
+    out_keys = [names[rng.randrange(keys)] for _ in range(n)]
+    values = [{"temperature": round(rng.uniform(10.0, 30.0), 2)} for _ in range(n)]
     base = 1_700_000_000_000
-    step = WINDOW_MS / (READINGS_PER_KEY_WINDOW * sensors)  # ms of event time per record
+    step = RATE_WINDOW_MS / (READINGS_PER_KEY * keys)  # ms of event time per record
     timestamps = []
     for i in range(n):
         ts = base + int(i * step) - rng.randrange(5000)  # out-of-order jitter up to 5 s
         if rng.random() < 0.01:
-            ts -= rng.randrange(240_000, 600_000)  # late: beyond the 2-minute grace
+            ts -= rng.randrange(240_000, 600_000)  # late
         timestamps.append(ts)
-    return keys, values, timestamps
+    return out_keys, values, timestamps
 
 
-def sensor_alerts_topology():
+@dataclass
+class Feed:
+    """What a shape processes: `before` (topic, keys, values, timestamps) untimed, then the timed micro-batches,
+    each a list of (topic, keys, values, timestamps)."""
+
+    before: list[tuple] = field(default_factory=list)
+    micro_batches: list[list[tuple]] = field(default_factory=list)
+    records: int = 0
+
+
+def readings_feed(data, micro: int) -> Feed:
+    keys, values, timestamps = data
+    feed = Feed(records=len(keys))
+    for lo in range(0, len(keys), micro):
+        hi = lo + micro
+        feed.micro_batches.append([(READINGS, keys[lo:hi], values[lo:hi], timestamps[lo:hi])])
+    return feed
+
+
+def table_then_readings(data, micro: int) -> Feed:
+    """The registry (one record per key, timestamped before every reading), then the readings."""
+    keys, _, timestamps = data
+    distinct = sorted(set(keys))
+    first = min(timestamps) - 1
+    registry = [{"site": f"site-{i % 50}", "threshold": 25.0} for i in range(len(distinct))]
+    feed = readings_feed(data, micro)
+    feed.before = [(REGISTRY, distinct, registry, [first] * len(distinct))]
+    return feed
+
+
+def readings_and_visits(data, micro: int) -> Feed:
+    """Every READINGS_PER_VISIT+1-th record becomes a maintenance visit; each micro-batch feeds its readings,
+    then its visits (each topic in event-time order within the micro-batch, as the runtime's record
+    selection would interleave them only up to the batch)."""
+    keys, values, timestamps = data
+    feed = Feed(records=len(keys))
+    period = READINGS_PER_VISIT + 1
+    for lo in range(0, len(keys), micro):
+        hi = min(lo + micro, len(keys))
+        readings = [i for i in range(lo, hi) if i % period]
+        visits = [i for i in range(lo, hi) if not i % period]
+        feed.micro_batches.append(
+            [
+                (
+                    READINGS,
+                    [keys[i] for i in readings],
+                    [values[i] for i in readings],
+                    [timestamps[i] for i in readings],
+                ),
+                (
+                    VISITS,
+                    [keys[i] for i in visits],
+                    [{"duration_ms": 60_000}] * len(visits),
+                    [timestamps[i] for i in visits],
+                ),
+            ]
+        )
+    return feed
+
+
+def session_count_topology():
     builder = StreamsBuilder()
-    counts = (
-        builder.stream(TOPIC)
-        .group_by_key()
-        .windowed_by(TimeWindows.of_size_and_grace(WINDOW_MS, GRACE_MS))
-        .count()
-    )
-    counts.to_stream().to("window-counts")
-    (
-        counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
-        .to_stream()
-        .filter(lambda window, count: count < THRESHOLD)
-        .to("low-activity-alerts")
+    windows = SessionWindows.of_inactivity_gap_and_grace(SESSION_GAP_MS, GRACE_MS)
+    builder.stream(READINGS).group_by_key().windowed_by(windows).count().to_stream().to("session-counts")
+    return builder.build()
+
+
+def stream_table_join_topology():
+    builder = StreamsBuilder()
+    registry = builder.table(REGISTRY)
+    builder.stream(READINGS).join(registry, lambda reading, sensor: {**reading, **sensor}).to("enriched")
+    return builder.build()
+
+
+def stream_stream_join_topology():
+    builder = StreamsBuilder()
+    visits = builder.stream(VISITS)
+    windows = JoinWindows.of_time_difference_and_grace(JOIN_WINDOW_MS, GRACE_MS)
+    builder.stream(READINGS).join(visits, lambda reading, visit: {**reading, **visit}, windows).to(
+        "correlated"
     )
     return builder.build()
+
+
+def hopping_builtin_topology():
+    from bench.jobs import hopping_builtin  # ImportError while the engine has no declared aggregations
+
+    return hopping_builtin.build_topology()
+
+
+@dataclass
+class Shape:
+    topology: Callable[[], object]
+    feed: Callable[[tuple, int], Feed]
+    note: str
+
+
+SHAPES: dict[str, Shape] = {
+    "count": Shape(
+        lambda: window_finals.build_topology(window_size=WINDOW_MS, grace=GRACE_MS),
+        readings_feed,
+        "tumbling 10 min, grace 2 min, count, suppress until the window closes",
+    ),
+    "hopping_user": Shape(
+        hopping_stats.build_topology,
+        readings_feed,
+        "hopping 10 min by 5, user aggregate count/sum/max, suppress until the window closes",
+    ),
+    "hopping_builtin": Shape(
+        hopping_builtin_topology,
+        readings_feed,
+        "hopping 10 min by 5, declared Count/Sum/Max, suppress until the window closes",
+    ),
+    "running_count": Shape(running_count.build_topology, readings_feed, "group_by_key().count(), no windows"),
+    "session_count": Shape(
+        session_count_topology, readings_feed, "session windows, gap 1 min, grace 2 min, count"
+    ),
+    "stream_table_join": Shape(
+        stream_table_join_topology, table_then_readings, "table of every key first (untimed), then readings"
+    ),
+    "stream_stream_join": Shape(
+        stream_stream_join_topology, readings_and_visits, "readings x visits (1 per 9 readings), within 1 min"
+    ),
+}
 
 
 class Timer:
@@ -99,106 +223,47 @@ class Timer:
         self.cpu = time.process_time() - self.cpu
 
 
-SHAPES = {"window_finals": window_finals.build_topology, "sensor-alerts": lambda: sensor_alerts_topology()}
+@dataclass
+class Run:
+    processing_cpu: float = 0.0
+    export_cpu: float = 0.0
+    wall: float = 0.0
+    export_shares: list[float] = field(default_factory=list)
+    output_records: int = 0
+    dropped: int = 0
+
+    @property
+    def cpu(self) -> float:
+        return self.processing_cpu + self.export_cpu
 
 
-def run_ours(keys, values, timestamps, batch: int, topology=None) -> tuple[Timer, int, int, StreamTask]:
-    topology = topology or sensor_alerts_topology()
+def run_shape(topology, feed: Feed, batch: int) -> Run:
     task = StreamTask(topology)
-    emitted = 0
-    with Timer() as timer:
-        for lo in range(0, len(keys), batch):
-            hi = lo + batch
-            task.process_batch(TOPIC, keys[lo:hi], values[lo:hi], timestamps[lo:hi])
-            emitted += len(task.drain_output())
-    return timer, emitted, int(task.metrics()["dropped-records-total"]), task
-
-
-def run_micro_batches(keys, values, timestamps, batch: int, micro: int, topology) -> dict[str, float]:
-    """CPU seconds processing and exporting, micro-batches of `micro` records with an export after each
-    (the live task kept, as the Spark runtime keeps it), the bytes exported, and the CPU seconds a second
-    copy of the task spends catching up with each export (`apply_state`: what a Python worker pays when
-    Spark hands it a partition that the other worker ran last)."""
-    task = StreamTask(topology)
-    copy = None
-    costs = {"processing": 0.0, "exporting": 0.0, "catching up": 0.0, "exported bytes": 0, "saved entries": 0}
-    for lo in range(0, len(keys), micro):
-        with Timer() as t:
-            for start in range(lo, min(lo + micro, len(keys)), batch):
-                hi = min(start + batch, lo + micro)
-                task.process_batch(TOPIC, keys[start:hi], values[start:hi], timestamps[start:hi])
-                task.drain_output()
-        costs["processing"] += t.cpu
-        with Timer() as t:
-            export = task.export_state()
-        costs["exporting"] += t.cpu
-        costs["exported bytes"] += sum(map(len, export.parts.values()))
-        costs["saved entries"] += saved_entries(export.parts)
-        if copy is None:
-            copy = StreamTask.import_state(topology, export.parts)  # the first export holds every part
-        else:
-            with Timer() as t:
-                copy.apply_state(export.parts, export.removed)
-            costs["catching up"] += t.cpu
-    return costs
-
-
-def saved_entries(parts: dict[str, bytes]) -> int:
-    """Entries in a store's parts ("<node>/<group>.<n>", see nodes/store_log.py), counted after the timing:
-    each part is (saved entries, removed keys); the saved entries' keys come first or under "keys", or their
-    rows under "rows" (a delta of WindowRows, whose "keys" are only the new ones)."""
-    count = 0
-    for name, data in parts.items():
-        if "/" in name:
-            saved, _ = KeyListLoader().loads(data)
-            if isinstance(saved, dict):
-                count += len(saved["rows"] if "rows" in saved else saved["keys"])
-            else:
-                count += len(saved[0])
-    return count
-
-
-def state_costs(task: StreamTask, topology, keys, values, timestamps, repeat: int) -> tuple[dict, dict]:
-    """CPU seconds of snapshot+restore (the first, which also pickles the keys no export pickled yet, and the
-    best of `repeat`, taking turns with the compressed pair), a full export+import (after the snapshots),
-    and an export after one small batch more."""
-    costs: dict[str, float] = {}
-    timings: dict[bool, list[float]] = {False: [], True: []}  # by `compress`
-    blobs: dict[bool, bytes] = {}
-    for _ in range(repeat):
-        for compress in (False, True):
-            with Timer() as t:
-                blobs[compress] = task.snapshot(compress=compress)
-                restored = StreamTask.restore(topology, blobs[compress])
-            timings[compress].append(t.cpu)
-            del restored  # freed outside the timer, as the export+import copy below
-    costs["snapshot+restore, first"] = timings[False][0]
-    costs[f"snapshot+restore, best of {repeat}"] = min(timings[False])
-    costs[f"snapshot+restore compressed, best of {repeat}"] = min(timings[True])
-    counts = {"snapshot bytes": len(blobs[False]), "compressed snapshot bytes": len(blobs[True])}
-    if hasattr(task, "export_state"):
+    for topic, keys, values, timestamps in feed.before:
+        task.process_batch(topic, keys, values, timestamps)
+        task.drain_output()
+    task.export_state()
+    run = Run()
+    for micro_batch in feed.micro_batches:
+        with Timer() as processing:
+            for topic, keys, values, timestamps in micro_batch:
+                for lo in range(0, len(keys), batch):
+                    hi = lo + batch
+                    task.process_batch(topic, keys[lo:hi], values[lo:hi], timestamps[lo:hi])
+                    run.output_records += len(task.drain_output())
         with Timer() as exporting:
-            export = task.export_state()
-            parts = dict(export.parts)
-        with Timer() as importing:
-            restored = StreamTask.import_state(topology, parts)
-        costs["export+import (all parts)"] = exporting.cpu + importing.cpu
-        costs["of which import"] = importing.cpu
-        counts["parts"] = len(parts)
-        # one more micro-batch touching few keys: only the parts it changed are exported
-        n = 1000
-        last = max(timestamps)
-        restored.process_batch(TOPIC, keys[:n], values[:n], [last + 1 + i % 10 for i in range(n)])
-        restored.drain_output()
-        with Timer() as t:
-            export = restored.export_state()
-        costs["export after a 1000-record batch"] = t.cpu
-        counts["parts changed"] = len(export.parts)
-    return costs, counts
+            task.export_state()
+        run.processing_cpu += processing.cpu
+        run.export_cpu += exporting.cpu
+        run.wall += processing.wall + exporting.wall
+        run.export_shares.append(exporting.cpu / max(processing.cpu + exporting.cpu, 1e-9))
+    metrics = task.metrics()
+    run.dropped = int(metrics.get("dropped-records-total", 0))
+    return run
 
 
-def run_bytewax(keys, values, timestamps) -> tuple[Timer, int]:
-    from datetime import datetime, timedelta
+def run_bytewax(keys, timestamps) -> tuple[Timer, int]:
+    from datetime import UTC, datetime, timedelta
 
     import bytewax.operators as op
     import bytewax.operators.windowing as win
@@ -206,9 +271,10 @@ def run_bytewax(keys, values, timestamps) -> tuple[Timer, int]:
     from bytewax.testing import TestingSink, TestingSource, run_main
 
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
-    items = list(zip(keys, timestamps, strict=False))
     flow = Dataflow("sensor_counts")
-    stream = op.input("readings", flow, TestingSource(items, batch_size=10_000))
+    stream = op.input(
+        "readings", flow, TestingSource(list(zip(keys, timestamps, strict=True)), batch_size=10_000)
+    )
     clock = win.EventClock(
         lambda item: epoch + timedelta(milliseconds=item[1]),
         wait_for_system_duration=timedelta(milliseconds=GRACE_MS),
@@ -222,142 +288,163 @@ def run_bytewax(keys, values, timestamps) -> tuple[Timer, int]:
     return timer, len(out)
 
 
-def run_dict_floor(keys, values, timestamps) -> tuple[Timer, int]:
-    """The same windowed count with grace in a plain loop: per-window counts, closed windows flushed."""
-    with Timer() as timer:
-        finals = _dict_loop(keys, timestamps)
-    return timer, finals
+def peer_figures(data: dict[int, tuple], repeat: int) -> list[dict]:
+    try:
+        import importlib.metadata
+
+        version = importlib.metadata.version("bytewax")
+    except Exception:  # noqa: BLE001 - any failure to find it means: no peer
+        print("peer: bytewax is not installed, skipped")
+        return []
+    rows = []
+    for k, (keys, _, timestamps) in data.items():
+        best = min((run_bytewax(keys, timestamps) for _ in range(repeat)), key=lambda r: r[0].cpu)
+        timer, finals = best
+        rate = len(keys) / timer.cpu
+        print(
+            f"peer  count {k:>9,} keys: {rate:>11,.0f} records/s of CPU time (bytewax {version}, {finals:,} finals)"
+        )
+        rows.append(
+            {
+                "shape": "count",
+                "side": "peer",
+                "peer": f"bytewax {version} count_window",
+                "keys": k,
+                "records": len(keys),
+                "records_per_s": round(rate),
+                "cpu_s": round(timer.cpu, 3),
+                "wall_s": round(timer.wall, 3),
+            }
+        )
+    return rows
 
 
-def _dict_loop(keys, timestamps) -> int:
-    counts: dict[tuple[str, int], int] = {}
-    observed = -1
-    finals = 0
-    next_flush = None
-    for key, ts in zip(keys, timestamps, strict=False):
-        if ts > observed:
-            observed = ts
-        window = ts - ts % WINDOW_MS
-        if window + WINDOW_MS + GRACE_MS <= observed:
-            continue
-        counts[(key, window)] = counts.get((key, window), 0) + 1
-        if next_flush is None or observed >= next_flush:
-            closed = [k for k in counts if k[1] + WINDOW_MS + GRACE_MS <= observed]
-            for k in closed:
-                del counts[k]
-            finals += len(closed)
-            next_flush = observed - observed % WINDOW_MS + WINDOW_MS
-    return finals
-
-
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--batch", type=int, default=100_000, help="records per process_batch call")
-    parser.add_argument(
-        "--micro-batches",
-        default="100000,1000000",
-        help="records per micro-batch (an export after each), comma-separated",
-    )
     parser.add_argument("--keys", default="200,250000", help="key counts per task, comma-separated")
+    parser.add_argument(
+        "--micro-batch", type=int, default=100_000, help="records per micro-batch (an export after each)"
+    )
+    parser.add_argument("--batch", type=int, default=100_000, help="records per process_batch call")
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs per key count, taking turns; the best counts"
     )
-    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {list(SHAPES)}")
-    parser.add_argument("--no-peer", action="store_true", help="skip the peer comparison")
+    parser.add_argument("--peer", action="store_true", help="also run bytewax on the count shape")
     parser.add_argument(
-        "--profile", type=int, metavar="KEYS", help="cProfile the window_finals shape at KEYS"
+        "--results-dir", help="where to append the record (default: bench/results, or $BENCH_RESULTS_DIR)"
+    )
+    parser.add_argument(
+        "--profile", metavar="SHAPE:KEYS", help="cProfile one run of SHAPE at KEYS, record nothing"
     )
     args = parser.parse_args(argv)
-    n = args.records
+    shapes = [s for s in args.shapes.split(",") if s]
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        parser.exit(2, f"error: unknown shapes {unknown}; known: {', '.join(SHAPES)}\n")
+    try:
+        args.key_counts = [int(k) for k in args.keys.split(",")]
+    except ValueError:
+        parser.exit(2, f"error: --keys takes comma-separated integers, got {args.keys!r}\n")
+    if min(args.key_counts + [args.records, args.micro_batch, args.batch, args.repeat]) < 1:
+        parser.exit(2, "error: --keys, --records, --micro-batch, --batch and --repeat must be at least 1\n")
+    args.shape_names = shapes
+    return args
 
+
+def profile(args) -> int:
+    shape_name, _, keys = args.profile.partition(":")
+    shape = SHAPES[shape_name]
+    feed = shape.feed(generate(args.records, int(keys or 200)), args.micro_batch)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_shape(shape.topology(), feed, args.batch)
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.profile:
-        keys, values, timestamps = generate(n, args.profile)
-        profiler = cProfile.Profile()
-        profiler.enable()
-        run_ours(keys, values, timestamps, args.batch, window_finals.build_topology())
-        profiler.disable()
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
-        return 0
-
-    key_counts = [int(k) for k in args.keys.split(",")]
+        return profile(args)
+    recorder = Recorder("engine", argv, args.results_dir)
+    n = args.records
     data = {}
-    for k in key_counts:
+    for k in args.key_counts:
         t0 = time.perf_counter()
         data[k] = generate(n, k)
-        print(f"generated {n:,} records over {k:,} keys in {time.perf_counter() - t0:.1f} s (not timed)")
-    for shape in args.shapes.split(","):
-        # the key counts take turns, best of --repeat each: a shared machine's slow spells hit both
-        runs: dict[int, list] = {k: [] for k in key_counts}
-        tasks: dict[int, StreamTask] = {}
-        for _ in range(args.repeat):
-            for k in key_counts:
-                tasks.pop(k, None)  # freed first: a run does not start on a heap holding another's state
-                timer, emitted, dropped, tasks[k] = run_ours(*data[k], args.batch, SHAPES[shape]())
-                runs[k].append((timer, emitted, dropped))
-                print(f"  run {len(runs[k])} at {k:,} keys: {timer.cpu:.2f} s CPU", flush=True)
-        rates = {}
-        for k in key_counts:
-            ours, emitted, dropped = min(runs[k], key=lambda run: run[0].cpu)
-            task = tasks.pop(k)
-            topology = task.topology
-            rates[k] = n / ours.cpu
-            print(
-                f"{shape:14s} {k:>9,} keys: {rates[k]:>11,.0f} records/s of CPU time, {n / ours.wall:,.0f} of wall "
-                f"({ours.cpu:.2f} s CPU, best of {args.repeat}; {emitted:,} output records, {dropped:,} dropped late)"
-            )
-            costs, sizes = state_costs(task, topology, *data[k], args.repeat)
-            shares = ", ".join(
-                f"{name} {value / ours.cpu:.1%} ({value:.3f} s)" for name, value in costs.items()
-            )
-            counts = ", ".join(f"{name} {value:,}" for name, value in sizes.items())
-            print(f"{'':14s} {'':>9s}       whole state, share of processing: {shares}; {counts}")
-            for micro in (int(m) for m in args.micro_batches.split(",")):
-                costs = run_micro_batches(*data[k], args.batch, micro, SHAPES[shape]())
-                processing = costs["processing"]
-                catch_up = (
-                    f"a copy catching up with each {costs['catching up'] / processing:.1%}"
-                    if micro < n
-                    else "no catch-up (one micro-batch)"
-                )
-                print(
-                    f"{'':14s} {'':>9s}       micro-batches of {micro:,}, share of processing: export after "
-                    f"each {costs['exporting'] / processing:.1%}, {catch_up} ({costs['exporting']:.2f} s "
-                    f"and {costs['catching up']:.2f} s of {processing:.2f} s CPU; "
-                    f"{costs['exported bytes'] / 1e6:,.1f} MB, {costs['saved entries']:,} entries saved: "
-                    f"{costs['exporting'] / max(costs['saved entries'], 1) * 1e6:.2f} µs of export each)"
-                )
-        if len(key_counts) > 1:
-            lo, hi = min(key_counts), max(key_counts)
-            print(f"{shape:14s} rate at {hi:,} keys / rate at {lo:,} keys: {rates[hi] / rates[lo]:.2f}x")
-
-    if args.no_peer:
-        return 0
-    keys, values, timestamps = generate(n)
-    ours, emitted, dropped, _ = run_ours(keys, values, timestamps, args.batch)
-    print(
-        f"ours:  {n / ours.cpu:,.0f} records/s of CPU time, {n / ours.wall:,.0f} records/s of wall time "
-        f"({ours.cpu:.2f} s CPU, {ours.wall:.2f} s wall; {emitted:,} output records, {dropped:,} dropped late; "
-        f"sensor-alerts shape, {PEER_SENSORS} keys)"
-    )
-
-    try:
-        peer, peer_out = run_bytewax(keys, values, timestamps)
-        import importlib.metadata
-
-        peer_name = (
-            f"bytewax {importlib.metadata.version('bytewax')} count_window (tumbling, event clock, 1 worker)"
+        print(
+            f"generated {n:,} records over {k:,} keys in {time.perf_counter() - t0:.1f} s (not timed)",
+            flush=True,
         )
-    except ImportError:
-        peer, peer_out = run_dict_floor(keys, values, timestamps)
-        peer_name = "plain dict loop (bytewax not installed)"
-    print(
-        f"peer:  {n / peer.cpu:,.0f} records/s of CPU time, {n / peer.wall:,.0f} records/s of wall time "
-        f"({peer.cpu:.2f} s CPU, {peer.wall:.2f} s wall; {peer_out:,} final window counts) -- {peer_name}"
-    )
-    print(
-        f"ratio: {peer.cpu / ours.cpu:.2f}x by CPU time, {peer.wall / ours.wall:.2f}x by wall time (ours / peer)"
-    )
+    figures: list[dict] = []
+    skipped: dict[str, str] = {}
+    for name in args.shape_names:
+        shape = SHAPES[name]
+        try:
+            shape.topology()
+        except ImportError as error:
+            skipped[name] = f"not available in this engine ({error})"
+            print(f"{name}: skipped, {skipped[name]}", flush=True)
+            continue
+        feeds = {k: shape.feed(data[k], args.micro_batch) for k in args.key_counts}
+        runs: dict[int, list[Run]] = {k: [] for k in args.key_counts}
+        for _ in range(args.repeat):
+            for k in args.key_counts:
+                runs[k].append(run_shape(shape.topology(), feeds[k], args.batch))
+                print(f"  {name} run {len(runs[k])} at {k:,} keys: {runs[k][-1].cpu:.2f} s CPU", flush=True)
+        rates = {}
+        for k in args.key_counts:
+            best = min(runs[k], key=lambda run: run.cpu)
+            records = feeds[k].records
+            rates[k] = records / best.cpu
+            share = best.export_cpu / best.cpu
+            print(
+                f"{name:18s} {k:>9,} keys: {rates[k]:>11,.0f} records/s of CPU time, "
+                f"{records / best.wall:,.0f} of wall ({best.cpu:.2f} s CPU, best of {args.repeat}); export "
+                f"{share:.1%} of it (at most {max(best.export_shares):.1%} of a micro-batch); "
+                f"{best.output_records:,} output records, {best.dropped:,} dropped",
+                flush=True,
+            )
+            figures.append(
+                {
+                    "shape": name,
+                    "side": "ours",
+                    "keys": k,
+                    "records": records,
+                    "records_per_s": round(rates[k]),
+                    "records_per_s_wall": round(records / best.wall),
+                    "cpu_s": round(best.cpu, 3),
+                    "export_cpu_s": round(best.export_cpu, 3),
+                    "export_share": round(share, 4),
+                    "export_share_max_micro_batch": round(max(best.export_shares), 4),
+                    "output_records": best.output_records,
+                    "dropped": best.dropped,
+                    "runs_cpu_s": [round(r.cpu, 3) for r in runs[k]],
+                }
+            )
+        if len(args.key_counts) > 1:
+            lo, hi = min(args.key_counts), max(args.key_counts)
+            print(
+                f"{name:18s} rate at {hi:,} keys / rate at {lo:,} keys: {rates[hi] / rates[lo]:.2f}",
+                flush=True,
+            )
+    if args.peer and "count" in args.shape_names:
+        figures += peer_figures(data, args.repeat)
+    settings = {
+        "records": n,
+        "keys": args.key_counts,
+        "micro_batch": args.micro_batch,
+        "batch": args.batch,
+        "repeat": args.repeat,
+        "shapes": {name: SHAPES[name].note for name in args.shape_names},
+        "skipped": skipped,
+        "cores_used": 1,
+        "peer": "bytewax count_window, 1 worker, in process" if args.peer else None,
+    }
+    recorder.write(settings, figures)
     return 0
 
 

@@ -1,12 +1,15 @@
-"""The three-input join job against the one-input path, on the same readings, in one warm Spark session.
+"""The three-input join job against the one-input job, on the same readings, end to end.
 
-    python bench/enrichment_bench.py [--events N] [--sensors N] [--files N] [--max-files-per-trigger N]
+    python bench/enrichment_bench.py [--events N] [--keys N [N ...]] [--files N] [--max-files-per-trigger N]
+                                     [--repeat N] [--results-dir DIR]
 
-Generates `generate_enrichment` folders under var/bench/enrichment, then runs (after a warm-up of each on
-a small input) `sensor_enrichment` (readings + registry table + maintenance visits, stream-table and
-stream-stream joins, Kafka's record selection across the three topics) and `window_finals` (the one-input
-windowed count + suppress) over the same readings, each with a fresh checkpoint. Prints events/s of each
-(input records read / wall time of the run) and the ratio enrichment / one-input.
+Generates `generate_enrichment` folders under var/bench/enrichment (once per size), then runs
+`sensor_enrichment` (readings + registry table + maintenance visits: stream-table and stream-stream joins,
+Kafka's record selection across the three topics) and `window_finals` (the one-input windowed count +
+suppress) over the same readings, each its own process (`--one NAME`: its own local[2] JVM and Python
+workers) timed from launch to exit, with the peak summed RSS of its process tree, and a fresh checkpoint.
+Prints events/s of each (input records read / wall time) and enrichment / one-input, and appends one
+record to `bench/results/enrichment.jsonl` (`--results-dir`, or $BENCH_RESULTS_DIR).
 """
 
 from __future__ import annotations
@@ -14,75 +17,153 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from spark_jobs.jobs import generate_enrichment
-from spark_jobs.jobs import sensor_enrichment as enrichment
-from spark_jobs.spark.job import JobSpec
-from spark_jobs.spark.runtime import RunConfig, run_job
-from spark_jobs.spark.session import local_spark_session, stop_session
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
 
-ROOT = Path("var/bench/enrichment")
+from bench.results import Recorder  # noqa: E402
+from bench.spark_bench import PeakMemory  # noqa: E402
+from spark_jobs.jobs import sensor_enrichment as enrichment  # noqa: E402
+
+ROOT = REPO_ROOT / "var" / "bench" / "enrichment"
 ONE_INPUT = "spark_jobs.jobs.window_finals"
+SIDES = ("enrichment", "one_input")
 
 
-def _generate(root: Path, events: int, sensors: int, files: int) -> None:
+def dataset(events: int, keys: int, files: int) -> Path:
+    from spark_jobs.jobs import generate_enrichment
+
+    root = ROOT / f"events-{events}-sensors-{keys}-files-{files}"
+    done = root / "_complete"
+    if done.exists():
+        return root
     shutil.rmtree(root, ignore_errors=True)
+    started = time.monotonic()
     generate_enrichment.main(
-        ["--output", str(root), "--events", str(events), "--sensors", str(sensors), "--files", str(files)]
+        ["--output", str(root), "--events", str(events), "--sensors", str(keys), "--files", str(files)]
     )
+    done.write_text("")
+    print(f"  generated {events:,} readings in {time.monotonic() - started:.0f} s", flush=True)
+    return root
 
 
-def _run(spark, module: str, inputs, work: Path, per_trigger: int | None) -> tuple[float, int]:
-    shutil.rmtree(work, ignore_errors=True)
-    config = RunConfig(inputs, str(work / "out"), str(work / "ckpt"), max_files_per_trigger=per_trigger)
-    start = time.perf_counter()
-    summary = run_job(spark, JobSpec(module, {}, 4), config).to_dict()
-    return time.perf_counter() - start, summary["records"]["read"]
+def inputs(side: str, root: Path):
+    if side == "enrichment":
+        return enrichment.JOB_MODULE, {t: str(root / t) for t in enrichment.INPUT_TOPICS}
+    return ONE_INPUT, str(root / enrichment.READINGS)
+
+
+def one_run(args) -> int:
+    from spark_jobs.spark.job import JobSpec
+    from spark_jobs.spark.runtime import RunConfig, run_job
+    from spark_jobs.spark.session import local_spark_session, stop_session
+
+    spark = local_spark_session(
+        f"enrichment-bench-{args.one}", master="local[2]", extra_conf={"spark.ui.enabled": "false"}
+    )
+    scratch = Path(args.scratch)
+    module, input_dirs = inputs(args.one, Path(args.input))
+    try:
+        config = RunConfig(
+            input_dirs,
+            str(scratch / "out"),
+            str(scratch / "ckpt"),
+            max_files_per_trigger=args.max_files_per_trigger,
+        )
+        started = time.monotonic()
+        summary = run_job(spark, JobSpec(module, {}, args.partitions), config).to_dict()
+        seconds = time.monotonic() - started
+    finally:
+        stop_session(spark)
+    print(json.dumps({"seconds": seconds, "events": summary["records"]["read"]}))
+    return 0
+
+
+def run_in_own_process(side: str, root: Path, args) -> dict:
+    scratch = ROOT / "scratch" / side
+    shutil.rmtree(scratch, ignore_errors=True)
+    command = [sys.executable, str(Path(__file__).resolve()), "--one", side, "--input", str(root)]
+    command += ["--scratch", str(scratch), "--partitions", str(args.partitions)]
+    if args.max_files_per_trigger:
+        command += ["--max-files-per-trigger", str(args.max_files_per_trigger)]
+    started = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with PeakMemory(process.pid) as memory:
+        stdout, stderr = process.communicate()
+    seconds = time.monotonic() - started
+    shutil.rmtree(scratch, ignore_errors=True)
+    if process.returncode != 0:
+        raise RuntimeError(f"{side} run failed ({process.returncode}):\n{stderr[-4000:]}")
+    result = json.loads(stdout.strip().splitlines()[-1])
+    result["in_process_seconds"] = round(result.pop("seconds"), 2)
+    result["seconds"] = round(seconds, 2)
+    result["peak_rss_mb"] = round(memory.peak / 2**20)
+    result["events_per_s"] = round(result["events"] / seconds)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--events", type=int, default=500_000)
-    parser.add_argument("--sensors", type=int, default=200)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, nargs="+", default=[200])
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--max-files-per-trigger", type=int, default=None)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each, taking turns; the best counts")
+    parser.add_argument("--results-dir", help="where to append the record (default: bench/results)")
+    parser.add_argument("--one", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--input", help=argparse.SUPPRESS)
+    parser.add_argument("--scratch", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    spark = local_spark_session(
-        "enrichment-bench", master="local[2]", extra_conf={"spark.ui.enabled": "false"}
-    )
-    try:
-        _generate(ROOT / "warm", 2_000, 10, 2)
-        _generate(ROOT / "in", args.events, args.sensors, args.files)
-        results = {}
-        for name, module, inputs in (
-            ("enrichment", enrichment.JOB_MODULE, {t: str(ROOT / "in" / t) for t in enrichment.INPUT_TOPICS}),
-            ("one-input", ONE_INPUT, str(ROOT / "in" / enrichment.READINGS)),
-        ):
-            warm = (
-                inputs
-                if isinstance(inputs, str)
-                else {t: d.replace("/in/", "/warm/") for t, d in inputs.items()}
+    if args.one:
+        return one_run(args)
+    if min([*args.keys, args.events, args.files, args.repeat]) < 1:
+        parser.exit(2, "error: --keys, --events, --files and --repeat must be at least 1\n")
+    recorder = Recorder("enrichment", argv, args.results_dir)
+    figures = []
+    for keys in args.keys:
+        root = dataset(args.events, keys, args.files)
+        runs: dict[str, list[dict]] = {side: [] for side in SIDES}
+        for i in range(args.repeat):
+            for side in SIDES if i % 2 == 0 else reversed(SIDES):
+                runs[side].append(run_in_own_process(side, root, args))
+        best = {side: max(results, key=lambda r: r["events_per_s"]) for side, results in runs.items()}
+        for side in SIDES:
+            figures.append(
+                {
+                    "shape": "enrichment",
+                    "side": side,
+                    "keys": keys,
+                    **best[side],
+                    "all_runs_events_per_s": [r["events_per_s"] for r in runs[side]],
+                }
             )
-            _run(
-                spark,
-                module,
-                warm.replace("/in/", "/warm/") if isinstance(warm, str) else warm,
-                ROOT / "w",
-                None,
+        ratio = best["enrichment"]["events_per_s"] / best["one_input"]["events_per_s"]
+        print(
+            f"{keys:>9,} keys | "
+            + " | ".join(
+                f"{side} {best[side]['events_per_s']:,} ev/s ({best[side]['seconds']:.0f} s, peak "
+                f"{best[side]['peak_rss_mb']:,} MB)"
+                for side in SIDES
             )
-            seconds, read = _run(spark, module, inputs, ROOT / name, args.max_files_per_trigger)
-            results[name] = {
-                "seconds": round(seconds, 2),
-                "records": read,
-                "events_per_s": round(read / seconds),
-            }
-            print(json.dumps({name: results[name]}), flush=True)
-        ratio = results["enrichment"]["events_per_s"] / results["one-input"]["events_per_s"]
-        print(json.dumps({"ratio_enrichment_over_one_input": round(ratio, 2), **vars(args)}))
-    finally:
-        stop_session(spark)
+            + f" | enrichment / one-input {ratio:.2f}",
+            flush=True,
+        )
+    settings = {
+        "events": args.events,
+        "files": args.files,
+        "max_files_per_trigger": args.max_files_per_trigger,
+        "keys": args.keys,
+        "partitions": args.partitions,
+        "repeat": args.repeat,
+        "master": "local[2]",
+        "jobs": {"enrichment": enrichment.JOB_MODULE, "one_input": ONE_INPUT},
+    }
+    recorder.write(settings, figures)
     return 0
 
 

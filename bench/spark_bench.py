@@ -1,29 +1,38 @@
-"""Spark benchmark: our windowed count + suppress (the sensor-alerts path) against Spark's native equivalent.
+"""Spark benchmark, end to end: our jobs on the Spark runtime against native Spark Structured Streaming.
 
-    python bench/spark_bench.py [--events N] [--sensors N [N ...]] [--window-size 10min] [--mode session|e2e|both]
-                                [--scaling] [--partitions N] [--max-files-per-trigger N] [--repeat N]
+    python bench/spark_bench.py [--shapes count,hopping_user,hopping_builtin,running_count]
+                                [--keys 200 100000 1000000] [--events N] [--max-files-per-trigger N]
+                                [--partitions N] [--untuned] [--repeat N] [--results-dir DIR]
 
-On the same generated files (100k events each), with the same micro-batches (10 files = 1M events each by
-default, so that every size runs with the same batch size):
+Each run is its own process (`python bench/spark_bench.py --one SIDE ...`: its own local[2] JVM and
+Python workers), timed from launch to exit, as a scheduled spark-submit pays it, with the peak of the
+summed RSS of its process tree (driver, JVM, Python workers), sampled every 200 ms. Every side of a shape
+reads the same generated files (`generate_events`, 100k events a file, `--max-files-per-trigger` files a
+micro-batch) and writes Parquet.
 
-- ours: `spark_jobs.jobs.window_finals` on the Spark runtime (tumbling windows of `--window-size`, 2 minutes
-  grace, suppressed until the window closes: one final count per sensor and window), exactly once into
-  Parquet;
-- native: `withWatermark("2 minutes") + groupBy(window(--window-size), key).count()` in append mode into
-  Parquet, Spark's own way to emit one final count per window.
+Shapes (ours: a job module run by `TopologyRuntime`, exactly once; native: the query Spark offers for it):
 
-`--sensors` is the key-cardinality axis (e.g. `--sensors 200 100000 1000000`): with windows of 10 minutes
-most keys hold state across micro-batches. Two modes:
+- count: `spark_jobs.jobs.window_finals` (tumbling 10 minutes, 2 minutes grace, one final count per key
+  and window) / `withWatermark(2 minutes) + groupBy(window(10 minutes), key).count()`, append mode;
+- hopping_user: `bench.jobs.hopping_stats` (10-minute windows advancing by 5, a user aggregate computing
+  count, sum and max of the temperature, one final row per window) / `groupBy(window(ts, 10 minutes,
+  5 minutes), key).agg(count, sum, max)` after the same watermark, append mode;
+- hopping_builtin: the same with declared aggregations (`bench.jobs.hopping_builtin`, skipped with a note
+  while the engine has none) / the same native query (run once for both hopping shapes);
+- running_count: `bench.jobs.running_count` (`group_by_key().count()`, every update) / `groupBy(key)
+  .count()` in update mode into `foreachBatch`, which appends each micro-batch's updated counts to Parquet.
 
-- session: both run in one warm local[2] session (a warm-up run of each on one file first: the first
-  query of a JVM pays for class loading and JIT, which would otherwise go to whichever ran first);
-- e2e: each run is its own process (`python bench/spark_bench.py --one ours|native ...`, its own local[2]
-  JVM and Python workers), timed from launch to exit, as every scheduled spark-submit pays it.
+Where native differs: its watermark is global (the largest event time seen, minus the delay, across every
+partition) and moves only between micro-batches, ours is per task and per record (stream time); native
+drops a record older than the watermark, ours one whose window has closed (kept in `_late/`). Native's
+running count writes one row per updated key and micro-batch, ours one per record; its foreachBatch sink
+is at-least-once.
 
-Prints events/s for both and their ratio (ours / native; the goal is >= 1) per cardinality and mode, and
-every run; `--repeat N` alternates N runs of each and keeps each one's best (the machine may be shared).
-`--scaling` repeats at 1, 5 and 20 million events and adds the peak memory of the whole process tree
-(driver, JVM, Python workers). Results are appended to var/bench/spark/results.jsonl.
+Native's settings: every setting our query gives itself (`TopologyRuntime.query_settings`, taken from the
+same code, not copied), on top of the same session defaults (RocksDB state store). `--untuned` also runs
+native without them (the session defaults alone, as the earlier benchmarks ran it), so a record shows how
+the ratios moved. Prints events/s of each side and ours / native per shape and key count, and appends
+one record to `bench/results/spark.jsonl` (`--results-dir`, or $BENCH_RESULTS_DIR).
 """
 
 from __future__ import annotations
@@ -31,7 +40,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -46,31 +54,40 @@ import pyarrow.parquet as pq
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from spark_jobs.jobs import generate_events  # noqa: E402
-from spark_jobs.spark.job import JobSpec, parse_duration_ms  # noqa: E402
-from spark_jobs.spark.runtime import RunConfig, TopologyRuntime  # noqa: E402
-from spark_jobs.spark.session import local_spark_session, stop_session  # noqa: E402
+from bench.results import Recorder  # noqa: E402
 
 WORK = REPO_ROOT / "var" / "bench" / "spark"
 SHUFFLE_PARTITIONS = 2
 NATIVE_SCHEMA = "key string, value struct<temperature: double>, timestamp long"
 GRACE = "2 minutes"
+WINDOW = "10 minutes"
+ADVANCE = "5 minutes"
+
+# shape -> (our job module, its options, the native query's name)
+SHAPES = {
+    "count": ("spark_jobs.jobs.window_finals", {"window_size": 600_000, "grace": 120_000}, "windowed_count"),
+    "hopping_user": ("bench.jobs.hopping_stats", {}, "hopping_stats"),
+    "hopping_builtin": ("bench.jobs.hopping_builtin", {}, "hopping_stats"),
+    "running_count": ("bench.jobs.running_count", {}, "running_count"),
+}
+SIDES = ("ours", "native", "native_untuned")
 
 
 class PeakMemory:
-    """Peak total RSS of this process and all its descendants, sampled every 200 ms."""
+    """Peak summed RSS of a process and all its descendants, sampled every 200 ms."""
 
-    def __init__(self):
+    def __init__(self, pid: int):
+        self.root = psutil.Process(pid)
         self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self) -> int:
-        me = psutil.Process()
         total = 0
-        for process in [me, *me.children(recursive=True)]:
-            with contextlib.suppress(psutil.Error):  # a worker may exit between listing and sampling
-                total += process.memory_info().rss
+        with contextlib.suppress(psutil.Error):
+            for process in [self.root, *self.root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):  # a worker may exit between listing and sampling
+                    total += process.memory_info().rss
         return total
 
     def _run(self):
@@ -87,97 +104,114 @@ class PeakMemory:
         self._thread.join()
 
 
-def dataset(events: int, sensors: int, files: int) -> Path:
-    """Generated once per shape, then reused: the same files for every run."""
-    directory = WORK / f"events-{events}-sensors-{sensors}-files-{files}"
+def dataset(events: int, keys: int, files: int) -> Path:
+    """Generated once per size, then reused: the same files for every run."""
+    from spark_jobs.jobs import generate_events
+
+    directory = WORK / f"events-{events}-sensors-{keys}-files-{files}"
     facts = directory / "_generated.json"
     if facts.exists() and json.loads(facts.read_text())["events"] == events:
         return directory
     shutil.rmtree(directory, ignore_errors=True)
     started = time.monotonic()
     generate_events.main(
-        [
-            "--output",
-            str(directory),
-            "--events",
-            str(events),
-            "--sensors",
-            str(sensors),
-            "--files",
-            str(files),
-            "--late-fraction",
-            "0.01",
-        ]
+        ["--output", str(directory), "--events", str(events), "--sensors", str(keys), "--files", str(files)]
+        + ["--late-fraction", "0.01"]
     )
     print(f"  generated {events:,} events in {files} files in {time.monotonic() - started:.0f} s", flush=True)
     return directory
 
 
+def tuned_settings(spark, checkpoint_dir: str) -> dict[str, str]:
+    """The SQL settings our own query gives itself (`TopologyRuntime.query_settings`), for native."""
+    from spark_jobs.spark.job import JobSpec
+    from spark_jobs.spark.runtime import RunConfig, TopologyRuntime
+
+    config = RunConfig("unused", "unused", checkpoint_dir, shuffle_partitions=SHUFFLE_PARTITIONS)
+    return TopologyRuntime(spark, JobSpec(SHAPES["count"][0], {}, 1), config).query_settings()
+
+
 def run_ours(
-    spark,
-    input_dir: Path,
-    scratch: Path,
-    partitions: int,
-    max_files: int | None,
-    window_ms: int,
-    live_spark_tasks: int = 2,
+    spark, shape: str, input_dir: Path, scratch: Path, max_files: int | None, partitions: int
 ) -> dict:
-    spec = JobSpec("spark_jobs.jobs.window_finals", {"window_size": window_ms}, partitions)
+    from spark_jobs.spark.job import JobSpec
+    from spark_jobs.spark.runtime import RunConfig, TopologyRuntime
+
+    module, options, _ = SHAPES[shape]
     config = RunConfig(
         str(input_dir),
         str(scratch / "out"),
         str(scratch / "ckpt"),
         max_files_per_trigger=max_files,
         shuffle_partitions=SHUFFLE_PARTITIONS,
-        live_spark_tasks=live_spark_tasks,
     )
     started = time.monotonic()
-    summary = TopologyRuntime(spark, spec, config, "window_finals").run()
-    seconds = time.monotonic() - started
+    summary = TopologyRuntime(spark, JobSpec(module, options, partitions), config, shape).run()
     return {
-        "seconds": seconds,
+        "seconds": time.monotonic() - started,
         "events": summary.read,
-        "finals": summary.emitted.get("window-finals", 0),
+        "output_rows": sum(summary.emitted.values()),
         "batches": len(summary.batches),
         "late": summary.late,
-        "state_loads": summary.state_loads,
     }
 
 
-def run_native(spark, input_dir: Path, scratch: Path, max_files: int | None, window_ms: int) -> dict:
+def native_query(spark, name: str, input_dir: Path, max_files: int | None):
+    """The native streaming DataFrame of a shape, and its output mode."""
     from pyspark.sql import functions as F
 
-    # timed from building the query, as ours is (TopologyRuntime.run builds its query): the first build in a
-    # session costs about a second of the JVM's analysis
-    started = time.monotonic()
     reader = spark.readStream.schema(NATIVE_SCHEMA)
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)
-    counts = (
-        reader.json(str(input_dir))
-        .withColumn("event_time", F.timestamp_millis("timestamp"))
-        .withWatermark("event_time", GRACE)
-        .groupBy(F.window("event_time", f"{window_ms} milliseconds"), "key")
-        .count()
+    readings = reader.json(str(input_dir))
+    if name == "running_count":
+        return readings.groupBy("key").count(), "update"
+    timed = readings.withColumn("event_time", F.timestamp_millis("timestamp")).withWatermark(
+        "event_time", GRACE
     )
-    previous = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
-    try:
-        query = (
-            counts.writeStream.outputMode("append")
-            .format("parquet")
-            .option("path", str(scratch / "out"))
-            .option("checkpointLocation", str(scratch / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
+    if name == "windowed_count":
+        return timed.groupBy(F.window("event_time", WINDOW), "key").count(), "append"
+    if name == "hopping_stats":
+        temperature = F.col("value.temperature")
+        return (
+            timed.groupBy(F.window("event_time", WINDOW, ADVANCE), "key").agg(
+                F.count(F.lit(1)).alias("count"),
+                F.sum(temperature).alias("sum"),
+                F.max(temperature).alias("max"),
+            ),
+            "append",
         )
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", previous)
+    raise ValueError(f"no native query {name!r}")
+
+
+def run_native(
+    spark, name: str, input_dir: Path, scratch: Path, max_files: int | None, settings: dict[str, str]
+) -> dict:
+    """Timed from building the query, as ours is (TopologyRuntime.run builds its query)."""
+    started = time.monotonic()
+    frame, mode = native_query(spark, name, input_dir, max_files)
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    out = scratch / "out"
+    writer = frame.writeStream.outputMode(mode).option("checkpointLocation", str(scratch / "ckpt"))
+    if mode == "update":  # a file sink takes append only: each micro-batch's updated rows, appended
+
+        def write_batch(batch, _batch_id):
+            batch.write.mode("append").parquet(str(out))
+
+        writer = writer.foreachBatch(write_batch)
+    else:
+        writer = writer.format("parquet").option("path", str(out))
+    query = writer.trigger(availableNow=True).start()
     query.awaitTermination()
     seconds = time.monotonic() - started
-    rows = sum(p["numInputRows"] for p in query.recentProgress)
-    finals = file_sink_rows(scratch / "out")
-    return {"seconds": seconds, "events": rows, "finals": finals, "batches": len(query.recentProgress)}
+    rows = file_sink_rows(out) if mode == "append" else parquet_rows(out)
+    return {
+        "seconds": seconds,
+        "events": sum(p["numInputRows"] for p in query.recentProgress),
+        "output_rows": rows,
+        "batches": len(query.recentProgress),
+    }
 
 
 def file_sink_rows(output: Path) -> int:
@@ -186,6 +220,8 @@ def file_sink_rows(output: Path) -> int:
     (its process is timed until it exits)."""
     files: set[str] = set()
     log = output / "_spark_metadata"
+    if not log.exists():
+        return 0
     batches = [p for p in log.iterdir() if not p.name.startswith(".")]  # N or N.compact, not .N.crc
     for entry_file in sorted(batches, key=lambda p: int(p.name.split(".")[0])):
         for line in entry_file.read_text().splitlines()[1:]:  # the first line is the log's version
@@ -197,57 +233,17 @@ def file_sink_rows(output: Path) -> int:
     return sum(pq.ParquetFile(unquote(urlparse(path).path)).metadata.num_rows for path in files)
 
 
-def measure(spark, name: str, fn, *args) -> dict:
-    scratch = WORK / "scratch" / name
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
-    with PeakMemory() as memory:
-        result = fn(spark, *args[:1], scratch, *args[1:])
-    result["peak_rss_mb"] = round(memory.peak / 2**20)
-    result["events_per_s"] = round(result["events"] / result["seconds"])
-    shutil.rmtree(scratch, ignore_errors=True)
-    return result
-
-
-def run_in_own_process(name: str, input_dir: Path, args, window_ms: int) -> dict:
-    """One run as its own process (its own JVM and Python workers), timed from launch to exit."""
-    scratch = WORK / "scratch" / f"e2e-{name}"
-    shutil.rmtree(scratch, ignore_errors=True)
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--one",
-        name,
-        "--input",
-        str(input_dir),
-        "--scratch",
-        str(scratch),
-        "--partitions",
-        str(args.partitions),
-        "--window-size",
-        str(window_ms),
-        "--live-spark-tasks",
-        str(args.live_spark_tasks),
-    ]
-    if args.max_files_per_trigger:
-        command += ["--max-files-per-trigger", str(args.max_files_per_trigger)]
-    started = time.monotonic()
-    with PeakMemory() as memory:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    seconds = time.monotonic() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"{name} run failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    result["in_process_seconds"] = result["seconds"]
-    result["seconds"] = seconds
-    result["peak_rss_mb"] = round(memory.peak / 2**20)
-    result["events_per_s"] = round(result["events"] / seconds)
-    shutil.rmtree(scratch, ignore_errors=True)
-    return result
+def parquet_rows(output: Path) -> int:
+    """Rows of the Parquet files under `output` (foreachBatch appends: no log), from their footers."""
+    if not output.exists():
+        return 0
+    return sum(pq.ParquetFile(path).metadata.num_rows for path in output.rglob("*.parquet"))
 
 
 def one_run(args) -> int:
-    """--one: a single run in this process's own local[2] session; prints its result as JSON."""
+    """--one SIDE: a single run in this process's own local[2] session; prints its result as JSON."""
+    from spark_jobs.spark.session import local_spark_session, stop_session
+
     spark = local_spark_session(
         f"spark-bench-{args.one}",
         master="local[2]",
@@ -256,154 +252,173 @@ def one_run(args) -> int:
     )
     scratch = Path(args.scratch)
     scratch.mkdir(parents=True, exist_ok=True)
-    window_ms = parse_duration_ms(args.window_size)
     try:
         if args.one == "ours":
             result = run_ours(
-                spark,
-                Path(args.input),
-                scratch,
-                args.partitions,
-                args.max_files_per_trigger,
-                window_ms,
-                args.live_spark_tasks,
+                spark, args.shape, Path(args.input), scratch, args.max_files_per_trigger, args.partitions
             )
         else:
-            result = run_native(spark, Path(args.input), scratch, args.max_files_per_trigger, window_ms)
+            settings = tuned_settings(spark, str(scratch / "ckpt")) if args.one == "native" else {}
+            name = SHAPES[args.shape][2]
+            result = run_native(spark, name, Path(args.input), scratch, args.max_files_per_trigger, settings)
+            result["settings"] = settings
     finally:
         stop_session(spark)  # both sides: what our jobs call (spark_jobs.spark.cli)
     print(json.dumps(result))
     return 0
 
 
-def compare(spark, events: int, sensors: int, mode: str, args) -> dict:
-    """Both on the same files; with --repeat, alternately (ours first, then native first, ...), keeping
-    each one's best run: the machine may be shared, and the fastest run is the least disturbed one."""
-    files = max(args.files, events // 100_000)
-    input_dir = dataset(events, sensors, files)
-    max_files = args.max_files_per_trigger
-    window_ms = parse_duration_ms(args.window_size)
-    runs: dict[str, list[dict]] = {"ours": [], "native": []}
+def run_in_own_process(side: str, shape: str, input_dir: Path, args) -> dict:
+    """One run as its own process, timed from launch to exit, with the peak RSS of its process tree."""
+    scratch = WORK / "scratch" / f"{shape}-{side}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    command = [sys.executable, str(Path(__file__).resolve()), "--one", side, "--shape", shape]
+    command += ["--input", str(input_dir), "--scratch", str(scratch), "--partitions", str(args.partitions)]
+    if args.max_files_per_trigger:
+        command += ["--max-files-per-trigger", str(args.max_files_per_trigger)]
+    started = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with PeakMemory(process.pid) as memory:
+        stdout, stderr = process.communicate()
+    seconds = time.monotonic() - started
+    shutil.rmtree(scratch, ignore_errors=True)
+    if process.returncode != 0:
+        raise RuntimeError(f"{shape} {side} run failed ({process.returncode}):\n{stderr[-4000:]}")
+    result = json.loads(stdout.strip().splitlines()[-1])
+    result["in_process_seconds"] = round(result.pop("seconds"), 2)
+    result["seconds"] = round(seconds, 2)
+    result["peak_rss_mb"] = round(memory.peak / 2**20)
+    result["events_per_s"] = round(result["events"] / seconds)
+    return result
+
+
+def available(shape: str) -> str | None:
+    """None if our side of the shape can run, else why not (the engine lacks what its job imports)."""
+    import importlib
+
+    try:
+        importlib.import_module(SHAPES[shape][0])
+    except ImportError as error:
+        return f"not available in this engine ({error})"
+    return None
+
+
+def compare(shape: str, keys: int, input_dir: Path, sides: list[str], args, native_cache: dict) -> list[dict]:
+    """Every side of one shape at one key count; with --repeat the sides take turns and each one's best
+    run counts. Native runs a query shared by two shapes once (cached by query name and key count)."""
+    runs: dict[str, list[dict]] = {side: [] for side in sides}
     for i in range(args.repeat):
-        order = ["ours", "native"] if i % 2 == 0 else ["native", "ours"]
-        for name in order:
-            if mode == "e2e":
-                runs[name].append(run_in_own_process(name, input_dir, args, window_ms))
-            elif name == "ours":
-                runs[name].append(
-                    measure(
-                        spark,
-                        name,
-                        run_ours,
-                        input_dir,
-                        args.partitions,
-                        max_files,
-                        window_ms,
-                        args.live_spark_tasks,
-                    )
-                )
-            else:
-                runs[name].append(measure(spark, name, run_native, input_dir, max_files, window_ms))
-    ours = max(runs["ours"], key=lambda r: r["events_per_s"])
-    native = max(runs["native"], key=lambda r: r["events_per_s"])
-    row = {
-        "mode": mode,
-        "events": events,
-        "sensors": sensors,
-        "window_ms": window_ms,
-        "files": files,
-        "max_files_per_trigger": max_files,
-        "partitions": args.partitions,
-        "live_spark_tasks": args.live_spark_tasks,
-        "ours": ours,
-        "native": native,
-        "ratio": round(ours["events_per_s"] / native["events_per_s"], 2),
-        "all_runs_events_per_s": {k: [r["events_per_s"] for r in v] for k, v in runs.items()},
-        "load_average": os.getloadavg(),
-    }
-    print(
-        f"{mode:>7} | {sensors:>9,} keys | {events:>11,} events | ours {ours['events_per_s']:>9,} ev/s "
-        f"({ours['seconds']:.0f} s, {ours['finals']:,} finals, peak {ours['peak_rss_mb']:,} MB, state loads "
-        f"{ours['state_loads']}) | native "
-        f"{native['events_per_s']:>9,} ev/s ({native['seconds']:.0f} s, {native['finals']:,} finals, peak "
-        f"{native['peak_rss_mb']:,} MB) | ratio {row['ratio']} | runs {row['all_runs_events_per_s']} | "
-        f"load {os.getloadavg()[0]:.1f}",
-        flush=True,
+        for side in sides if i % 2 == 0 else reversed(sides):
+            cache_key = (side, SHAPES[shape][2], keys, i)
+            if side != "ours" and cache_key in native_cache:
+                runs[side].append(native_cache[cache_key])
+                continue
+            result = run_in_own_process(side, shape, input_dir, args)
+            if side != "ours":
+                native_cache[cache_key] = result
+            runs[side].append(result)
+    best = {side: max(results, key=lambda r: r["events_per_s"]) for side, results in runs.items()}
+    rows = []
+    for side in sides:
+        result = dict(best[side])
+        settings = result.pop("settings", None)
+        row = {"shape": shape, "side": side, "keys": keys, "events": args.events, **result}
+        row["all_runs_events_per_s"] = [r["events_per_s"] for r in runs[side]]
+        if settings is not None:
+            row["settings"] = settings
+        if side != "ours":
+            row["ratio_ours_over_this"] = round(best["ours"]["events_per_s"] / result["events_per_s"], 3)
+        rows.append(row)
+    line = " | ".join(
+        f"{side} {best[side]['events_per_s']:>9,} ev/s ({best[side]['seconds']:.0f} s, "
+        f"{best[side]['output_rows']:,} rows, peak {best[side]['peak_rss_mb']:,} MB)"
+        for side in sides
     )
-    return row
+    ratios = ", ".join(
+        f"ours/{row['side']} {row['ratio_ours_over_this']}" for row in rows if row["side"] != "ours"
+    )
+    print(f"{shape:16s} {keys:>9,} keys | {line} | {ratios}", flush=True)
+    return rows
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--events", type=int, default=5_000_000)
-    parser.add_argument("--scaling", action="store_true", help="1, 5 and 20 million events")
-    parser.add_argument("--sensors", type=int, nargs="+", default=[200], help="key cardinalities to run")
-    parser.add_argument("--window-size", default="2min", help="tumbling window, both sides (e.g. 10min)")
-    parser.add_argument("--mode", choices=["session", "e2e", "both"], default="session")
-    parser.add_argument("--files", type=int, default=50, help="at least; one file per 100k events")
-    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
+    parser.add_argument(
+        "--keys", type=int, nargs="+", default=[200], help="key counts (e.g. 200 100000 1000000)"
+    )
+    parser.add_argument("--events", type=int, default=2_000_000)
     parser.add_argument(
         "--max-files-per-trigger",
         type=int,
         default=10,
-        help="files per micro-batch, both sides (default 10 = 1M events)",
+        help="files (100k events each) per micro-batch, both sides",
+    )
+    parser.add_argument("--partitions", type=int, default=4, help="ours: the job's partitions (tasks)")
+    parser.add_argument("--untuned", action="store_true", help="also run native without our query's settings")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each side, taking turns; the best counts"
     )
     parser.add_argument(
-        "--live-spark-tasks",
-        type=int,
-        default=2,
-        help="ours: Spark tasks whose state a Python worker keeps live (1: restore whenever Spark hands a "
-        "worker another task; 2, the default: catch up)",
+        "--results-dir", help="where to append the record (default: bench/results, or $BENCH_RESULTS_DIR)"
     )
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each, alternating; the best counts")
-    parser.add_argument("--one", choices=["ours", "native"], help=argparse.SUPPRESS)
+    parser.add_argument("--one", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--shape", choices=list(SHAPES), help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--scratch", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.shape_names = [s for s in args.shapes.split(",") if s]
+    unknown = [s for s in args.shape_names if s not in SHAPES]
+    if unknown:
+        parser.exit(2, f"error: unknown shapes {unknown}; known: {', '.join(SHAPES)}\n")
+    if min([*args.keys, args.events, args.repeat, args.partitions]) < 1:
+        parser.exit(2, "error: --keys, --events, --repeat and --partitions must be at least 1\n")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.one:
         return one_run(args)
-
+    recorder = Recorder("spark", argv, args.results_dir)
     WORK.mkdir(parents=True, exist_ok=True)
-    modes = ["session", "e2e"] if args.mode == "both" else [args.mode]
-    sizes = [1_000_000, 5_000_000, 20_000_000] if args.scaling else [args.events]
-    window_ms = parse_duration_ms(args.window_size)
-    rows = []
-    for mode in modes:
-        spark = None
-        if mode == "session":
-            spark = local_spark_session(
-                "spark-bench", master="local[2]", shuffle_partitions=SHUFFLE_PARTITIONS
-            )
-        try:
-            if spark is not None:
-                warmup = dataset(20_000, 200, 1)
-                measure(spark, "warmup-ours", run_ours, warmup, args.partitions, None, window_ms)
-                measure(spark, "warmup-native", run_native, warmup, None, window_ms)
-            for sensors in args.sensors:
-                rows += [compare(spark, events, sensors, mode, args) for events in sizes]
-        finally:
-            if spark is not None:
-                stop_session(spark)
-    with open(WORK / "results.jsonl", "a") as f:
-        for row in rows:
-            f.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **row}) + "\n")
-    print("ours / native:")
-    for row in rows:
-        print(
-            f"  {row['mode']:>7} {row['sensors']:>9,} keys {row['events']:>11,} events: {row['ratio']}x "
-            f"(runs ours {row['all_runs_events_per_s']['ours']}, native {row['all_runs_events_per_s']['native']})"
-        )
-    if args.scaling:
-        print("growth (relative to 1M):")
-        for row in rows:
-            first = next(r for r in rows if r["mode"] == row["mode"] and r["sensors"] == row["sensors"])
-            scale = row["events"] / first["events"]
-            print(
-                f"  {row['mode']} {row['sensors']:,} keys {row['events']:>12,}: x{scale:g} events -> ours "
-                f"x{row['ours']['seconds'] / first['ours']['seconds']:.1f} time, {row['ours']['peak_rss_mb']:,} MB; "
-                f"native x{row['native']['seconds'] / first['native']['seconds']:.1f} time, "
-                f"{row['native']['peak_rss_mb']:,} MB"
-            )
+    sides = ["ours", "native"] + (["native_untuned"] if args.untuned else [])
+    files = max(1, args.events // 100_000)
+    figures: list[dict] = []
+    skipped = {}
+    native_cache: dict = {}
+    for shape in args.shape_names:
+        reason = available(shape)
+        if reason:
+            skipped[shape] = reason
+            print(f"{shape}: skipped, {reason}", flush=True)
+    for keys in args.keys:
+        input_dir = dataset(args.events, keys, files)
+        for shape in args.shape_names:
+            if shape not in skipped:
+                figures += compare(shape, keys, input_dir, sides, args, native_cache)
+    settings = {
+        "events": args.events,
+        "files": files,
+        "max_files_per_trigger": args.max_files_per_trigger,
+        "keys": args.keys,
+        "repeat": args.repeat,
+        "master": "local[2]",
+        "shuffle_partitions": SHUFFLE_PARTITIONS,
+        "ours": {
+            "partitions": args.partitions,
+            "jobs": {s: [SHAPES[s][0], SHAPES[s][1]] for s in args.shape_names},
+        },
+        "native": {
+            "window": WINDOW,
+            "advance": ADVANCE,
+            "watermark": GRACE,
+            "queries": {s: SHAPES[s][2] for s in args.shape_names},
+        },
+        "sides": sides,
+        "skipped": skipped,
+    }
+    recorder.write(settings, figures)
     return 0
 
 

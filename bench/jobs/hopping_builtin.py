@@ -1,0 +1,48 @@
+"""The hopping-window statistics of `bench.jobs.hopping_stats` with declared (built-in) aggregations
+instead of a user function: the engine may compute them without calling Python per record.
+
+Importing this module raises ImportError while the engine has no declared aggregations: the benchmarks
+then skip the shape with a note.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from bench.jobs.hopping_stats import FIELD, INPUT_TOPIC, OPTIONS, OUTPUT_TOPICS, WINDOW_STATS, finals, hopping
+from spark_jobs.streams import (
+    Count,
+    Max,
+    StreamsBuilder,
+    Sum,
+    Topology,
+)  # ImportError: no declared aggregations
+from spark_jobs.streams.timeutil import to_millis
+
+JOB_MODULE = "bench.jobs.hopping_builtin"
+
+__all__ = ["INPUT_TOPIC", "OPTIONS", "OUTPUT_TOPICS", "build_topology"]
+
+
+def declared_stats(windowed):
+    """count, sum and max of the temperature, as the engine's declared aggregations."""
+    return windowed.agg(count=Count(), sum=Sum(FIELD), max=Max(FIELD))
+
+
+def build_topology(window_size=600_000, advance=300_000, grace=120_000) -> Topology:
+    builder = StreamsBuilder()
+    windowed = hopping(
+        builder.stream(INPUT_TOPIC), to_millis(window_size), to_millis(advance), to_millis(grace)
+    )
+    finals(declared_stats(windowed)).to_stream().to(WINDOW_STATS)
+    return builder.build()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from spark_jobs.spark.cli import run_cli
+
+    return run_cli(JOB_MODULE, __doc__.split("\n")[0], OPTIONS, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Benchmark records (bench/results.py) and their rendering (bench/render.py): what a run writes, and the
+tables and charts made from a small fixture of records."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from bench import engine_bench, render
+from bench.results import RESULTS_DIR_ENV, Recorder, read_records, results_dir
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def test_a_record_identifies_the_run_and_keeps_settings_and_figures(tmp_path):
+    recorder = Recorder("engine", ["--records", "5", "--keys", "200,250000"], tmp_path)
+    settings = {"records": 5, "native": {"spark.sql.shuffle.partitions": "2"}}
+    figures = [{"shape": "count", "side": "ours", "keys": 200, "records_per_s": 10}]
+    recorder.write(settings, figures)
+    recorder.write(settings, figures)
+
+    lines = (tmp_path / "engine.jsonl").read_text().splitlines()
+    assert len(lines) == 2  # appended, one line per run
+    record = json.loads(lines[0])
+    assert record["benchmark"] == "engine"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["date"])
+    assert re.fullmatch(r"[0-9a-f]{40}", record["commit"])
+    assert isinstance(record["dirty"], bool)
+    assert record["cores"] == os.cpu_count()
+    assert len(record["load_average_start"]) == 3 and len(record["load_average_end"]) == 3
+    assert record["python"] == platform.python_version()
+    assert "spark" in record
+    assert record["command"].endswith("--records 5 --keys 200,250000")
+    assert record["settings"] == settings and record["figures"] == figures
+    assert read_records(tmp_path) == [record, json.loads(lines[1])]
+
+
+def test_the_results_directory_is_the_option_then_the_environment_then_bench_results(tmp_path, monkeypatch):
+    monkeypatch.setenv(RESULTS_DIR_ENV, str(tmp_path / "env"))
+    assert results_dir(str(tmp_path / "option")) == tmp_path / "option"
+    assert results_dir() == tmp_path / "env"
+    monkeypatch.delenv(RESULTS_DIR_ENV)
+    assert results_dir().parts[-2:] == ("bench", "results")
+
+
+def _record(benchmark, date, figures, command="python bench/x.py"):
+    return {
+        "benchmark": benchmark,
+        "date": date,
+        "commit": "0123456789abcdef0123456789abcdef01234567",
+        "dirty": False,
+        "cores": 2,
+        "load_average_start": [1.0, 1.0, 1.0],
+        "load_average_end": [2.0, 1.0, 1.0],
+        "python": "3.11.7",
+        "spark": "4.0.0",
+        "command": command,
+        "settings": {},
+        "figures": figures,
+    }
+
+
+def _engine(shape, keys, rate, side="ours"):
+    return {
+        "shape": shape,
+        "side": side,
+        "keys": keys,
+        "records_per_s": rate,
+        "export_share": 0.1,
+        "export_share_max_micro_batch": 0.2,
+    }
+
+
+def _spark(shape, side, keys, rate, peak=1000):
+    return {"shape": shape, "side": side, "keys": keys, "events_per_s": rate, "peak_rss_mb": peak}
+
+
+FIXTURE = [
+    _record(
+        "engine", "2026-01-01T00:00:00Z", [_engine("count", 200, 999), _engine("count", 250000, 1)], "old"
+    ),
+    _record(
+        "engine",
+        "2026-01-02T00:00:00Z",
+        [
+            _engine("count", 200, 1_000_000),
+            _engine("count", 250000, 500_000),
+            _engine("count", 200, 200_000, "peer"),
+        ],
+        "python bench/engine_bench.py",
+    ),
+    _record(
+        "spark",
+        "2026-01-02T00:00:00Z",
+        [
+            _spark("count", "ours", 200, 300_000, 3000),
+            _spark("count", "native", 200, 200_000, 2000),
+            _spark("count", "native_untuned", 200, 100_000),
+            _spark("count", "ours", 100000, 150_000),
+            _spark("count", "native", 100000, 300_000),
+        ],
+        "python bench/spark_bench.py --untuned",
+    ),
+]
+
+
+def test_the_engine_table_shows_the_latest_run_per_shape_and_key_count():
+    lines = render.engine_table(FIXTURE)
+    rows = [line for line in lines if line.startswith("| count")]
+    assert rows == [
+        "| count | 200 | 1,000,000 | 10.0% (20.0%) | 1.00 | 200,000 | [1] |",
+        "| count | 250,000 | 500,000 | 10.0% (20.0%) | 0.50 | – | [1] |",
+    ]
+    assert lines[-1].startswith("- [1] 2026-01-02T00:00:00Z, commit 0123456789, 2 cores, load 1.0 → 2.0")
+    assert lines[-1].endswith("`python bench/engine_bench.py`")
+    assert not any("old" in line for line in lines)
+
+
+def test_the_spark_table_gives_ours_over_native_and_over_untuned_native():
+    rows = [line for line in render.spark_table(FIXTURE) if line.startswith("| count")]
+    assert rows == [
+        "| count | 200 | 300,000 | 200,000 | 1.50 | 100,000 | 3.00 | 3,000 / 2,000 | [1] |",
+        "| count | 100,000 | 150,000 | 300,000 | 0.50 | – | – | 1,000 / 1,000 | [1] |",
+    ]
+
+
+def test_rendering_replaces_only_the_generated_blocks():
+    document = (
+        "# Title\nhand text\n<!-- generated: engine -->\nstale\n<!-- end generated: engine -->\n"
+        "more hand text\n<!-- generated: spark -->\n<!-- end generated: spark -->\n"
+    )
+    filled = render.fill(document, FIXTURE)
+    assert filled.startswith("# Title\nhand text\n<!-- generated: engine -->\n| shape |")
+    assert "stale" not in filled and "more hand text\n" in filled
+    assert "![engine](img/engine.svg)" in filled and "![spark-count](img/spark-count.svg)" in filled
+    assert render.fill(filled, FIXTURE) == filled  # rendering again changes nothing
+
+
+def test_charts_are_valid_svg_with_a_line_per_side():
+    charts = render.charts(FIXTURE)
+    assert sorted(charts) == ["engine.svg", "spark-count.svg"]
+    root = ET.fromstring(charts["spark-count.svg"])
+    assert root.tag == f"{SVG}svg"
+    lines = root.findall(f"{SVG}polyline")
+    assert len(lines) == 3  # ours, native, untuned native
+    assert len(root.findall(f"{SVG}circle")) == 5  # one per figure
+    legend = [t.text for t in root.findall(f"{SVG}text")]
+    assert {"ours", render.SIDE_LABELS["native"], render.SIDE_LABELS["native_untuned"]} <= set(legend)
+    engine = ET.fromstring(charts["engine.svg"])
+    assert len(engine.findall(f"{SVG}polyline")) == 2  # ours and the peer
+
+
+def test_the_engine_benchmark_records_every_shape_and_key_count(tmp_path):
+    assert (
+        engine_bench.main(
+            [
+                "--records",
+                "3000",
+                "--keys",
+                "20,300",
+                "--micro-batch",
+                "1000",
+                "--batch",
+                "500",
+                "--repeat",
+                "1",
+                "--shapes",
+                "count,running_count,stream_table_join",
+                "--results-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    (record,) = read_records(tmp_path)
+    got = {(f["shape"], f["keys"]) for f in record["figures"]}
+    assert got == {(s, k) for s in ("count", "running_count", "stream_table_join") for k in (20, 300)}
+    for figure in record["figures"]:
+        assert figure["records"] == 3000 and figure["records_per_s"] > 0
+        assert 0 <= figure["export_share"] <= figure["export_share_max_micro_batch"] <= 1
+    assert record["settings"]["micro_batch"] == 1000
+
+
+def test_an_unknown_shape_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        engine_bench.main(["--shapes", "nope"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.startswith("error: unknown shapes ['nope']")
