@@ -390,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: skipped, {skipped[name]}", flush=True)
             continue
         feeds = {k: shape.feed(data[k], args.micro_batch) for k in args.key_counts}
+        # a first small run, not counted: the first run of a shape in a process pays its first calls
+        warm = args.key_counts[0]
+        run_shape(shape.topology(), shape.feed(tuple(column[:2000] for column in data[warm]), 1000), 1000)
         runs: dict[int, list[Run]] = {k: [] for k in args.key_counts}
         for _ in range(args.repeat):
             for k in args.key_counts:

@@ -30,6 +30,12 @@ SIDE_LABELS = {
     "native_untuned": "native Spark (session defaults)",
     "peer": "bytewax",
 }
+# Spark charts: each side in the same style on every chart, native dashed.
+SIDE_STYLES = {
+    SIDE_LABELS["ours"]: ("#1f77b4", False),
+    SIDE_LABELS["native"]: ("#d62728", True),
+    SIDE_LABELS["native_untuned"]: ("#7f7f7f", True),
+}
 COLORS = ["#1f77b4", "#d62728", "#7f7f7f", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"]
 
 
@@ -52,7 +58,9 @@ def latest(records: list[dict], benchmark: str) -> list[Figure]:
         for row in record.get("figures", []):
             figure = Figure(row, record)
             chosen[figure.key] = figure
-    return sorted(chosen.values(), key=lambda f: (_shape_order(f.key[0]), f.key[2] or 0, f.key[1]))
+    return sorted(
+        chosen.values(), key=lambda f: (_shape_order(f.key[0]), f.key[2] or 0, _side_order(f.key[1]))
+    )
 
 
 SHAPE_ORDER = [
@@ -65,6 +73,13 @@ SHAPE_ORDER = [
     "stream_stream_join",
     "enrichment",
 ]
+
+
+SIDE_ORDER = ["ours", "native", "native_untuned", "peer", "enrichment", "one_input"]
+
+
+def _side_order(side: str) -> tuple[int, str]:
+    return (SIDE_ORDER.index(side) if side in SIDE_ORDER else len(SIDE_ORDER), side)
 
 
 def _shape_order(shape: str | None) -> int:
@@ -235,8 +250,14 @@ def _si(value: float) -> str:
     return f"{value:g}"
 
 
-def line_chart(title: str, series: dict[str, list[tuple[float, float]]], y_label: str) -> str:
-    """An SVG line chart: x (key count) on a log scale, y from zero; one line and legend entry per series."""
+def line_chart(
+    title: str,
+    series: dict[str, list[tuple[float, float]]],
+    y_label: str,
+    styles: dict[str, tuple[str, bool]] | None = None,
+) -> str:
+    """An SVG line chart: x (key count) on a log scale, y from zero; one line and legend entry per series,
+    drawn in `styles[name]` = (color, dashed), by default the palette's next color, solid."""
     width, height = 640, 380
     left, right, top, bottom = 70, 20, 40, 110
     xs = sorted({x for points in series.values() for x, _ in points})
@@ -278,8 +299,8 @@ def line_chart(title: str, series: dict[str, list[tuple[float, float]]], y_label
     )
     legend_y = top + plot_h + 56
     for i, (name, points) in enumerate(series.items()):
-        color = COLORS[i % len(COLORS)]
-        dash = ' stroke-dasharray="6 4"' if name.startswith("native") or name == "bytewax" else ""
+        color, dashed = (styles or {}).get(name, (COLORS[i % len(COLORS)], False))
+        dash = ' stroke-dasharray="6 4"' if dashed else ""
         coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in sorted(points))
         out.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
         for x, y in points:
@@ -298,12 +319,16 @@ def charts(records: list[dict]) -> dict[str, str]:
     """File name -> SVG: the engine's shapes in one chart, one chart per Spark shape, the enrichment's."""
     out = {}
     engine: dict[str, list] = {}
+    styles: dict[str, tuple[str, bool]] = {}
+    shape_colors: dict[str, str] = {}
     for f in latest(records, "engine"):
         shape, side, keys = f.key
+        color = shape_colors.setdefault(shape, COLORS[len(shape_colors) % len(COLORS)])
         name = shape if side == "ours" else f"{shape} ({SIDE_LABELS.get(side, side)})"
+        styles[name] = (color, side != "ours")  # a peer: its shape's color, dashed
         engine.setdefault(name, []).append((keys, f.row["records_per_s"]))
     if engine:
-        out["engine.svg"] = line_chart("Engine, one core: records/s of CPU time", engine, "records/s")
+        out["engine.svg"] = line_chart("Engine, one core: records/s of CPU time", engine, "records/s", styles)
     spark: dict[str, dict[str, list]] = {}
     for f in latest(records, "spark"):
         shape, side, keys = f.key
@@ -311,7 +336,9 @@ def charts(records: list[dict]) -> dict[str, str]:
             (keys, f.row["events_per_s"])
         )
     for shape, series in spark.items():
-        out[f"spark-{shape}.svg"] = line_chart(f"Spark end to end, {shape}: events/s", series, "events/s")
+        out[f"spark-{shape}.svg"] = line_chart(
+            f"Spark end to end, {shape}: events/s", series, "events/s", SIDE_STYLES
+        )
     enrichment: dict[str, list] = {}
     for f in latest(records, "enrichment"):
         enrichment.setdefault(f.key[1], []).append((f.key[2], f.row["events_per_s"]))

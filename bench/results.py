@@ -80,6 +80,7 @@ class Recorder:
         self.directory = results_dir(str(directory) if directory else None)
         self.started = dt.datetime.now(dt.UTC)
         self.load_start = list(os.getloadavg())
+        self.git = git_state()  # the code that runs: taken at the start, the tree may change meanwhile
         self.command = command_line(argv)
 
     @property
@@ -93,7 +94,7 @@ class Recorder:
             "benchmark": self.benchmark,
             "date": self.started.isoformat(timespec="seconds").replace("+00:00", "Z"),
             "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-            **git_state(),
+            **self.git,
             "cores": os.cpu_count(),
             "load_average_start": self.load_start,
             "load_average_end": list(os.getloadavg()),
