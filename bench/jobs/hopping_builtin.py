@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import sys
 
-from bench.jobs.hopping_stats import FIELD, INPUT_TOPIC, OPTIONS, OUTPUT_TOPICS, WINDOW_STATS, finals, hopping
-from spark_jobs.streams import (
-    Count,
-    Max,
-    StreamsBuilder,
-    Sum,
-    Topology,
-)  # ImportError: no declared aggregations
+import pyarrow as pa
+
+from bench.jobs.hopping_stats import FIELD, INPUT_TOPIC, OPTIONS, WINDOW_STATS, finals, hopping
+from spark_jobs.spark.topics import TopicSchema, aggregate_struct
+
+# ImportError while the engine has no declared aggregations
+from spark_jobs.streams import Count, Max, StreamsBuilder, Sum, Topology
 from spark_jobs.streams.timeutil import to_millis
 
 JOB_MODULE = "bench.jobs.hopping_builtin"
@@ -24,9 +23,13 @@ JOB_MODULE = "bench.jobs.hopping_builtin"
 __all__ = ["INPUT_TOPIC", "OPTIONS", "OUTPUT_TOPICS", "build_topology"]
 
 
+DECLARED = {"count": Count(), "sum": Sum(FIELD), "max": Max(FIELD)}
+OUTPUT_TOPICS = {WINDOW_STATS: TopicSchema(key=pa.string(), value=aggregate_struct(DECLARED))}
+
+
 def declared_stats(windowed):
     """count, sum and max of the temperature, as the engine's declared aggregations."""
-    return windowed.agg(count=Count(), sum=Sum(FIELD), max=Max(FIELD))
+    return windowed.agg(**DECLARED)
 
 
 def build_topology(window_size=600_000, advance=300_000, grace=120_000) -> Topology:
