@@ -3,10 +3,10 @@
 At a few hundred thousand keys per window, looking a batch's keys up one by one in a dict costs several
 cache misses per key (the dict's index, its entry, the int object of the row), most of the engine's time
 at that size. pandas' hash table for Python objects (khash) keeps the rows as int64s next to the key
-pointers and looks a whole array up in C, numbering the keys it does not hold in the same pass (see the
-README for the figures). It is pandas' internal API (`pandas._libs.hashtable`), stable for a decade and
-pinned with pandas here. It is imported at the first table (importing pandas takes 0.3-0.7 s, which a test
-driver whose windows never grow large should not pay); without pandas `KeyTable.new` returns None and the
+pointers and looks a whole array up in C, numbering the keys it does not hold in the same pass. It is
+pandas' internal API (`pandas._libs.hashtable`), stable for years and pinned with pandas here. It is
+imported at the first table (importing pandas is slow, which a test driver whose windows never grow large
+should not pay); without pandas `KeyTable.new` returns None and the
 window looks keys up in its dict.
 
 The table holds borrowed references: its keys must be the very objects of the window's key list, which

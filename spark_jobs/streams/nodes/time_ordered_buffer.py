@@ -619,7 +619,7 @@ class TimeOrderedKeyValueBuffer:
         return {"keys": inners, "entries": entries}
 
     def load_entries(self, saved: dict[str, Any]) -> None:
-        """Put entries saved by key (`saved_entries`; until_window_closes before 2026-11-24, in `_current_form`)
+        """Put entries saved by key (`saved_entries`; an earlier engine's until_window_closes parts, in `_current_form`)
         into the buckets (then `rebuild_heap`)."""
         keys, entries = saved["keys"], saved["entries"]
         if not keys:
@@ -642,7 +642,7 @@ class TimeOrderedKeyValueBuffer:
             _put_entries(rows, keys[lo:hi], entries[lo:hi])
 
     def _current_form(self, saved: dict[str, Any]) -> dict[str, Any]:
-        """Saved entries in `saved_entries`' form, also those saved a column per field before 2026-11-23
+        """Saved entries in `saved_entries`' form, also those an earlier engine saved a column per field
         (no key bytes, no fixed size part, the buffer time of a window's entries its end)."""
         if "entries" in saved:
             return saved
@@ -706,14 +706,14 @@ class TimeOrderedKeyValueBuffer:
         heapify(self.heap)
 
     def restore_entries(self, saved: dict[str, Any]) -> None:
-        """The entries of a snapshot of an engine before 2026-11-25 (snapshots are parts since)."""
+        """The entries of an earlier engine's snapshot (one pickled state per node)."""
         self.buckets, self.log = {}, StoreLog()
         if "windows" in saved:
             for (start, end), base in saved["windows"]:
                 window = _new_tuple(Window, (start, end))
                 self.buckets[window] = entry_rows(self.entry_columns)
                 self.buckets[window].load(base, _part_name(window))
-        else:  # until_time_limit, or an until_window_closes snapshot before 2026-11-24
+        else:  # until_time_limit, or an earlier until_window_closes snapshot, by key
             self.load_entries(self._current_form(saved))
         self.rebuild_heap()
 
@@ -801,9 +801,9 @@ class TimeOrderedKeyValueBuffer:
             if "columns" in saved:
                 rows.load(saved, _part_name(window), owned=True)  # unpickled for this catch-up
                 continue
-            saved = self._current_form(saved)  # saved by key, before 2026-11-24
+            saved = self._current_form(saved)  # saved by key, by an earlier engine
             _put_entries(rows, saved["keys"], saved["entries"])
-            if gone:  # keys removed, by the engine of 2026-11-22 only: rows are renumbered (the copies alike)
+            if gone:  # keys removed, by an earlier engine only: rows are renumbered (the copies alike)
                 gone_keys = set(gone)
                 kept = [
                     (key, entry)

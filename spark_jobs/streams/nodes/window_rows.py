@@ -5,7 +5,7 @@ flags its row in `dirty` (a bytearray), so a state export finds the rows changed
 saves their numbers and their fields gathered from the columns (an int64 column as an array: copied, not
 pickled one object at a time; a list column as a tuple of its values), plus each new key's name once.
 Keeping an entry as a tuple per key instead costs an export several cache misses per changed entry (the
-tuple, its key, its int objects, scattered over the heap): at 250k keys per task that was most of its cost.
+tuple, its key, its int objects, scattered over the heap), which dominates an export of a large window.
 A list column is not packed into an int64 array even when it holds ints: checking that they are all ints
 (not bools) and packing costs more than pickling small ints. Stores whose values are ints by construction
 have int64 columns instead: a count's, and a final suppress buffer fed by a count (its new, old and prior
@@ -29,7 +29,7 @@ fixed column, set when a row is appended, only the new rows' values). Keys are s
 tuple of their bytes (`key_chunks`): a caller that appends many keys at once while they are in the CPU's
 caches pickles them then (the fused count + final suppress, once for both stores), the others are pickled
 by the save that first needs them; a base reuses every chunk, so a key is pickled once while its window
-lives. At 250k keys, pickling the keys at the export, from memory, was most of the export's cost.
+lives: pickling the keys at the export, from memory, dominates the export of a large window.
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ class WindowRows:
 
     def base(self) -> dict[str, Any]:
         """The saved form of every row (what `save` writes as a base), leaving the export state alone. It
-        holds the live columns, not copies (at 250k rows a copy cost a tenth of a snapshot): pickle it
+        holds the live columns, not copies (a copy of every column is a large part of a snapshot): pickle it
         before the window changes, as every export and snapshot does."""
         return {"keys": self._saved_keys(0), "columns": list(self.columns)}
 
@@ -347,8 +347,8 @@ class WindowRows:
 
 
 def dumps_plain(obj: Any) -> bytes:
-    """Pickle without the memo: 5-7x faster for columns of str and bytes (no memo entry per object) and the
-    same bytes to load. Only for plain columns, which share no object and hold no cycle (the memo would
+    """Pickle without the memo: several times faster for columns of str and bytes (no memo entry per
+    object), the same bytes to load. Only for plain columns, which share no object and hold no cycle (the memo would
     keep a shared object shared; a cycle raises ValueError)."""
     buffer = io.BytesIO()
     dump_plain(obj, buffer)
@@ -364,7 +364,7 @@ def dump_plain(obj: Any, file: Any) -> None:
 
 def loaded_keys(saved: Any) -> list:
     """The keys of a saved form: pickled lists (a tuple of their bytes, as `save` writes them), or the list
-    itself (forms written before 2026-11-24 10:00, or already loaded: runtime/part_keys.py)."""
+    itself (an earlier engine's forms, or already loaded: runtime/part_keys.py)."""
     if type(saved) is not tuple:
         return saved
     keys: list = []

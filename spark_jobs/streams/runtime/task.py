@@ -408,8 +408,8 @@ class StreamTask:
 
     def snapshot(self, compress: bool = False) -> bytes:
         """The complete task state as bytes: every part a first `export_state()` would write, taken without
-        changing what this task's next export writes. `compress`: zlib over the parts (at 250k keys a fifth
-        of the bytes, for several times the time)."""
+        changing what this task's next export writes. `compress`: zlib over the parts (a fraction of the
+        bytes, for several times the time)."""
         # one stream, each part written into it once (no copy to join them)
         stream = io.BytesIO()
         stream.write(_SNAPSHOT_MAGIC + (_ZLIB if compress else _RAW))
