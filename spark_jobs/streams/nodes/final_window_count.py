@@ -22,7 +22,7 @@ vouch for (non-string or null keys, headers, timestamps it cannot hold in int64)
 
 from __future__ import annotations
 
-from itertools import compress, repeat
+from itertools import compress
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -33,7 +33,7 @@ from .aggregations import TimeWindowAggregateNode
 from .base import Batch
 from .key_table import number_by_first_appearance, object_array
 from .suppress import SuppressNode
-from .time_ordered_buffer import _NEW, _OLD, _TS
+from .time_ordered_buffer import Evicted
 from .window_rows import WindowRows, dumps_plain
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
@@ -354,25 +354,19 @@ class FinalWindowCount:
 
         # the windows leave, each after its pair's put, in the buffer's order
         buffer = self.suppress.buffer
-        out_k: list = []
-        out_v: list = []
-        out_o: list = []
-        out_t: list = []
-        src: list = []
-        left_count: list[int] = []
+        out = Evicted(with_headers=False)
         rec = plan.pairs.rec
+        inserted = np.cumsum(plan.delta_count)  # per pair: the entries inserted by the puts up to it
+        accounted = 0
+        count_before = buffer.count
+        gone: list[int] = []
         for at in plan.passes:
-            leaving = buffer.pop_due(int(plan.buffer_observed[at]) - buffer.duration)
-            left_count.append(len(leaving))
-            for key, entry in leaving:
-                if entry[_NEW] is not None:  # final results drop tombstones
-                    out_k.append(key)
-                    out_v.append(entry[_NEW])
-                    out_o.append(entry[_OLD])
-                    out_t.append(entry[_TS])
-            src += repeat(int(rec[at]), len(out_k) - len(src))
-        self._buffer_metrics(plan, left_count)
-        return Batch(out_k, out_v, out_o, out_t, None, src)
+            buffer.count_inserted(int(inserted[at]) - accounted)
+            accounted = int(inserted[at])
+            gone.append(buffer.evict_due(int(plan.buffer_observed[at]) - buffer.duration, int(rec[at]), out))
+        buffer.count_inserted(int(inserted[-1]) - accounted)
+        self._put_samples(plan, inserted, gone, count_before)
+        return Batch(out.keys, out.values, out.olds, out.timestamps, None, out.src)
 
     def _put_counts(self, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None) -> Window:
         """The count's rows of one window: created, updated, flagged; its Window object."""
@@ -436,28 +430,19 @@ class FinalWindowCount:
             )
         count.advance_to(pairs.observed)
 
-    def _buffer_metrics(self, plan: _Plan, left_count: list[int]) -> None:
-        """The buffer's count after every put and after every eviction pass, summed into its metrics as
-        the node's samples would be."""
-        buffer = self.suppress.buffer
+    def _put_samples(self, plan: _Plan, inserted: np.ndarray, gone: list[int], count_before: int) -> None:
+        """The buffer's samples after every put (the entry count then), as the node's would be:
+        `count_before` entries before the batch, `inserted[i]` inserted up to pair i, `gone[k]` evicted by
+        pass k (after the put of pair plan.passes[k])."""
         m = len(plan.pairs.rec)
         passes = np.array(plan.passes, np.int64)
-        gone_count = np.array(left_count, np.int64)
         before = np.searchsorted(passes, np.arange(m), "left")  # the passes before each pair's put
         count_put = (
-            buffer.count + np.cumsum(plan.delta_count) - np.concatenate(([0], np.cumsum(gone_count)))[before]
+            count_before + inserted - np.concatenate(([0], np.cumsum(np.array(gone, np.int64))))[before]
         )
-        count_left = count_put[passes] - gone_count
-        inserted = int(plan.delta_count.sum())
-        buffer.add_samples(
-            int(plan.buffer_observed[-1]),
-            m,
-            inserted,
-            len(passes),
-            int(count_put.sum()) + int(count_left.sum()),
-            int(count_put.max()),
+        self.suppress.buffer.add_put_samples(
+            int(plan.buffer_observed[-1]), m, int(count_put.sum()), int(count_put.max())
         )
-        buffer.set_count(buffer.count + inserted - int(gone_count.sum()))
 
 
 def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

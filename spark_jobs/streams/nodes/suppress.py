@@ -8,7 +8,7 @@ from typing import Any
 
 from ..suppress import SHUT_DOWN, Suppressed
 from .base import Batch, Node, StateRow
-from .time_ordered_buffer import _PRIOR, TimeOrderedKeyValueBuffer
+from .time_ordered_buffer import TimeOrderedKeyValueBuffer
 
 
 class SuppressNode(Node):
@@ -41,10 +41,9 @@ class SuppressNode(Node):
 
     def get(self, key: Any) -> tuple[Any, int] | None:
         """A join reading the suppressed table sees the last emitted value while the key is buffered."""
-        entry = self.buffer.entry(key)
-        if entry is not None:
-            prior = entry[_PRIOR]
-            return None if prior is None else (prior, -1)
+        buffered = self.buffer.prior(key)
+        if buffered is not None:
+            return None if buffered[0] is None else (buffered[0], -1)
         return self.task_context.value_getter(self.parent_name)(key)
 
     def metrics(self) -> dict[str, float]:

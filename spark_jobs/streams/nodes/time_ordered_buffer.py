@@ -443,9 +443,8 @@ class TimeOrderedKeyValueBuffer:
     def _enforce(self, row: int, out: Evicted) -> None:
         """After the put of input row `row` (accounting saved up to it): evict the entries due, then enforce
         the bounds, each pass one metric sample when it evicts anything."""
-        heap, limit = self.heap, self.observed - self.duration
-        if heap and heap[0][0] <= limit:
-            self._emit(self.pop_due(limit), row, out)
+        heap = self.heap
+        self.evict_due(self.observed - self.duration, row, out)
         if not self._over():
             return
         if self.shut_down:
@@ -469,6 +468,16 @@ class TimeOrderedKeyValueBuffer:
             self.max_bytes is not None and self.num_bytes > self.max_bytes
         )
 
+    def evict_due(self, limit: int, row: int, out: Evicted) -> int:
+        """Evict the entries whose buffer time is at or before `limit`, in buffer order, into `out` as
+        evicted at input row `row`; a metric sample when any left. Returns how many left."""
+        heap = self.heap
+        if not heap or heap[0][0] > limit:
+            return 0
+        leaving = self.pop_due(limit)
+        self._emit(leaving, row, out)
+        return len(leaving)
+
     def _emit(self, leaving: list, row: int, out: Evicted) -> None:
         if not leaving:
             return
@@ -489,23 +498,24 @@ class TimeOrderedKeyValueBuffer:
         self.count_sum += self.count
         self.size_sum += self.num_bytes
 
-    def add_samples(
-        self, observed: int, puts: int, inserted: int, passes: int, count_sum: int, count_max: int
-    ) -> None:
-        """Accounting for puts made and windows evicted by a caller that ran them a batch at a time (an
-        unbounded buffer: no bytes): the observed time after them, `puts` puts of which `inserted` new
-        entries, `passes` eviction passes, the count summed over their samples and its maximum among them."""
+    # A caller that puts a batch's entries of a window at once (put_window_rows; an unbounded buffer: no
+    # bytes) then accounts for them: `count_inserted` as the entries come in (before each `evict_due`, the
+    # ones inserted by the puts before it), and `add_put_samples` for the samples its puts took.
+
+    def count_inserted(self, inserted: int) -> None:
+        """`inserted` new entries put since the last accounting."""
+        self.count += inserted
+        self.next_seq += inserted
+
+    def add_put_samples(self, observed: int, puts: int, count_sum: int, count_max: int) -> None:
+        """The samples of `puts` puts (each the entry count after it: summed, and their maximum) and the
+        observed time after them."""
         if self.track_bytes:
             raise RuntimeError("a buffer with a byte limit accounts for its puts itself (put_batch)")
         self.observed = max(self.observed, observed)
-        self.next_seq += inserted
-        self.samples += puts + passes
+        self.samples += puts
         self.count_sum += count_sum
         self.count_max = max(self.count_max, count_max)
-
-    def set_count(self, count: int) -> None:
-        """The entry count after a caller's batch (see add_samples)."""
-        self.count = count
 
     # -- metrics and reading ------------------------------------------------------------------------------
 
@@ -601,6 +611,11 @@ class TimeOrderedKeyValueBuffer:
         if not bucket:
             del self.buckets[window]
         return entry
+
+    def prior(self, key: Any) -> tuple[Any] | None:
+        """`(the value last emitted for key,)` while the key is buffered, None when it is not."""
+        entry = self.entry(key)
+        return None if entry is None else (entry[_PRIOR],)
 
     def entry(self, key: Any) -> tuple | None:
         if not self.window_close:
