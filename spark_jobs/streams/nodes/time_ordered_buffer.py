@@ -23,8 +23,9 @@ needs it; the other buffers keep 0 as every entry's size and report no byte metr
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from heapq import heapify, heappop, heappush
-from itertools import repeat
+from itertools import accumulate, repeat
 from operator import add, itemgetter
 from typing import Any
 
@@ -54,6 +55,10 @@ ENTRY_COLUMNS = (INT64, INT64, OBJECT, OBJECT, OBJECT, INT64, OBJECT)  # ts, siz
 # A buffer fed by a count (`TimeOrderedKeyValueBuffer.hold_counts`): its new, old and prior values are ints,
 # in int64 columns. Saving and loading them then copies arrays instead of pickling an object per value.
 COUNT_ENTRY_COLUMNS = (INT64, INT64, INT64, INT64, OBJECT, INT64, INT64)
+# A batch at least this long goes into an unbounded until_window_closes buffer a segment at a time
+# (`_put_windowed_at_once`); shorter ones row by row.
+MIN_ROWS_AT_ONCE = 64
+_first, _second = itemgetter(0), itemgetter(1)
 _ROW_FIELDS = itemgetter(_TS, _SIZE, _NEW, _OLD, _HDR, _BASE, _PRIOR)  # entry tuple -> row fields
 
 
@@ -174,7 +179,10 @@ class TimeOrderedKeyValueBuffer:
         # the record context's size: timestamp, offset, partition + topic name
         context_size = 20 + (len(topic) if topic else 0)
         if self.window_close:
-            self._put_windowed(keys, values, olds, timestamps, headers, context_size, out)
+            if not self.bounded and headers is None and len(keys) >= MIN_ROWS_AT_ONCE:
+                self._put_windowed_at_once(keys, values, olds, timestamps, out)
+            else:
+                self._put_windowed(keys, values, olds, timestamps, headers, context_size, out)
         else:
             self._put_keyed(keys, values, olds, timestamps, headers, context_size, out)
         return out
@@ -322,6 +330,95 @@ class TimeOrderedKeyValueBuffer:
         self.count_sum = count_sum + count * (n - mark)
         self.size_sum = size_sum + num_bytes * (n - mark)
         self.count_max, self.size_max = count_max, size_max
+
+    def _put_windowed_at_once(self, keys, values, olds, timestamps, out) -> None:
+        """`_put_windowed` for an unbounded buffer (no sizes, no capacity) and a batch without headers, by
+        segments: only the windows' closes evict, so the batch is cut after each row at which a window is
+        due (observed time reaches its end + D, or a row puts into a window already due), and each
+        segment's puts are applied per window at once (a key's last put gives its fields, its first its
+        prior value and, for a key new to the window, its row), then what is due is evicted. The entry count
+        after each put is the count before the segment plus the keys inserted up to that row."""
+        n, duration = len(keys), self.duration
+        windows = list(map(_second, keys))
+        inners = list(map(_first, keys))
+        if olds is None:
+            olds = [None] * n
+        observed = list(accumulate(timestamps, max, initial=self.observed))[1:]  # after each row's put
+        closes = {window: window[1] + duration for window in dict.fromkeys(windows)}
+        due_rows = {bisect_left(observed, end + duration) for end, _ in self.heap}
+        due_rows.update(bisect_left(observed, close) for close in closes.values())
+        due_rows.update(
+            row
+            for row, window, time in zip(range(n), windows, observed, strict=True)
+            if closes[window] <= time
+        )
+        due_rows.discard(n)
+        lo = 0
+        for hi in [*sorted(due_rows), n]:
+            if hi == n and lo == n:
+                break
+            last = min(hi, n - 1)
+            self._put_segment(lo, last + 1, windows, inners, values, olds, timestamps)
+            if observed[last] > self.observed:
+                self.observed = observed[last]
+            if hi < n:
+                self.evict_due(self.observed - duration, hi, out)
+            lo = last + 1
+
+    def _put_segment(self, lo: int, hi: int, windows, inners, values, olds, timestamps) -> None:
+        """The puts of rows lo..hi-1, none of which is followed by an eviction before row hi-1's."""
+        rows_by_window: dict = {}
+        for row in range(lo, hi):
+            rows_by_window.setdefault(windows[row], []).append(row)
+        count_start, inserted_at = self.count, []
+        for window, rows in rows_by_window.items():
+            bucket = self.buckets.get(window)
+            if bucket is None:
+                bucket = self.open_window(window)
+            self.log.touch(window)
+            keys = [inners[row] for row in rows]
+            last_row = dict(zip(keys, rows, strict=True))  # each key's last put, keys in order of first put
+            index = bucket.index
+            held = list(map(index.get, last_row))
+            new_keys = [key for key, row in zip(last_row, held, strict=True) if row is None]
+            c_ts, c_size, c_new, c_old, c_hdr, c_base, c_prior = bucket.columns
+            put_rows = list(last_row.values())
+            if len(new_keys) < len(last_row):  # keys the window holds: their fields replaced
+                kept = [(row, put) for row, put in zip(held, put_rows, strict=True) if row is not None]
+                for row, put in kept:
+                    c_ts[row] = timestamps[put]
+                    c_new[row] = values[put]
+                    c_old[row] = olds[put]
+                    c_hdr[row] = None
+                    bucket.dirty[row] = 1
+            if new_keys:
+                first_row: dict = {}
+                for key, row in zip(keys, rows, strict=True):
+                    if key not in first_row:
+                        first_row[key] = row
+                new_puts = [last_row[key] for key in new_keys]
+                bucket.extend(
+                    new_keys,
+                    [
+                        [timestamps[put] for put in new_puts],
+                        [0] * len(new_keys),
+                        [values[put] for put in new_puts],
+                        [olds[put] for put in new_puts],
+                        [None] * len(new_keys),
+                        [0] * len(new_keys),
+                        [olds[first_row[key]] for key in new_keys],
+                    ],
+                )
+                inserted_at += [first_row[key] for key in new_keys]
+        # samples: the entry count after each put
+        # an insert at row r adds one to the count of rows r..hi-1
+        count_sum = count_start * (hi - lo) + len(inserted_at) * hi - sum(inserted_at)
+        self.count = count_start + len(inserted_at)
+        self.next_seq += len(inserted_at)
+        self.samples += hi - lo
+        self.count_sum += count_sum
+        if self.count > self.count_max:
+            self.count_max = self.count
 
     def _put_keyed(self, keys, values, olds, timestamps, headers, context_size, out) -> None:
         bucket = self.buckets.get(None)

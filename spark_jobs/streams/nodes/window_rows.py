@@ -162,7 +162,7 @@ class WindowRows:
             if type(values) is np.ndarray:
                 column.frombytes(values.astype(np.int64, copy=False).tobytes())
             else:
-                column += values
+                column.extend(values)  # a list, or an int64 array from a list of ints
         self.dirty += b"\x01" * len(keys)
 
     def put_rows(self, rows: np.ndarray, columns: list) -> None:
