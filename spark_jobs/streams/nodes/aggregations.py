@@ -250,6 +250,9 @@ class TimeWindowAggregateNode(Node):
     def state_rows(self) -> Iterator[StateRow]:
         return self.store.state_rows("window")
 
+    def state_size(self) -> tuple[int, int]:
+        return self.store.state_size()
+
     def restore_state(self, state):
         """A snapshot of an earlier engine (one pickled state per node)."""
         self.observed = state["observed"]

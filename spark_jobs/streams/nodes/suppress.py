@@ -52,6 +52,9 @@ class SuppressNode(Node):
     def state_rows(self) -> Iterator[StateRow]:
         return self.buffer.state_rows()
 
+    def state_size(self) -> tuple[int, int]:
+        return self.buffer.state_size()
+
     def restore_state(self, state: Any) -> None:
         """A snapshot of an earlier engine (one pickled state per node)."""
         self.buffer.restore_entries(state)

@@ -655,6 +655,10 @@ class TimeOrderedKeyValueBuffer:
             self.count_max,
         ) = scalars
 
+    def state_size(self) -> tuple[int, int]:
+        """`(entries, windows)` the buffer holds (until_time_limit: no windows)."""
+        return self.count, 0 if not self.window_close else len(self.buckets)
+
     def state_rows(self):
         """Every buffered entry: its key (the inner key of a windowed one), window, new value and timestamp."""
         for window, bucket in self.buckets.items():

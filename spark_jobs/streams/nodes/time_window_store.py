@@ -77,6 +77,10 @@ class TimeWindowStore:
             del self._rows[start], self._windows[start]
             self._log.drop(start)
 
+    def state_size(self) -> tuple[int, int]:
+        """`(entries, windows)` the store holds."""
+        return sum(rows.live_count() for rows in self._rows.values()), len(self._rows)
+
     def state_rows(self, store: str = "window") -> Iterator[StateRow]:
         for start, rows in sorted(self._rows.items()):
             aggs, max_ts = rows.columns

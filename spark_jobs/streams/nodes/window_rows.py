@@ -198,6 +198,14 @@ class WindowRows:
         """Rows put since the last export."""
         return self.dirty.count(1)
 
+    def live_count(self) -> int:
+        """How many live entries the rows hold, without building the index."""
+        if self._index is not None:
+            return len(self._index)
+        if self.rows_live:
+            return len(self.keys)
+        return len(self.keys) - self.columns[0].count(None)
+
     def live(self) -> list[tuple[Any, int]]:
         """(key, row) of the live entries, in row order."""
         keys = self.keys
