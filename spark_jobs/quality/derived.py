@@ -3,7 +3,7 @@
 `topic_suites(spec)` gives one suite per output topic and one for the quarantine. Each holds expectation
 configurations (`{"type": ..., "kwargs": ...}`, as GX stores them):
 
-- the shape every output topic has (API.md's columns, a unique emission position);
+- the shape every output topic has (the columns of docs/jobs.md, a unique emission position);
 - the rules that follow from the engine's promises for that topic (`spark_jobs.streams.guarantees`),
   with the figures of the topology as it was built from the recorded options;
 - the job's hand-written rules: the JSON file its module names in `QUALITY_RULES` (topic -> list of
@@ -59,7 +59,7 @@ def _not_null(*columns: str) -> list[dict[str, Any]]:
 
 
 def shape_rules() -> list[dict[str, Any]]:
-    """What every output topic of every job has: API.md's columns and a unique (partition, seq)."""
+    """What every output topic of every job has: the columns of docs/jobs.md and a unique (partition, seq)."""
     return [
         *[_rule("expect_column_to_exist", column=c) for c in OUTPUT_COLUMNS],
         *_not_null("timestamp", "partition", "seq"),

@@ -6,7 +6,7 @@ offending rows; a result in COMPLETE format carries them (`result.details.unexpe
 show them as a table under the rule.
 
 Emission order is (partition, seq): `seq` is a record's position in its task's output order and
-`partition` the task (API.md). Rules about order therefore use window functions over that order, never
+`partition` the task (docs/jobs.md). Rules about order therefore use window functions over that order, never
 the row order of the dataframe, which Spark does not keep.
 
 This module must be imported before any suite is loaded: GX skips, with only a log line, an expectation

@@ -1,4 +1,4 @@
-"""The command line every job shares (README.md, "Running a job"), plus the job's own topology options.
+"""The command line every job shares (docs/jobs.md), plus the job's own topology options.
 
 A job declares its options once (`JobOption`, with their defaults); each becomes a `--flag` and a
 `build_topology` keyword, whose default `with_option_defaults` takes from the same `JobOption`, and

@@ -126,7 +126,7 @@ def with_option_defaults(options):
 
 @dataclass(frozen=True)
 class JobContract:
-    """What a job module declares once (README.md, "Running a job"); its command line, DAG, params,
+    """What a job module declares once (docs/jobs.md); its command line, DAG, params,
     Assets and quality suites all derive from it.
 
     A job module provides `build_topology(**options)`, `INPUT_TOPICS` (ordered: the order breaks

@@ -1,4 +1,4 @@
-"""Small sensor-alerts outputs for the quality tests, written as the job writes them (API.md).
+"""Small sensor-alerts outputs for the quality tests, written as the job writes them (docs/jobs.md).
 
 `simulate_sensor_alerts` follows docs/semantics.md for the job's topology (a tumbling count with grace, its
 suppressed finals, low-activity alerts from the finals, aligned STREAM_TIME summaries), one task per
