@@ -126,8 +126,8 @@ def with_option_defaults(options):
 
 @dataclass(frozen=True)
 class JobContract:
-    """What a job module declares once (docs/jobs.md); its command line, DAG, params,
-    Assets and quality suites all derive from it.
+    """What a job module declares once (docs/jobs.md); its command line, DAG, params, Assets and
+    quality suites all derive from it.
 
     A job module provides `build_topology(**options)`, `INPUT_TOPICS` (ordered: the order breaks
     timestamp ties between topics; a one-input job may say `INPUT_TOPIC`), `OUTPUT_TOPICS` (topic ->
