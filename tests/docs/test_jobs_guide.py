@@ -105,6 +105,39 @@ def test_every_marked_block_is_well_formed_and_the_job_module_declares_the_contr
             json.loads(step.text)
 
 
+def test_the_readme_s_job_declares_the_contract_and_publishes_each_final_once(tmp_path, monkeypatch):
+    """The ~20-line job of README.md, as printed there."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme[readme.index("## A job") :]
+    code = section[section.index("```python\n") + len("```python\n") : section.index("\n```\n")]
+    package = tmp_path / "my_jobs"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "final_counts.py").write_text(code + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    from spark_jobs.spark.job import JobContract
+    from spark_jobs.streams import TopologyTestDriver
+
+    contract = JobContract.of("my_jobs.final_counts")
+    assert (contract.name, contract.input_topics, list(contract.output_topics)) == (
+        "final_counts",
+        ("readings",),
+        ["finals"],
+    )
+    from my_jobs.final_counts import build_topology
+
+    driver = TopologyTestDriver(build_topology(window_size=60_000, grace=0))
+    readings = driver.create_input_topic("readings")
+    for timestamp in (0, 10_000, 59_999, 60_000, 61_000, 130_000):
+        readings.pipe_input("s1", 1.0, timestamp)
+    finals = [
+        (key.window.start, count)
+        for key, count in driver.create_output_topic("finals").read_key_values_to_list()
+    ]
+    assert finals == [(0, 3), (60_000, 2)]
+
+
 def test_the_unit_test_of_the_page_passes_on_the_page_s_job(tmp_path):
     """Steps 1 and 2: the job and its TopologyTestDriver test, without Spark."""
     follower = Follower(tmp_path)
