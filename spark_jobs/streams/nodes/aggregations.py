@@ -10,19 +10,17 @@ Kafka; count additionally has an inlined fast path in the time-window loop.
 
 from __future__ import annotations
 
-from array import array
-from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator
-from heapq import heappop, heappush
 from itertools import repeat
 from typing import Any
 
 from ..records import Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
 from .base import Batch, Node, StateRow
-from .stores import TimestampedStoreNode, int_column
+from .stores import TimestampedStoreNode
 from .time_window_store import TimeWindowStore
-from .window_rows import INT64, OBJECT, WindowRows
+from .window_rows import INT64, OBJECT
+from .window_stores import SessionStore, SlidingWindowStore
 
 
 class Aggregation:
@@ -253,16 +251,6 @@ class TimeWindowAggregateNode(Node):
     def state_size(self) -> tuple[int, int]:
         return self.store.state_size()
 
-    def restore_state(self, state):
-        """A snapshot of an earlier engine (one pickled state per node)."""
-        self.observed = state["observed"]
-        self.store.clear()
-        for start, base in state.get("rows", ()):
-            self.store.load_window(start, base)
-        for start, keys, aggs, timestamps in state.get("windows", ()):  # an earlier form, by key
-            _load_keyed(self.store.open(start), (keys, aggs, timestamps), [])
-        self.store.reindex()
-
     # State parts: "" holds the observed time; the windows' rows are the store's parts.
     def export_parts(self, changed_only):
         parts, names = self.store.export_parts(changed_only)
@@ -277,21 +265,7 @@ class TimeWindowAggregateNode(Node):
     def apply_parts(self, parts, removed):
         if "" in parts:
             self.observed = parts.pop("")
-        self.store.apply_parts(parts, removed, _load_keyed)
-
-
-def _load_keyed(rows: WindowRows, saved: tuple, gone: list) -> None:
-    """Apply a window part saved by key (an earlier engine's): `(keys, [(aggregate, max timestamp)])`, or
-    `(keys, aggregates, max timestamps)`, and the keys removed since the previous part."""
-    if len(saved) == 3:
-        keys, aggs, timestamps = saved
-        rows.load_by_key(keys, zip(aggs, timestamps, strict=True))
-    else:
-        rows.load_by_key(*saved)
-    for key in gone:  # a key put and removed between two exports was never saved
-        row = rows.index.pop(key, None)
-        if row is not None:
-            rows.columns[0][row] = None  # a dead row (a count, in an int64 column, never leaves)
+        self.store.apply_parts(parts, removed)
 
 
 class StreamAggregateNode(TimestampedStoreNode):
@@ -302,8 +276,8 @@ class StreamAggregateNode(TimestampedStoreNode):
         self.aggregation = aggregation
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        store = self.store
         initializer, aggregator = self.aggregation.initializer, self.aggregation.aggregator
+        latest = self.store.get_batch(keys)  # the batch's keys -> their entries, as the batch changes them
         out_k: list = []
         out_v: list = []
         out_o: list = []
@@ -315,16 +289,13 @@ class StreamAggregateNode(TimestampedStoreNode):
             if key is None or value is None:
                 dropped += 1
                 continue
-            previous = store.get(key)
+            previous = latest[key]
             if previous is None:
                 old, new_ts = initializer(), ts
             else:
                 old, new_ts = previous[0], max(ts, previous[1])
             new = aggregator(key, value, old)
-            if new is None:
-                store.pop(key, None)
-            else:
-                store[key] = (new, new_ts)
+            latest[key] = None if new is None else (new, new_ts)
             out_k.append(key)
             out_v.append(new)
             out_o.append(old)
@@ -332,6 +303,8 @@ class StreamAggregateNode(TimestampedStoreNode):
             src.append(i)
         if dropped:
             self.count_dropped(dropped)
+            latest = {key: latest[key] for key in out_k}  # the keys the batch put or deleted
+        self.store.put_batch(latest)
         out_h = None if headers is None else [headers[i] for i in src]
         return Batch(out_k, out_v, out_o, out_t, out_h, src)
 
@@ -346,15 +319,15 @@ class TableAggregateNode(TimestampedStoreNode):
         self.aggregation = aggregation
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        store = self.store
         agg = self.aggregation
         initializer, adder, subtractor = agg.initializer, agg.aggregator, agg.subtractor
+        latest = self.store.get_batch(keys)
         out_o: list = []
         out_v: list = []
         out_t: list = []
         for i in range(len(keys)):
             key, new, old, ts = keys[i], values[i], None if olds is None else olds[i], timestamps[i]
-            previous = store.get(key)
+            previous = latest[key]
             old_agg = None if previous is None else previous[0]
             new_ts = ts if previous is None else max(ts, previous[1])
             intermediate = (
@@ -364,22 +337,48 @@ class TableAggregateNode(TimestampedStoreNode):
                 new_agg = adder(key, new, initializer() if intermediate is None else intermediate)
             else:
                 new_agg = intermediate
-            if new_agg is None:
-                store.pop(key, None)
-            else:
-                store[key] = (new_agg, new_ts)
+            latest[key] = None if new_agg is None else (new_agg, new_ts)
             out_v.append(new_agg)
             out_o.append(old_agg)
             out_t.append(new_ts)
+        self.store.put_batch(latest)
         return Batch(keys, out_v, out_o, out_t, headers, None)
+
+
+class LateRows:
+    """The (record, window) pairs a node drops as late during one batch, handed to `Node.count_late` at
+    its end (one call per batch)."""
+
+    __slots__ = ("rows", "keys", "values", "timestamps", "starts", "ends")
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.keys: list = []
+        self.values: list = []
+        self.timestamps: list[int] = []
+        self.starts: list[int | None] = []
+        self.ends: list[int | None] = []
+
+    def add(self, row: int, key: Any, value: Any, timestamp: int, start: int | None, end: int | None) -> None:
+        self.rows.append(row)
+        self.keys.append(key)
+        self.values.append(value)
+        self.timestamps.append(timestamp)
+        self.starts.append(start)
+        self.ends.append(end)
+
+    def report(self, node: Node) -> None:
+        if self.rows:
+            node.count_late(self.rows, self.keys, self.values, self.timestamps, self.starts, self.ends)
 
 
 class SessionWindowAggregateNode(Node):
     """Session windows (Kafka's KStreamSessionWindowAggregate over an in-memory session store).
 
-    Per key, sessions `[start, end, agg]` sorted by (end, start), the store's iteration order. As in
-    Kafka's store, sessions whose end is at or before `store time - (gap + grace)` are expired and no longer
-    found by later records, and a result that is itself expired is forwarded but not stored.
+    The session store (nodes/window_stores.py) keeps per key its sessions sorted by (end, start), the
+    store's iteration order. As in Kafka's store, sessions whose end is at or before `store time - (gap +
+    grace)` are expired and no longer found by later records, and a result that is itself expired is
+    forwarded but not stored (and counted late).
     """
 
     def __init__(self, name: str, windows: SessionWindows, aggregation: Aggregation) -> None:
@@ -389,190 +388,131 @@ class SessionWindowAggregateNode(Node):
         self.windows = windows
         self.aggregation = aggregation
         self.observed = -1
-        self.store_time = -1  # the session store's own clock: the max session end put
-        self.sessions: dict[Any, list[list]] = {}
-        self.expiry: list[tuple[int, int, Any, int]] = []  # (end, seq, key, start)
-        self.next_seq = 0
+        self.store = SessionStore(windows.gap + windows.grace)
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         gap, grace = self.windows.gap, self.windows.grace
-        retention = gap + grace
         agg = self.aggregation
         initializer, aggregator, merger = agg.initializer, agg.aggregator, agg.merger
+        store = self.store
         out_k: list = []
         out_v: list = []
         out_o: list = []
         out_t: list = []
         src: list = []
+        late = LateRows()
         dropped = 0
+        observed = self.observed
         for i in range(len(keys)):
             key = keys[i]
             if key is None:
                 dropped += 1
                 continue
-            ts = timestamps[i]
-            if ts > self.observed:
-                self.observed = ts
-            close_time = self.observed - grace - gap
-            self._expire(retention)
-            sessions = self.sessions.get(key, [])
-            merged = [s for s in sessions if s[1] >= ts - gap and s[0] <= ts + gap]
+            ts, value = timestamps[i], values[i]
+            if ts > observed:
+                observed = ts
+            close_time = observed - grace - gap
+            store.expire()
+            merged = [s for s in store.sessions(key) if s[1] >= ts - gap and s[0] <= ts + gap]
             aggregate = initializer()
             start = end = ts
             for session in merged:
                 aggregate = merger(key, aggregate, session[2])
                 start, end = min(start, session[0]), max(end, session[1])
             if end < close_time:
-                dropped += 1
+                late.add(i, key, value, ts, start, end)
                 continue
-            if (start, end) != (ts, ts):
+            if start != ts or end != ts:
                 for session in merged:  # retract every absorbed session, stamped with its own end
-                    sessions.remove(session)
+                    store.remove(key, session)
                     out_k.append(make_windowed(key, session[0], session[1]))
                     out_v.append(None)
                     out_o.append(session[2])
                     out_t.append(session[1])
                     src.append(i)
-            aggregate = aggregator(key, values[i], aggregate)
-            if end > self.store_time:
-                self.store_time = end
-            if end <= self.store_time - retention:
-                dropped += 1  # Kafka's store skips a put into an expired segment (and counts it)
-            else:
-                for session in sessions:
-                    if session[0] == start and session[1] == end:
-                        session[2] = aggregate
-                        break
-                else:
-                    insort(sessions, [start, end, aggregate], key=lambda s: (s[1], s[0]))
-                    heappush(self.expiry, (end, self.next_seq, key, start))
-                    self.next_seq += 1
-                self.sessions[key] = sessions
+            aggregate = aggregator(key, value, aggregate)
+            if not store.put(key, start, end, aggregate):  # Kafka's store skips a put into an expired segment
+                late.add(i, key, value, ts, start, end)
             out_k.append(make_windowed(key, start, end))
             out_v.append(aggregate)
             out_o.append(None)
             out_t.append(end)
             src.append(i)
+        self.observed = observed
         if dropped:
             self.count_dropped(dropped)
+        late.report(self)
         out_h = None if headers is None else [headers[i] for i in src]
         return Batch(out_k, out_v, out_o, out_t, out_h, src)
 
-    def _expire(self, retention: int) -> None:
-        expiry, limit = self.expiry, self.store_time - retention
-        while expiry and expiry[0][0] <= limit:
-            end, _, key, start = heappop(expiry)
-            sessions = self.sessions.get(key)
-            if sessions:
-                sessions[:] = [s for s in sessions if not (s[0] == start and s[1] == end)]
-                if not sessions:
-                    del self.sessions[key]
-
     def get(self, windowed_key):
-        for session in self.sessions.get(windowed_key[0], ()):
-            if session[0] == windowed_key[1][0] and session[1] == windowed_key[1][1]:
-                return session[2], session[1]
-        return None
+        return self.store.get(windowed_key[0], windowed_key[1][0], windowed_key[1][1])
 
-    def snapshot_state(self):
-        rows = [(key, s[0], s[1], s[2]) for key, sessions in self.sessions.items() for s in sessions]
-        return {
-            "scalars": (self.observed, self.store_time, self.next_seq),
-            "keys": [r[0] for r in rows],
-            "starts": array("q", [r[1] for r in rows]),
-            "ends": array("q", [r[2] for r in rows]),
-            "aggs": int_column([r[3] for r in rows]),
-            "expiry": self.expiry,
-        }
+    # State parts: "" holds the clocks, the store's parts its sessions.
+    def export_parts(self, changed_only):
+        parts, names = self.store.kv.export_parts(changed_only)
+        parts[""] = (self.observed, self.store.store_time)
+        return parts, ["", *names]
 
-    def restore_state(self, state):
-        self.observed, self.store_time, self.next_seq = state["scalars"]
-        self.sessions = {}
-        for key, start, end, aggregate in zip(
-            state["keys"], state["starts"], state["ends"], state["aggs"], strict=False
-        ):
-            self.sessions.setdefault(key, []).append([start, end, aggregate])
-        self.expiry = list(state["expiry"])
+    def state_parts(self):
+        parts = self.store.kv.state_parts()
+        parts[""] = (self.observed, self.store.store_time)
+        return parts
+
+    def apply_parts(self, parts, removed):
+        if "" in parts:
+            self.observed, self.store.store_time = parts.pop("")
+        self.store.apply_parts(parts, removed)
+
+    def state_rows(self):
+        for key, start, end, aggregate in self.store.items():
+            yield StateRow("session", key, start, end, aggregate, end)
 
 
 class SlidingWindowAggregateNode(Node):
     """Sliding windows, Kafka 3.5+'s KStreamSlidingWindowAggregate (reverse-iteration variant, as used with
-    in-memory stores). Windows are `[start, start + d]`; per key, a sorted list of starts and a dict
-    start -> [aggregate, max timestamp]."""
+    in-memory stores). Windows are `[start, start + d]`, in a sliding window store (nodes/window_stores.py)
+    of retention 2d + grace, as Kafka's."""
 
     def __init__(self, name: str, windows: SlidingWindows, aggregation: Aggregation) -> None:
         super().__init__(name)
         self.windows = windows
         self.aggregation = aggregation
         self.observed = -1
-        self.store_time = -1  # the window store's clock: the max window start put
-        self.starts: dict[Any, list[int]] = {}
-        self.aggs: dict[Any, dict[int, list]] = {}
-        self._expired_below = -1
-
-    # -- store access (retention 2d + grace, as Kafka's sliding window store) --------------------------
-
-    def _retention(self) -> int:
-        return 2 * self.windows.time_difference + self.windows.grace
-
-    def _fetch(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, list]]:
-        """Windows of `key` with start in [time_from, time_to], newest first."""
-        starts = self.starts.get(key)
-        if not starts:
-            return []
-        time_from = max(time_from, self.store_time - self._retention() + 1)
-        lo, hi = bisect_left(starts, time_from), bisect_left(starts, time_to + 1)
-        aggs = self.aggs[key]
-        return [(s, aggs[s]) for s in reversed(starts[lo:hi])]
-
-    def _put(self, key: Any, start: int, value: list) -> None:
-        if start > self.store_time:
-            self.store_time = start
-        if start <= self.store_time - self._retention():
-            self.count_dropped()
-            return
-        aggs = self.aggs.setdefault(key, {})
-        if start not in aggs:
-            insort(self.starts.setdefault(key, []), start)
-        aggs[start] = value
-
-    def _expire(self) -> None:
-        limit = self.store_time - self._retention()
-        self._expired_below = limit
-        for key in list(self.starts):
-            starts = self.starts[key]
-            cut = bisect_left(starts, limit + 1)
-            if cut:
-                aggs = self.aggs[key]
-                for start in starts[:cut]:
-                    del aggs[start]
-                del starts[:cut]
-                if not starts:
-                    del self.starts[key], self.aggs[key]
+        self.store = SlidingWindowStore(2 * windows.time_difference + windows.grace)
+        self._expired_below = -1  # the store's expiry limit when it last deleted its expired windows
 
     # -- processing -------------------------------------------------------------------------------------
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         self._out: tuple[list, list, list, list, list] = ([], [], [], [], [])
+        self._late = late = LateRows()
         d, grace = self.windows.time_difference, self.windows.grace
+        dropped = 0
         for i in range(len(keys)):
             key, value, ts = keys[i], values[i], timestamps[i]
             self._row = i
             if key is None:  # a null value reaches the aggregator (docs/semantics.md 4.4)
-                self.count_dropped()
+                dropped += 1
                 continue
             if ts > self.observed:
                 self.observed = ts
             close_time = self.observed - grace
             if ts + 1 + d <= close_time:
-                self.count_dropped()
+                start = max(0, ts - d)
+                late.add(i, key, value, ts, start, start + d)
                 continue
             if ts < d:
                 self._process_early(key, value, ts, close_time)
             else:
                 self._process(key, value, ts, close_time)
-        if self.store_time - self._retention() > self._expired_below + d:
-            self._expire()  # physical clean-up only: _fetch and _put already ignore expired windows
+        store = self.store
+        if store.store_time - store.retention > self._expired_below + d:
+            self._expired_below = store.store_time - store.retention
+            store.expire()  # physical clean-up only: fetch and put already ignore expired windows
+        if dropped:
+            self.count_dropped(dropped)
+        late.report(self)
         out_k, out_v, out_o, out_t, src = self._out
         out_h = None if headers is None else [headers[i] for i in src]
         return Batch(out_k, out_v, out_o, out_t, out_h, src)
@@ -583,7 +523,7 @@ class SlidingWindowAggregateNode(Node):
         left_agg = right_agg = None
         left_created = right_created = False
         previous_ts = None
-        for start, window in self._fetch(key, max(0, ts - 2 * d), ts + 1):
+        for start, window in self.store.fetch(key, max(0, ts - 2 * d), ts + 1):
             window_starts.add(start)
             end = start + d
             if start == ts + 1:
@@ -623,7 +563,7 @@ class SlidingWindowAggregateNode(Node):
         right_created = False
         window_starts: set[int] = set()
         previous_ts = None
-        for start, window in reversed(self._fetch(key, 0, ts + 1)):
+        for start, window in reversed(self.store.fetch(key, 0, ts + 1)):
             window_starts.add(start)
             if start == 0:
                 combined = window
@@ -637,7 +577,7 @@ class SlidingWindowAggregateNode(Node):
         if right_agg is None and combined is not None and combined[1] > ts:
             right_agg = combined
         if not right_created and right_agg is not None and right_agg[1] > ts:
-            self._create_right_window(key, ts, right_agg)
+            self._create_right_window(key, value, ts, right_agg)
         if previous_ts is not None and previous_ts + 1 not in window_starts:
             self._update(key, value, ts, previous_ts + 1, [self.aggregation.initializer(), ts], close_time)
         if combined is None:
@@ -672,24 +612,28 @@ class SlidingWindowAggregateNode(Node):
                 window = [self.aggregation.initializer(), ts]
             self._update(key, value, ts, ts - d, window, close_time)
         if not right_created and right_agg is not None and right_agg[1] > ts:
-            self._create_right_window(key, ts, right_agg)
+            self._create_right_window(key, value, ts, right_agg)
 
-    def _create_right_window(self, key: Any, ts: int, right_agg: list) -> None:
+    def _create_right_window(self, key: Any, value: Any, ts: int, right_agg: list) -> None:
         start = ts + 1
-        self._put(key, start, [right_agg[0], right_agg[1]])
+        self._put(key, value, ts, start, [right_agg[0], right_agg[1]])
         self._emit(key, start, right_agg[0], None, right_agg[1])
 
     def _update(self, key: Any, value: Any, ts: int, start: int, window: list, close_time: int) -> None:
         """Add the record to a window (Kafka's updateWindowAndForward); new windows come as [init, ts]."""
         end = start + self.windows.time_difference
         if end < close_time:
-            self.count_dropped()
+            self._late.add(self._row, key, value, ts, start, end)
             return
         old = window[0]
         new = self.aggregation.aggregator(key, value, old)
         new_ts = ts if old is None else max(ts, window[1])
-        self._put(key, start, [new, new_ts])
+        self._put(key, value, ts, start, [new, new_ts])
         self._emit(key, start, new, old, new_ts)
+
+    def _put(self, key: Any, value: Any, ts: int, start: int, window: list) -> None:
+        if not self.store.put(key, start, window):  # out of the store's retention
+            self._late.add(self._row, key, value, ts, start, start + self.windows.time_difference)
 
     def _emit(self, key: Any, start: int, new: Any, old: Any, ts: int) -> None:
         out_k, out_v, out_o, out_t, src = self._out
@@ -700,25 +644,29 @@ class SlidingWindowAggregateNode(Node):
         src.append(self._row)
 
     def get(self, windowed_key):
-        window = self.aggs.get(windowed_key[0], {}).get(windowed_key[1][0])
+        window = self.store.get(windowed_key[0], windowed_key[1][0])
         return None if window is None else (window[0], window[1])
 
-    def snapshot_state(self):
-        rows = [(key, start, w[0], w[1]) for key, aggs in self.aggs.items() for start, w in aggs.items()]
-        return {
-            "scalars": (self.observed, self.store_time),
-            "keys": [r[0] for r in rows],
-            "starts": array("q", [r[1] for r in rows]),
-            "aggs": int_column([r[2] for r in rows]),
-            "ts": array("q", [r[3] for r in rows]),
-        }
+    # State parts: "" holds the clocks, the store's parts its windows.
+    def _scalars(self) -> tuple[int, int, int]:
+        return self.observed, self.store.store_time, self._expired_below
 
-    def restore_state(self, state):
-        self.observed, self.store_time = state["scalars"]
-        self.starts, self.aggs = {}, {}
-        for key, start, aggregate, ts in zip(
-            state["keys"], state["starts"], state["aggs"], state["ts"], strict=False
-        ):
-            self.aggs.setdefault(key, {})[start] = [aggregate, ts]
-        for key, aggs in self.aggs.items():
-            self.starts[key] = sorted(aggs)
+    def export_parts(self, changed_only):
+        parts, names = self.store.kv.export_parts(changed_only)
+        parts[""] = self._scalars()
+        return parts, ["", *names]
+
+    def state_parts(self):
+        parts = self.store.kv.state_parts()
+        parts[""] = self._scalars()
+        return parts
+
+    def apply_parts(self, parts, removed):
+        if "" in parts:
+            self.observed, self.store.store_time, self._expired_below = parts.pop("")
+        self.store.kv.apply_parts(parts, removed)
+
+    def state_rows(self):
+        d = self.windows.time_difference
+        for key, start, aggregate, timestamp in self.store.items():
+            yield StateRow("window", key, start, start + d, aggregate, timestamp)

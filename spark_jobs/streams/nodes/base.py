@@ -125,6 +125,20 @@ class Node:
     def get(self, key: Any) -> tuple[Any, int] | None:
         raise TypeError(f"node {self.name} is not a table and has no value getter")
 
+    def get_list(self, keys: list) -> list:
+        """The value getter over a batch: per key (in order) `get(key)`."""
+        return list(map(self.get, keys))
+
+    # Which state a node reads besides its input, so that the task batches it only where that state
+    # cannot change during the batch (runtime/task.py).
+    def state_reads(self) -> tuple[str, ...]:
+        """Names of the nodes whose state (value getter, shared store) `process_columns` reads."""
+        return ()
+
+    def getter_reads(self) -> tuple[str, ...]:
+        """Names of the nodes whose value getters `get` reads, besides this node's own state."""
+        return ()
+
     def count_dropped(self, n: int = 1) -> None:
         self.task_context.count_dropped(n)
 

@@ -1,15 +1,22 @@
-"""Runtime nodes of joins (docs/semantics.md section 6). Joins read state other nodes own, so they always run
-record by record (`columnar = False`)."""
+"""Runtime nodes of joins (docs/semantics.md section 6).
+
+A join reads state another node owns (the table's store, the other side's window store). It processes a
+batch at a time where the task finds that state unchanged during the batch (`Node.state_reads`:
+runtime/task.py runs it record by record otherwise), looking the batch up in the other node's store in one
+call; its results come in the order of Kafka's record-by-record processing."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable
+from bisect import insort
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..serde import key_bytes
 from ..windows import JoinWindows
-from .base import Batch, Node
+from .aggregations import LateRows
+from .base import Batch, Node, StateRow
+from .kv_store import KeyValueStore, split_parts
+from .window_stores import JoinWindowStore
 
 LEFT, RIGHT = 0, 1
 
@@ -20,54 +27,57 @@ class StreamJoinState:
 
     def __init__(self, windows: JoinWindows) -> None:
         self.windows = windows
-        self.retention = windows.before + windows.after + windows.grace
+        retention = windows.before + windows.after + windows.grace
         self.stream_time = -1
-        self.store_time = [-1, -1]  # each window store's own clock (max timestamp put)
-        self.stores: list[dict[Any, list[tuple[int, int, Any]]]] = [{}, {}]  # key -> sorted (ts, seq, value)
+        self.stores = (JoinWindowStore("left", retention), JoinWindowStore("right", retention))
         self.next_seq = 0
-        # records without partner yet: sorted (ts, side order, key bytes, seq) -> (side, key, value)
+        # records without partner yet: (ts, side order, key bytes, seq) -> (side, key, value), and those
+        # waiting keys sorted
+        self.waiting_store = KeyValueStore("wait")
         self.waiting: list[tuple[int, int, bytes, int]] = []
-        self.waiting_rows: dict[tuple[int, int, bytes, int], tuple[int, Any, Any]] = {}
 
-    def put(self, side: int, key: Any, value: Any, ts: int) -> tuple[bool, int]:
-        """Store a record in its side's window store; returns (stored, sequence number)."""
-        self.next_seq += 1
-        if ts > self.store_time[side]:
-            self.store_time[side] = ts
-        if ts <= self.store_time[side] - self.retention:
-            return False, self.next_seq  # expired segment: not stored (Kafka counts it as dropped)
-        insort(self.stores[side].setdefault(key, []), (ts, self.next_seq, value))
-        return True, self.next_seq
+    def add_waiting(self, waiting_key: tuple[int, int, bytes, int], side: int, key: Any, value: Any) -> None:
+        self.waiting_store.put(waiting_key, (side, key, value))
+        insort(self.waiting, waiting_key)
 
-    def fetch(self, side: int, key: Any, time_from: int, time_to: int) -> list[tuple[int, int, Any]]:
-        rows = self.stores[side].get(key)
-        if not rows:
-            return []
-        time_from = max(time_from, self.store_time[side] - self.retention + 1)
-        limit = self.store_time[side] - self.retention
-        cut = bisect_right(rows, (limit, float("inf")))
-        if cut:  # drop expired rows for good
-            del rows[:cut]
-        return rows[bisect_left(rows, (time_from,)) : bisect_right(rows, (time_to, float("inf")))]
+    def remove_waiting(self, waiting_key: tuple[int, int, bytes, int]) -> None:
+        if self.waiting_store.delete(waiting_key) is not None:
+            self.waiting.remove(waiting_key)
 
-    def snapshot(self) -> Any:
-        return {
-            "scalars": (self.stream_time, self.store_time, self.next_seq),
-            "stores": self.stores,
-            "waiting": self.waiting_rows,
-        }
+    # State parts: "" holds the clocks and the sequence, the stores' parts their entries.
+    def _kv_stores(self) -> tuple[KeyValueStore, ...]:
+        return self.stores[0].kv, self.stores[1].kv, self.waiting_store
 
-    def restore(self, state: Any) -> None:
-        self.stream_time, self.store_time, self.next_seq = state["scalars"]
-        self.stores = state["stores"]
-        self.waiting_rows = state["waiting"]
-        self.waiting = sorted(self.waiting_rows)
+    def _scalars(self) -> tuple[int, int, int, int]:
+        return self.stream_time, self.stores[0].store_time, self.stores[1].store_time, self.next_seq
+
+    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        parts: dict[str, Any] = {"": self._scalars()}
+        names = [""]
+        for store in self._kv_stores():
+            store_parts, store_names = store.export_parts(changed_only)
+            parts.update(store_parts)
+            names += store_names
+        return parts, names
+
+    def state_parts(self) -> dict[str, Any]:
+        parts: dict[str, Any] = {"": self._scalars()}
+        for store in self._kv_stores():
+            parts.update(store.state_parts())
+        return parts
+
+    def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
+        if "" in parts:
+            self.stream_time, self.stores[0].store_time, self.stores[1].store_time, self.next_seq = parts.pop(
+                ""
+            )
+        for store, (store_parts, store_removed) in split_parts(self._kv_stores(), parts, removed):
+            store.apply_parts(store_parts, store_removed)
+        self.waiting = sorted(self.waiting_store.entries)
 
 
 class StreamStreamJoinNode(Node):
     """One side of a stream-stream join. The left side owns the shared state; the right side borrows it."""
-
-    columnar = False
 
     def __init__(
         self,
@@ -97,6 +107,9 @@ class StreamStreamJoinNode(Node):
         if self.state is None:
             self.state = task_context.join_state(self.other_name)
 
+    def state_reads(self) -> tuple[str, ...]:
+        return (self.other_name,)  # the other side puts into the state this side fetches from
+
     def _join(self, this_value: Any, other_value: Any) -> Any:
         return (
             self.joiner(this_value, other_value)
@@ -105,37 +118,50 @@ class StreamStreamJoinNode(Node):
         )
 
     def process_columns(self, keys, values, olds, timestamps, headers):
+        """This side's records fetch their partners from the other side's store (unchanged during the
+        batch), then go into this side's store (read only by the other side's records) in one call."""
         state = self.state
         assert state is not None
+        side, other = self.side, 1 - self.side
+        before, after = self.before, self.after
+        valid = [i for i in range(len(keys)) if keys[i] is not None and values[i] is not None]
+        valid_keys = [keys[i] for i in valid]
+        valid_ts = [timestamps[i] for i in valid]
+        partners_of = state.stores[other].fetch_batch(
+            valid_keys, [max(0, ts - before) for ts in valid_ts], [max(0, ts + after) for ts in valid_ts]
+        )
+        seqs = list(range(state.next_seq + 1, state.next_seq + 1 + len(valid)))
+        state.next_seq += len(valid)
         out: list[tuple[Any, Any, int, int]] = []
+        stream_time = state.stream_time
+        at = 0  # the next valid record
         for i in range(len(keys)):
-            key, value, ts = keys[i], values[i], timestamps[i]
-            if ts > state.stream_time:
-                state.stream_time = ts
-            if key is None or value is None:
-                self.count_dropped()
-                continue
-            if ts == state.stream_time:
+            ts = timestamps[i]
+            if ts > stream_time:
+                stream_time = state.stream_time = ts
+            if at == len(valid) or valid[at] != i:
+                continue  # a null key or value: counted below
+            key, value, partners, seq = keys[i], values[i], partners_of[at], seqs[at]
+            at += 1
+            if ts == stream_time:
                 self._emit_expired_waiting(out, i)
-            time_from, time_to = max(0, ts - self.before), max(0, ts + self.after)
-            other = 1 - self.side
-            partners = state.fetch(other, key, time_from, time_to)
-            for other_ts, seq, other_value in partners:
+            for other_ts, other_seq, other_value in partners:
                 if self.other_outer:  # the partner is no longer waiting for a join
-                    waiting_key = (other_ts, _side_order(other), key_bytes(key), seq)
-                    if state.waiting_rows.pop(waiting_key, None) is not None:
-                        state.waiting.remove(waiting_key)
+                    state.remove_waiting((other_ts, _side_order(other), key_bytes(key), other_seq))
                 out.append((key, self._join(value, other_value), max(ts, other_ts), i))
-            stored, seq = state.put(self.side, key, value, ts)
-            if not stored:
-                self.count_dropped()
             if not partners and self.this_outer:
-                if time_to < state.stream_time:  # its window has closed already: emit at once
+                if max(0, ts + after) < stream_time:  # its window has closed already: emit at once
                     out.append((key, self._join(value, None), ts, i))
                 else:  # wait for a partner until the window closes
-                    waiting_key = (ts, _side_order(self.side), key_bytes(key), seq)
-                    state.waiting_rows[waiting_key] = (self.side, key, value)
-                    insort(state.waiting, waiting_key)
+                    state.add_waiting((ts, _side_order(side), key_bytes(key), seq), side, key, value)
+        if len(valid) < len(keys):
+            self.count_dropped(len(keys) - len(valid))
+        expired = state.stores[side].put_batch(valid_keys, [values[i] for i in valid], valid_ts, seqs)
+        if expired:  # out of the store's retention (Kafka drops the put)
+            late = LateRows()
+            for n in expired:
+                late.add(valid[n], valid_keys[n], values[valid[n]], valid_ts[n], None, None)
+            late.report(self)
         return Batch(
             [r[0] for r in out],
             [r[1] for r in out],
@@ -146,25 +172,46 @@ class StreamStreamJoinNode(Node):
         )
 
     def _emit_expired_waiting(self, out: list, row: int) -> None:
+        """Emit, in the waiting store's order, the records whose window closed without a partner."""
         state = self.state
         assert state is not None
-        windows, keep = self.windows, []
-        for waiting_key in state.waiting:
-            side, key, value = state.waiting_rows[waiting_key]
+        windows, waiting, stream_time = self.windows, state.waiting, state.stream_time
+        # sorted by timestamp: past this bound no record's window has closed
+        bound = stream_time - min(windows.after, windows.before) - windows.grace
+        scanned = 0
+        keep = []
+        for waiting_key in waiting:
+            if waiting_key[0] >= bound:
+                break
+            scanned += 1
+            side, key, value = state.waiting_store.get(waiting_key)
             look_back = windows.after if side == LEFT else windows.before
-            if waiting_key[0] + look_back + windows.grace >= state.stream_time:
+            if waiting_key[0] + look_back + windows.grace >= stream_time:
                 keep.append(waiting_key)
                 continue
-            del state.waiting_rows[waiting_key]
+            state.waiting_store.delete(waiting_key)
             joined = self.joiner(value, None) if side == LEFT else self.joiner(None, value)
             out.append((key, joined, waiting_key[0], row))
-        state.waiting[:] = keep
+        if scanned:
+            waiting[:scanned] = keep
 
-    def snapshot_state(self):
-        return self.state.snapshot() if self.side == LEFT else None  # type: ignore[union-attr]
+    def export_parts(self, changed_only):
+        return self.state.export_parts(changed_only) if self.side == LEFT else None  # type: ignore[union-attr]
 
-    def restore_state(self, state):
-        self.state.restore(state)  # type: ignore[union-attr]
+    def state_parts(self):
+        return self.state.state_parts() if self.side == LEFT else None  # type: ignore[union-attr]
+
+    def apply_parts(self, parts, removed):
+        if self.side != LEFT:
+            return super().apply_parts(parts, removed)
+        self.state.apply_parts(parts, removed)  # type: ignore[union-attr]
+
+    def state_rows(self) -> Iterator[StateRow]:
+        if self.side != LEFT:
+            return
+        for store in self.state.stores:  # type: ignore[union-attr]
+            for key, ts, value in store.items():
+                yield StateRow("join_window", key, ts, ts, value, ts)
 
 
 def _side_order(side: int) -> int:
@@ -174,9 +221,7 @@ def _side_order(side: int) -> int:
 
 class StreamTableJoinNode(Node):
     """Stream-table join: each stream record looks up the table's current value; the result keeps the
-    stream record's timestamp."""
-
-    columnar = False
+    stream record's timestamp. A batch is looked up in the table in one call."""
 
     def __init__(self, name: str, table_name: str, joiner: Callable[[Any, Any], Any], left: bool) -> None:
         super().__init__(name)
@@ -184,21 +229,23 @@ class StreamTableJoinNode(Node):
         self.joiner = joiner
         self.left = left
 
+    def state_reads(self) -> tuple[str, ...]:
+        return (self.table_name,)
+
     def process_columns(self, keys, values, olds, timestamps, headers):
-        table_get = self.task_context.value_getter(self.table_name)
+        valid = [i for i in range(len(keys)) if keys[i] is not None and values[i] is not None]
+        if len(valid) < len(keys):
+            self.count_dropped(len(keys) - len(valid))
+        found = self.task_context.batch_value_getter(self.table_name)([keys[i] for i in valid])
+        joiner, left = self.joiner, self.left
         out_k: list = []
         out_v: list = []
         src: list = []
-        for i in range(len(keys)):
-            key, value = keys[i], values[i]
-            if key is None or value is None:
-                self.count_dropped()
+        for i, entry in zip(valid, found, strict=True):
+            if entry is None and not left:
                 continue
-            found = table_get(key)
-            if found is None and not self.left:
-                continue
-            out_k.append(key)
-            out_v.append(self.joiner(value, None if found is None else found[0]))
+            out_k.append(keys[i])
+            out_v.append(joiner(values[i], None if entry is None else entry[0]))
             src.append(i)
         return Batch(
             out_k,
@@ -263,6 +310,9 @@ class TableTableJoinNode(Node):
             out_t.append(timestamps[i] if found is None else max(timestamps[i], found[1]))
             src.append(i)
         return Batch(out_k, out_v, out_o, out_t, None if headers is None else [headers[i] for i in src], src)
+
+    def getter_reads(self):
+        return (self.this_parent, self.other_name)
 
     def get(self, key):
         this = self.task_context.value_getter(self.this_parent)(key)

@@ -133,11 +133,10 @@ class PassThroughNode(Node):
 class TableSourceNode(TimestampedStoreNode):
     """`builder.table(topic)`: materializes the latest value per key and emits changes (new, old)."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
+    store_kind = "table"
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        store = self.store
+        latest = self.store.get_batch(keys)  # the batch's keys -> their entries, as the batch changes them
         out_k: list = []
         out_v: list = []
         out_o: list = []
@@ -150,9 +149,8 @@ class TableSourceNode(TimestampedStoreNode):
                 dropped += 1
                 continue
             value, ts = values[i], timestamps[i]
-            previous = store.pop(key, None) if value is None else store.get(key)
-            if value is not None:
-                store[key] = (value, ts)
+            previous = latest[key]
+            latest[key] = None if value is None else (value, ts)
             out_k.append(key)
             out_v.append(value)
             out_o.append(None if previous is None else previous[0])
@@ -160,6 +158,8 @@ class TableSourceNode(TimestampedStoreNode):
             src.append(i)
         if dropped:
             self.count_dropped(dropped)
+            del latest[None]
+        self.store.put_batch(latest)
         out_h = None if headers is None else [headers[i] for i in src]
         return Batch(out_k, out_v, out_o, out_t, out_h, src)
 
@@ -202,6 +202,9 @@ class TableFilterNode(Node):
             return None
         return got
 
+    def getter_reads(self):
+        return (self.parent,)
+
 
 class TableMapValuesNode(Node):
     def __init__(self, name: str, mapper: Callable[[Any], Any], parent: str, send_old_values: bool) -> None:
@@ -221,6 +224,9 @@ class TableMapValuesNode(Node):
     def get(self, key):
         got = self.task_context.value_getter(self.parent)(key)
         return None if got is None else (self._apply(got[0]), got[1])
+
+    def getter_reads(self):
+        return (self.parent,)
 
 
 class TableGroupByNode(Node):

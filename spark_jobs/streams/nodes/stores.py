@@ -1,41 +1,45 @@
-"""The key -> (value, timestamp) store that tables and non-windowed aggregations keep, with its snapshot."""
+"""The node base of tables and non-windowed aggregations: a key -> (value, timestamp) store (nodes/kv_store.py)."""
 
 from __future__ import annotations
 
-from array import array
+from collections.abc import Iterator
 from typing import Any
 
-from .base import Node
+from .base import Node, StateRow
+from .kv_store import TimestampedKeyValueStore, int_column
 
-
-def int_column(values: list | tuple) -> Any:
-    """Pack ints as a signed 64-bit array (compact and fast to pickle); other values stay a list (bools and
-    other int subclasses too: an array would load them back as plain ints)."""
-    if set(map(type, values)) <= {int}:
-        try:
-            return array("q", values)
-        except OverflowError:
-            pass
-    return list(values)
+__all__ = ["TimestampedStoreNode", "int_column"]
 
 
 class TimestampedStoreNode(Node):
-    """A node whose state is the latest value per key and the timestamp it carries (rule 4.3)."""
+    """A node whose state is the latest value per key and the timestamp it carries (rule 4.3). Its parts
+    are its store's (`kv<group>.<n>`)."""
+
+    store_kind = "key_value"  # the store's kind in `state_rows`
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
-        self.store: dict[Any, tuple[Any, int]] = {}
+        self.store = TimestampedKeyValueStore()
 
-    def get(self, key):
+    def get(self, key: Any) -> tuple[Any, int] | None:
         return self.store.get(key)
 
-    def snapshot_state(self):
-        # Column-wise: one list of keys, one packed column of values where they are ints, one of timestamps.
-        return {
-            "keys": list(self.store),
-            "values": int_column([v for v, _ in self.store.values()]),
-            "ts": array("q", [t for _, t in self.store.values()]),
-        }
+    def get_list(self, keys: list) -> list:
+        return self.store.get_list(keys)
 
-    def restore_state(self, state):
-        self.store = dict(zip(state["keys"], zip(state["values"], state["ts"], strict=True), strict=True))
+    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        return self.store.export_parts(changed_only)
+
+    def state_parts(self) -> dict[str, Any]:
+        return self.store.state_parts()
+
+    def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
+        self.store.apply_parts(parts, removed)
+
+    def state_size(self) -> tuple[int, int]:
+        return len(self.store), 0
+
+    def state_rows(self) -> Iterator[StateRow]:
+        kind = self.store_kind
+        for key, (value, timestamp) in self.store.items():
+            yield StateRow(kind, key, None, None, value, timestamp)

@@ -71,6 +71,10 @@ class TaskContext:
         """The KTable value getter of node `node_name`: key -> (value, timestamp) or None."""
         return self._task.nodes[node_name].get
 
+    def batch_value_getter(self, node_name: str) -> Callable[[list], list]:
+        """Node `node_name`'s KTable value getter over a batch: keys -> per key (value, timestamp) or None."""
+        return self._task.nodes[node_name].get_list
+
     def join_state(self, node_name: str) -> Any:
         """The join buffers that the two sides of a stream-stream join share (owned by the left side)."""
         return self._task.nodes[node_name].state  # type: ignore[attr-defined]

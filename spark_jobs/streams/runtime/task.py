@@ -46,7 +46,11 @@ _NO_OLD = object()  # a serial row that belongs to a batch without an `olds` col
 _SNAPSHOT_MAGIC = b"STK2"
 _RAW, _ZLIB = b"\x00", b"\x01"
 _SNAPSHOT_HEAD = 5  # the magic and the flag
-_LEGACY_SNAPSHOT_MAGIC = b"STK1"  # one pickle of the task state and each node's snapshot_state()
+_OLD_SNAPSHOT_MAGIC = b"STK1"  # one pickle of the task state and each node's snapshot_state(): refused
+# How the stores save their entries in the parts (nodes/kv_store.py, nodes/window_rows.py), in the "task"
+# part of every state: a state of another layout is refused, never misread.
+STATE_LAYOUT = 3
+_REPROCESS = "delete the checkpoint (or snapshot) and process the input again"
 
 
 class OutputBatch:
@@ -153,6 +157,12 @@ def _every_part(node: Node) -> tuple[dict[str, Any], list[str]] | None:
 
 
 def _check_fingerprint(topology: Topology, state: dict[str, Any]) -> None:
+    layout = state.get("layout")
+    if layout != STATE_LAYOUT:
+        raise ValueError(
+            f"the task state was written in state layout {layout or 'before 3'}, this engine reads layout "
+            f"{STATE_LAYOUT} only: {_REPROCESS}"
+        )
     if state["fingerprint"] != topology_fingerprint(topology):
         raise ValueError(
             "the snapshot was taken with a different topology (node names, kinds or parents differ)"
@@ -203,7 +213,7 @@ class StreamTask:
         for topic in topology.source_topics():
             source = self.nodes[topology.source_for_topic(topic)]
             self._source_by_topic[topic] = source  # type: ignore[assignment]
-            self._columnar[topic] = self._source_runner(source) if _can_batch(source) else None
+            self._columnar[topic] = self._source_runner(source) if _can_batch(source, self.nodes) else None
 
         for node in self.nodes.values():  # Kafka's order: nodes in the order they were added
             node.init(self.context)
@@ -433,9 +443,8 @@ class StreamTask:
     def restore(cls, topology: Topology, blob: bytes) -> StreamTask:
         """A task in the state `blob` was taken in; `topology` is the same object or a fresh build of it."""
         magic, flag = blob[:4], blob[4:_SNAPSHOT_HEAD]
-        if magic == _LEGACY_SNAPSHOT_MAGIC:
-            with no_cyclic_gc():
-                return cls._restore_legacy(topology, blob)
+        if magic == _OLD_SNAPSHOT_MAGIC:
+            raise ValueError(f"a StreamTask snapshot of an earlier state layout: {_REPROCESS}")
         if magic != _SNAPSHOT_MAGIC or flag not in (_RAW, _ZLIB):
             raise ValueError("not a StreamTask snapshot")
         body = memoryview(blob)[_SNAPSHOT_HEAD:]  # the parts are read in place, not copied
@@ -463,21 +472,6 @@ class StreamTask:
             )
         task = cls.import_state(topology, parts)
         task._part_digests = None  # restored, not imported: its first export writes every part
-        return task
-
-    @classmethod
-    def _restore_legacy(cls, topology: Topology, blob: bytes) -> StreamTask:
-        """A snapshot of an engine before 2026-11-25: the task state with each node's `snapshot_state()`, in
-        one pickle (zlib-compressed when flagged)."""
-        raw = (
-            zlib.decompress(blob[_SNAPSHOT_HEAD:])
-            if blob[4:_SNAPSHOT_HEAD] == _ZLIB
-            else blob[_SNAPSHOT_HEAD:]
-        )
-        state = pickle.loads(raw)
-        task = cls._from_task_state(topology, state)
-        for name, node_state in state["nodes"].items():
-            task.nodes[name].restore_state(node_state)
         return task
 
     def export_state(self) -> StateExport:
@@ -598,6 +592,7 @@ class StreamTask:
 
     def _task_state(self) -> dict[str, Any]:
         return {
+            "layout": STATE_LAYOUT,
             "fingerprint": topology_fingerprint(self.topology),
             "partition": self.partition,
             "clocks": (self.stream_time, self.wall_clock),
@@ -803,10 +798,13 @@ class StreamTask:
         return run_fan_out
 
 
-def _can_batch(source: Node) -> bool:
-    """True if the nodes reachable from `source` form a tree without joins, and user processors appear
-    only as the source's children or below them (islands: their subtrees run row by row)."""
+def _can_batch(source: Node, nodes: Mapping[str, Node]) -> bool:
+    """True if the nodes reachable from `source` form a tree, user processors appear only as the source's
+    children or below them (islands: their subtrees run row by row), and no node reads state (a join's
+    table or other side, through their value getters) that a node of the tree changes."""
     seen: set[int] = set()
+    names: set[str] = set()
+    reads: list[str] = []
     stack = [(child, isinstance(child, UserProcessorNode)) for child in source.children]
     while stack:
         node, in_island = stack.pop()
@@ -818,5 +816,13 @@ def _can_batch(source: Node) -> bool:
         elif not node.columnar:
             return False
         seen.add(id(node))
+        names.add(node.name)
+        reads += node.state_reads()
         stack.extend((child, in_island) for child in node.children)
-    return True
+    read: set[str] = set()
+    while reads:  # the nodes read, and those their value getters read
+        name = reads.pop()
+        if name not in read:
+            read.add(name)
+            reads += nodes[name].getter_reads()
+    return not read & names

@@ -1,0 +1,234 @@
+"""The session store, the sliding-window store and the join window stores: a structure per key in a
+KeyValueStore (nodes/kv_store.py), which saves the keys a batch changed, so an export writes in proportion
+to what changed. Each store keeps its own clock (`store_time`) and retention, as Kafka's segmented stores
+do: an entry older than the retention is neither found nor put (`put` says so: the caller counts the
+record as late).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterator, Mapping
+from heapq import heapify, heappop, heappush
+from typing import Any
+
+from .kv_store import KeyValueStore
+
+
+def _session_order(session: list) -> tuple[int, int]:
+    return session[1], session[0]
+
+
+class SessionStore:
+    """key -> its sessions `[start, end, aggregate]`, sorted by (end, start) (Kafka's in-memory session store
+    iteration order). Sessions whose end is at or before `store_time - retention` are expired: `expire`
+    deletes them (the node calls it before each look-up, as Kafka's store expires on every put)."""
+
+    def __init__(self, retention: int) -> None:
+        self.retention = retention
+        self.store_time = -1  # the max session end put
+        self.kv = KeyValueStore("s")
+        self._expiry: list[tuple[int, int, Any, int]] = []  # heap of (end, seq, key, start)
+        self._seq = 0
+
+    def sessions(self, key: Any) -> list[list]:
+        """`key`'s live sessions (read only: change them through `remove` and `put`)."""
+        return self.kv.get(key) or []
+
+    def remove(self, key: Any, session: list) -> None:
+        sessions = self.kv.get(key)
+        sessions.remove(session)
+        if sessions:
+            self.kv.touch(key)
+        else:
+            self.kv.delete(key)
+
+    def put(self, key: Any, start: int, end: int, aggregate: Any) -> bool:
+        """Put a session (replacing the one of the same bounds); False, and nothing put, when it is
+        expired already."""
+        if end > self.store_time:
+            self.store_time = end
+        if end <= self.store_time - self.retention:
+            return False
+        sessions = self.kv.get(key)
+        if sessions is None:
+            sessions = []
+            self.kv.put(key, sessions)
+        else:
+            self.kv.touch(key)
+        for session in sessions:
+            if session[0] == start and session[1] == end:
+                session[2] = aggregate
+                return True
+        insort(sessions, [start, end, aggregate], key=_session_order)
+        heappush(self._expiry, (end, self._seq, key, start))
+        self._seq += 1
+        return True
+
+    def expire(self) -> None:
+        expiry, limit, kv = self._expiry, self.store_time - self.retention, self.kv
+        while expiry and expiry[0][0] <= limit:
+            end, _, key, start = heappop(expiry)
+            sessions = kv.get(key)
+            if sessions:
+                kept = [s for s in sessions if not (s[0] == start and s[1] == end)]
+                if len(kept) == len(sessions):
+                    continue  # merged into a later session since
+                if kept:
+                    sessions[:] = kept
+                    kv.touch(key)
+                else:
+                    kv.delete(key)
+
+    def get(self, key: Any, start: int, end: int) -> tuple[Any, int] | None:
+        for session in self.kv.get(key) or ():
+            if session[0] == start and session[1] == end:
+                return session[2], session[1]
+        return None
+
+    def items(self) -> Iterator[tuple[Any, int, int, Any]]:
+        """(key, start, end, aggregate) of every live session (an expired one may wait for `expire`)."""
+        limit = self.store_time - self.retention
+        for key, sessions in self.kv.items():
+            for start, end, aggregate in sessions:
+                if end > limit:
+                    yield key, start, end, aggregate
+
+    def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
+        self.kv.apply_parts(parts, removed)
+        every = ((key, s[0], s[1]) for key, sessions in self.kv.items() for s in sessions)
+        self._expiry = [(end, n, key, start) for n, (key, start, end) in enumerate(every)]
+        heapify(self._expiry)
+        self._seq = len(self._expiry)
+
+
+class SlidingWindowStore:
+    """key -> `(starts, windows)`: its window starts, sorted, and start -> `[aggregate, max timestamp]`.
+    Retention `2 * time difference + grace`, as Kafka's sliding window store; windows starting at or before
+    `store_time - retention` are expired: neither found nor put, deleted by `expire`."""
+
+    def __init__(self, retention: int) -> None:
+        self.retention = retention
+        self.store_time = -1  # the max window start put
+        self.kv = KeyValueStore("w")
+
+    def fetch(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, list]]:
+        """Windows of `key` with start in [time_from, time_to], newest first."""
+        entry = self.kv.get(key)
+        if entry is None:
+            return []
+        starts, windows = entry
+        time_from = max(time_from, self.store_time - self.retention + 1)
+        lo, hi = bisect_left(starts, time_from), bisect_left(starts, time_to + 1)
+        return [(s, windows[s]) for s in reversed(starts[lo:hi])]
+
+    def put(self, key: Any, start: int, window: list) -> bool:
+        """Put `[aggregate, max timestamp]` as the window of `key` starting at `start`; False, and nothing
+        put, when it is expired already."""
+        if start > self.store_time:
+            self.store_time = start
+        if start <= self.store_time - self.retention:
+            return False
+        entry = self.kv.get(key)
+        if entry is None:
+            entry = ([], {})
+            self.kv.put(key, entry)
+        else:
+            self.kv.touch(key)
+        starts, windows = entry
+        if start not in windows:
+            insort(starts, start)
+        windows[start] = window
+        return True
+
+    def expire(self) -> None:
+        """Delete the expired windows (fetch and put ignore them already)."""
+        limit, kv = self.store_time - self.retention, self.kv
+        for key, (starts, windows) in list(kv.items()):
+            cut = bisect_left(starts, limit + 1)
+            if cut:
+                for start in starts[:cut]:
+                    del windows[start]
+                del starts[:cut]
+                if starts:
+                    kv.touch(key)
+                else:
+                    kv.delete(key)
+
+    def get(self, key: Any, start: int) -> list | None:
+        entry = self.kv.get(key)
+        return None if entry is None else entry[1].get(start)
+
+    def items(self) -> Iterator[tuple[Any, int, Any, int]]:
+        """(key, start, aggregate, max timestamp) of every live window (an expired one may wait for
+        `expire`)."""
+        limit = self.store_time - self.retention
+        for key, (starts, windows) in self.kv.items():
+            for start in starts[bisect_right(starts, limit) :]:
+                aggregate, timestamp = windows[start]
+                yield key, start, aggregate, timestamp
+
+
+_AFTER_EVERY_SEQ = float("inf")
+
+
+class JoinWindowStore:
+    """One side of a stream-stream join: key -> its records `(timestamp, seq, value)`, sorted. Records at or
+    before `store_time - retention` are expired: neither found nor put; a fetch deletes those of its key."""
+
+    def __init__(self, prefix: str, retention: int) -> None:
+        self.retention = retention
+        self.store_time = -1  # the max timestamp put
+        self.kv = KeyValueStore(prefix)
+
+    def put_batch(self, keys: list, values: list, timestamps: list, seqs: list) -> list[int]:
+        """Put records in order; the positions of those not put (expired already: the store's clock had
+        passed them by the retention, counting the earlier records of the batch)."""
+        kv, retention = self.kv, self.retention
+        store_time = self.store_time
+        expired: list[int] = []
+        for n, (key, value, ts, seq) in enumerate(zip(keys, values, timestamps, seqs, strict=True)):
+            if ts > store_time:
+                store_time = ts
+            if ts <= store_time - retention:
+                expired.append(n)
+                continue
+            rows = kv.get(key)
+            if rows is None:
+                kv.put(key, [(ts, seq, value)])
+            else:
+                insort(rows, (ts, seq, value))
+                kv.touch(key)
+        self.store_time = store_time
+        return expired
+
+    def fetch_batch(self, keys: list, times_from: list, times_to: list) -> list[list[tuple[int, int, Any]]]:
+        """Per key its records with timestamps in [time from, time to] (both inclusive), oldest first."""
+        kv, limit = self.kv, self.store_time - self.retention
+        found: list[list[tuple[int, int, Any]]] = []
+        for key, time_from, time_to in zip(keys, times_from, times_to, strict=True):
+            rows = kv.get(key)
+            if not rows:
+                found.append([])
+                continue
+            cut = bisect_right(rows, (limit, _AFTER_EVERY_SEQ))
+            if cut:  # expired: deleted for good
+                if cut == len(rows):
+                    kv.delete(key)
+                    found.append([])
+                    continue
+                del rows[:cut]
+                kv.touch(key)
+            time_from = max(time_from, limit + 1)
+            found.append(
+                rows[bisect_left(rows, (time_from,)) : bisect_right(rows, (time_to, _AFTER_EVERY_SEQ))]
+            )
+        return found
+
+    def items(self) -> Iterator[tuple[Any, int, Any]]:
+        """(key, timestamp, value) of every live record (an expired one may wait for a fetch)."""
+        limit = self.store_time - self.retention
+        for key, rows in self.kv.items():
+            for ts, _, value in rows:
+                if ts > limit:
+                    yield key, ts, value

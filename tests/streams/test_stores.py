@@ -1,0 +1,398 @@
+"""The stores of tables, aggregations, sessions, sliding windows and joins (nodes/kv_store.py,
+nodes/window_stores.py): a batch gives what record-by-record processing gives, an export writes what
+changed and no more, and export -> import (or a chain of exports caught up by a copy) reproduces the
+state exactly."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_jobs.streams import (
+    JoinWindows,
+    SessionWindows,
+    SlidingWindows,
+    StreamsBuilder,
+    StreamTask,
+)
+from spark_jobs.streams.nodes.kv_store import KeyValueStore
+from spark_jobs.streams.runtime.part_keys import KeyListLoader
+
+from .helpers import drain
+from .test_properties import PROPERTY
+
+# -- topologies ---------------------------------------------------------------------------------------------
+
+
+def tables():
+    """Table source with tombstones, a grouped table count (subtract then add), a non-windowed aggregate
+    whose null result deletes its entry."""
+    builder = StreamsBuilder()
+    table = builder.table("a")
+    table.group_by(lambda k, v: (v % 3, k)).count().to_stream().to("per-group")
+    (
+        builder.stream("b")
+        .group_by_key()
+        .aggregate(lambda: 0, lambda k, v, agg: None if v < 0 else agg + v)
+        .to_stream()
+        .to("sums")
+    )
+    return builder.build()
+
+
+def sessions():
+    """A session count, and a session sum (a merger) of another stream with other windows."""
+    builder = StreamsBuilder()
+    windows = SessionWindows.of_inactivity_gap_and_grace(5, 4)
+    builder.stream("a").group_by_key().windowed_by(windows).count().to_stream().to("counts")
+    (
+        builder.stream("b")
+        .group_by_key()
+        .windowed_by(SessionWindows.of_inactivity_gap_and_grace(3, 0))
+        .aggregate(lambda: 0, lambda k, v, agg: agg + (v or 0), lambda k, x, y: x + y)
+        .to_stream()
+        .to("sums")
+    )
+    return builder.build()
+
+
+def sliding():
+    """A sliding sum (null values reach the aggregator), and a sliding count of another stream."""
+    builder = StreamsBuilder()
+    (
+        builder.stream("a")
+        .group_by_key()
+        .windowed_by(SlidingWindows.of_time_difference_and_grace(6, 5))
+        .aggregate(lambda: 0, lambda k, v, agg: agg + (v or 0))
+        .to_stream()
+        .to("sums")
+    )
+    windows = SlidingWindows.of_time_difference_and_grace(3, 0)
+    builder.stream("b").group_by_key().windowed_by(windows).count().to_stream().to("counts")
+    return builder.build()
+
+
+def stream_table_join():
+    builder = StreamsBuilder()
+    table = builder.table("b")
+    stream = builder.stream("a")
+    stream.join(table, lambda s, t: (s, t)).to("inner")
+    stream.left_join(table, lambda s, t: (s, t)).to("left")
+    return builder.build()
+
+
+def stream_stream_join(mode):
+    def build():
+        builder = StreamsBuilder()
+        left, right = builder.stream("a"), builder.stream("b")
+        windows = JoinWindows.of_time_difference_and_grace(4, 3)
+        getattr(left, mode)(right, lambda x, y: (x, y), windows).to("joined")
+        return builder.build()
+
+    return build
+
+
+TOPOLOGIES = {
+    "tables": tables,
+    "sessions": sessions,
+    "sliding": sliding,
+    "stream-table join": stream_table_join,
+    "inner join": stream_stream_join("join"),
+    "left join": stream_stream_join("left_join"),
+    "outer join": stream_stream_join("outer_join"),
+}
+
+# Records `(topic, key, value, timestamp)`: few keys and a null one, null values (tombstones), negative
+# values (deletes of the aggregate), timestamps out of order across a small range (late records).
+feeds = st.lists(
+    st.tuples(
+        st.sampled_from("aab"),
+        st.sampled_from(["k1", "k2", "k3", "k4", None]),
+        st.one_of(st.none(), st.integers(-2, 9)),
+        st.integers(0, 60),
+    ),
+    max_size=60,
+)
+cut_points = st.lists(st.integers(0, 60), max_size=8)
+
+
+# -- runners ------------------------------------------------------------------------------------------------
+
+
+def pieces(feed, cuts):
+    """The feed cut at `cuts` and wherever the topic changes: batches of one topic, in order."""
+    changes = (i for i in range(1, len(feed)) if feed[i][0] != feed[i - 1][0])
+    bounds = sorted({0, len(feed), *(c for c in cuts if c < len(feed)), *changes})
+    return [feed[lo:hi] for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo]
+
+
+def feed_piece(task, piece):
+    task.process_batch(piece[0][0], [r[1] for r in piece], [r[2] for r in piece], [r[3] for r in piece])
+
+
+def state_of(task):
+    """Every entry of the task's stores (`Node.state_rows`), in a canonical order."""
+    return sorted(((name, *row) for name, node in task.nodes.items() for row in node.state_rows()), key=repr)
+
+
+def run_record_by_record(topology, feed, partition=0):
+    task = StreamTask(topology, partition)
+    for topic, key, value, ts in feed:
+        task.process(topic, key, value, ts)
+    return drain(task), task.metrics()["dropped-records-total"], state_of(task)
+
+
+def run_batched(topology, feed, cuts, partition=0):
+    task = StreamTask(topology, partition)
+    for piece in pieces(feed, cuts):
+        feed_piece(task, piece)
+    return drain(task), task.metrics()["dropped-records-total"], state_of(task)
+
+
+def run_exporting(topology, feed, cuts, owners, partition=0):
+    """Each piece on copy `owners[i % len(owners)]` of the task, exporting after each into a part store:
+    a copy new to the task imports the store, one that ran it before catches up with the parts written
+    since (StreamTask.apply_state)."""
+    store: dict[str, bytes] = {}
+    written: list[set[str]] = []
+    names_after: list[set[str]] = [set()]
+    copies: dict[int, tuple[StreamTask, int]] = {}
+    outputs: list[tuple] = []
+    task = None
+    for i, piece in enumerate(pieces(feed, cuts)):
+        owner = owners[i % len(owners)]
+        if owner in copies:
+            task, seen = copies[owner]
+            since = set().union(*written[seen:])
+            task.apply_state(
+                {n: store[n] for n in since if n in store}, sorted(names_after[seen] - set(store))
+            )
+        elif written:
+            task = StreamTask.import_state(topology, store)
+        else:
+            task = StreamTask(topology, partition)
+        feed_piece(task, piece)
+        outputs += drain(task)
+        export = task.export_state()
+        for name in export.removed:
+            del store[name]
+        store.update(export.parts)
+        written.append(set(export.parts))
+        names_after.append(set(store))
+        copies[owner] = (task, len(written))
+    if task is None:
+        task = StreamTask(topology, partition)
+    imported = StreamTask.import_state(topology, store) if store else task
+    assert state_of(imported) == state_of(task)
+    return outputs, task.metrics()["dropped-records-total"], state_of(task)
+
+
+def by_partition(feed, partitions):
+    """The feed split as a producer partitions by key (null keys to partition 0)."""
+    split = [[] for _ in range(partitions)]
+    for record in feed:
+        split[0 if record[1] is None else int(record[1][1:]) % partitions].append(record)
+    return list(enumerate(split))
+
+
+# -- batch = record by record ---------------------------------------------------------------------------------
+
+
+@PROPERTY
+@pytest.mark.parametrize("name", list(TOPOLOGIES))
+@given(feed=feeds, cuts=cut_points, partitions=st.integers(1, 3))
+def test_batches_give_what_record_by_record_processing_gives(name, feed, cuts, partitions):
+    topology = TOPOLOGIES[name]()
+    for partition, records in by_partition(feed, partitions):
+        expected = run_record_by_record(topology, records, partition)
+        assert run_batched(topology, records, cuts, partition) == expected
+        assert run_batched(topology, records, [], partition) == expected  # one batch per topic run
+
+
+@PROPERTY
+@pytest.mark.parametrize("name", list(TOPOLOGIES))
+@given(feed=feeds, cuts=cut_points, owners=st.lists(st.integers(0, 2), min_size=1, max_size=6))
+def test_exports_imports_and_catch_ups_reproduce_the_state(name, feed, cuts, owners):
+    topology = TOPOLOGIES[name]()
+    expected = run_batched(topology, feed, cuts)
+    assert run_exporting(topology, feed, cuts, owners) == expected
+    assert run_exporting(topology, feed, cuts, [0]) == expected  # one task: changed-only exports
+
+
+def test_a_batch_of_a_stream_table_join_runs_as_a_batch_unless_the_table_changes_with_it() -> None:
+    """The join looks the batch up in the table at once where the table cannot change during the batch
+    (another source feeds it); a table fed by the same source keeps the join record by record."""
+    task = StreamTask(stream_table_join())
+    assert task._columnar["a"] is not None
+    builder = StreamsBuilder()
+    stream = builder.stream("a")
+    table = stream.group_by_key().reduce(lambda old, new: new)
+    stream.join(table, lambda s, t: (s, t)).to("joined")
+    same_source = builder.build()
+    assert StreamTask(same_source)._columnar["a"] is None
+    feed = [("a", "k1", 1, 1), ("a", "k1", 2, 2), ("a", "k2", 3, 3), ("a", "k1", 4, 4)]
+    assert run_batched(same_source, feed, []) == run_record_by_record(same_source, feed)
+    joined = [row[3] for row in run_batched(same_source, feed, [])[0]]
+    assert joined == [(1, 1), (2, 2), (3, 3), (4, 4)]  # each record sees the table it just updated
+
+
+def test_a_self_join_runs_record_by_record() -> None:
+    builder = StreamsBuilder()
+    stream = builder.stream("a")
+    stream.join(stream, lambda x, y: (x, y), JoinWindows.of_time_difference_and_grace(4, 0)).to("joined")
+    topology = builder.build()
+    assert StreamTask(topology)._columnar["a"] is None
+    feed = [("a", "k1", 1, 1), ("a", "k1", 2, 2), ("a", "k1", 3, 9)]
+    assert run_batched(topology, feed, []) == run_record_by_record(topology, feed)
+
+
+# -- exports write what changed ---------------------------------------------------------------------------------
+
+
+def exported_entries(export, node_prefix):
+    """Entries written (put, or removed) in the parts of nodes named `node_prefix*`."""
+    count = 0
+    for name, data in export.parts.items():
+        if name.startswith(node_prefix) and "/" in name and not name.endswith("/"):
+            saved, removed = KeyListLoader().loads(data)
+            count += len(saved["keys"]) + len(removed)
+    return count
+
+
+def test_an_export_writes_the_entries_a_batch_changed_not_the_store() -> None:
+    builder = StreamsBuilder()
+    builder.stream("a").group_by_key().count().to_stream().to("counts")
+    builder.table("t").to_stream().to("changes")
+    builder.stream("s").group_by_key().windowed_by(
+        SessionWindows.of_inactivity_gap_and_grace(1000, 0)
+    ).count().to_stream().to("sessions")
+    topology = builder.build()
+    task = StreamTask(topology)
+    n, k = 5000, 7
+    keys = [f"key-{i}" for i in range(n)]
+    for topic in "ats":
+        task.process_batch(topic, keys, [1] * n, [10] * n)
+    drain(task)  # as a runtime does: the output, then the state (its "task" part keeps undrained output)
+    first = task.export_state()
+    assert exported_entries(first, "KSTREAM-AGGREGATE") == 2 * n  # the count's and the sessions' bases
+    assert exported_entries(first, "KTABLE-SOURCE") == n
+    touched = keys[100 : 100 + k]
+    task.process_batch("a", touched * 3, [1] * 3 * k, [20] * 3 * k)
+    task.process_batch("t", touched[:3], [None] * 3, [20] * 3)  # tombstones: removed keys
+    task.process_batch("t", touched[3:], [5] * (k - 3), [20] * (k - 3))
+    task.process_batch("s", touched, [1] * k, [30] * k)
+    drain(task)
+    second = task.export_state()
+    assert exported_entries(second, "KSTREAM-AGGREGATE") == 2 * k
+    assert exported_entries(second, "KTABLE-SOURCE") == k
+    assert sum(map(len, second.parts.values())) < 200 * 3 * k
+    assert task.export_state().parts.keys() <= {"task"}  # nothing changed: nothing but the clocks
+
+
+def test_a_stream_table_join_does_not_export_the_table_it_reads() -> None:
+    topology = stream_table_join()
+    task = StreamTask(topology)
+    keys = [f"key-{i}" for i in range(3000)]
+    task.process_batch("b", keys, list(range(3000)), [0] * 3000)
+    task.export_state()
+    task.process_batch("a", keys * 2, [1] * 6000, [5] * 6000)
+    assert len(drain(task)) == 12000
+    assert task.export_state().parts.keys() <= {"task"}
+
+
+def test_a_stream_stream_join_exports_the_records_of_the_batch() -> None:
+    topology = stream_stream_join("outer_join")()
+    task = StreamTask(topology)
+    keys = [f"key-{i}" for i in range(2000)]
+    task.process_batch("a", keys, [1] * 2000, [10] * 2000)
+    task.process_batch("b", keys, [1] * 2000, [11] * 2000)
+    task.export_state()
+    task.process_batch("a", keys[:5], [2] * 5, [12] * 5)
+    drain(task)
+    export = task.export_state()
+    assert exported_entries(export, "KSTREAM-JOIN") <= 5 + 5  # the 5 keys' records, and their partners'
+    assert sum(map(len, export.parts.values())) < 5000
+
+
+# -- the key-value store --------------------------------------------------------------------------------------
+
+
+class ShiftedGroups(KeyValueStore):
+    """A store whose keys land in other groups, as in a process whose str hashes differ."""
+
+    hash_shift = 5
+
+
+def round_trip(parts):
+    return {name: KeyListLoader().loads(pickle.dumps(part, protocol=5)) for name, part in parts.items()}
+
+
+operations = st.lists(
+    st.tuples(
+        st.sampled_from(["put", "delete", "batch", "export"]), st.lists(st.integers(0, 40), max_size=12)
+    ),
+    max_size=30,
+)
+
+
+@PROPERTY
+@given(first=operations, second=operations)
+def test_a_key_value_store_caught_up_by_changed_only_exports_equals_its_source(first, second):
+    """A writer's exports, applied one by one to a copy, give the writer's entries; a second writer that
+    imported the parts (another process: other groups for keys it saves anew) continues the same history,
+    which the copy keeps catching up with."""
+    stored: dict[str, tuple] = {}  # the current parts, as a runtime keeps them
+    names_seen: set[str] = set()  # the copy's: the current part names when it last caught up
+
+    def export(store, copy, changed_only=True):
+        parts, names = store.export_parts(changed_only)
+        parts = round_trip(parts)
+        removed = sorted(set(stored) - set(names))
+        for name in removed:
+            del stored[name]
+        stored.update(parts)
+        copy.apply_parts(parts, sorted(names_seen - set(names)))
+        names_seen.clear()
+        names_seen.update(names)
+        assert copy.entries == store.entries
+
+    def run(store, ops, copy):
+        for n, (op, keys) in enumerate(ops):
+            if op == "put":
+                for key in keys:
+                    store.put(f"k{key}", (key, n))
+            elif op == "delete":
+                for key in keys:
+                    store.delete(f"k{key}")
+            elif op == "batch":  # None deletes; a later pair of a key wins
+                store.put_batch([(f"k{key}", None if key % 4 == 0 else (key, n)) for key in keys])
+            else:
+                export(store, copy)
+        export(store, copy)
+
+    writer, copy = KeyValueStore(), KeyValueStore()
+    export(writer, copy, changed_only=False)
+    run(writer, first, copy)
+    second_writer = ShiftedGroups()
+    second_writer.apply_parts(dict(stored), [])  # an import: every current part
+    assert second_writer.entries == writer.entries
+    run(second_writer, second, copy)
+    third = KeyValueStore()
+    third.apply_parts(dict(stored), [])
+    assert third.entries == second_writer.entries
+
+
+def test_a_state_of_an_earlier_layout_is_refused_with_what_to_do() -> None:
+    topology = tables()
+    task = StreamTask(topology)
+    task.process_batch("a", ["k1"], [1], [1])
+    parts = dict(task.export_state().parts)
+    state = pickle.loads(parts["task"])
+    del state["layout"]
+    with pytest.raises(ValueError, match="layout before 3.*delete the checkpoint"):
+        StreamTask.import_state(topology, {**parts, "task": pickle.dumps(state)})
+    with pytest.raises(ValueError, match="earlier state layout: delete the checkpoint"):
+        StreamTask.restore(topology, b"STK1" + task.snapshot()[4:])
