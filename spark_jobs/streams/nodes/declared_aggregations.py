@@ -227,8 +227,8 @@ class AggregateRows:
         return self.columns[name][: self.size]
 
     def rows_for(self, keys: np.ndarray, str_keys: bool) -> np.ndarray:
-        """Per key (an object array of distinct keys; `str_keys`: all str) its row; a key new to the group
-        gets a row appended, in order, holding the initial values."""
+        """Per key (an object array; `str_keys`: all str) its row; the keys new to the group get rows
+        appended in order of first appearance, holding the initial values."""
         rows = self._rows_by_table(keys) if str_keys and self._table is not False else None
         if rows is None:
             if not str_keys:
@@ -237,11 +237,10 @@ class AggregateRows:
             rows = np.fromiter(map(index.get, keys, repeat(-1)), np.int64, len(keys))
             new = rows < 0
             if new.any():
-                rows[new] = np.arange(self.size, self.size + int(new.sum()))
-                index.update(zip(keys[new].tolist(), rows[new].tolist(), strict=True))
-        new_keys = keys[rows >= self.size].tolist()
-        if new_keys:
-            self._append(new_keys)
+                numbers, new_keys = number_by_first_appearance(keys[new].tolist(), self.size)
+                rows[new] = numbers
+                index.update(zip(new_keys.tolist(), range(self.size, self.size + len(new_keys)), strict=True))
+                self._append(new_keys.tolist())
         return rows
 
     def _rows_by_table(self, keys: np.ndarray) -> np.ndarray | None:
@@ -254,6 +253,8 @@ class AggregateRows:
             self._table = table
         rows, new_keys = table.number(keys)
         table.confirm(len(new_keys))
+        if len(new_keys):
+            self._append(new_keys.tolist())
         return rows
 
     def row_of(self, key: Any) -> int | None:
@@ -365,44 +366,38 @@ class _BatchGroups:
         "stores",
         "store_groups",
         "rows",
-        "key_of_group",
+        "keys",
         "store_of_group",
     )
 
-    def __init__(self, group, order, sizes, stores, store_groups, rows, key_of_group, store_of_group) -> None:
+    def __init__(self, group, order, sizes, stores, store_groups, rows, keys, store_of_group) -> None:
         self.group = group  # per pair: its group
         self.order = order  # the pairs sorted by group, in record order within a group
         self.sizes = sizes  # per group: its pairs
         self.stores = stores  # the groups' stores, in group order
         self.store_groups = store_groups  # per store: (first group, end group)
         self.rows = rows  # per group: its row in its store
-        self.key_of_group = key_of_group  # per group: its key's number in the batch
+        self.keys = keys  # per group: its key (an object array)
         self.store_of_group = store_of_group  # per group: its store's index in `stores`
 
 
-def _number_keys(keys: list) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Per key the rank of its first appearance, the distinct keys in that order (object array), and
-    whether they are all str."""
-    if set(map(type, keys)) == {str}:
-        table = KeyTable.new(len(keys))
-        if table is not None:
-            return (*table.number(object_array(keys)), True)
-        return (*number_by_first_appearance(keys, 0), True)
-    return (*number_by_first_appearance(keys, 0), False)
-
-
-def group_pairs(
-    kid: np.ndarray,
-    distinct: np.ndarray,
-    str_keys: bool,
-    rec: np.ndarray,
-    store_of_pair: np.ndarray,
-    stores: list,
-) -> _BatchGroups:
-    """Groups of the pairs `(rec, store_of_pair)` (record, index into `stores`): one per (store, key). A
-    store's new keys get rows in order of first appearance among its pairs."""
-    n_keys = len(distinct)
-    pair_group_id = store_of_pair * n_keys + kid[rec]
+def group_pairs(keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: list) -> _BatchGroups:
+    """Groups of the pairs `(rec, store_of_pair)` (record, index into `stores`): one per (store, key). Each
+    pair's key is looked up in its store once (numbering the batch's keys first, then looking up each
+    store's distinct keys, costs more even at a few keys); a store's new keys get rows in order of first
+    appearance among its pairs."""
+    key_objects = object_array(keys)
+    str_keys = set(map(type, keys)) == {str}
+    by_store = np.argsort(store_of_pair, kind="stable")  # in record order within a store
+    store_ends = np.cumsum(np.bincount(store_of_pair, minlength=len(stores)))
+    pair_row = np.empty(len(rec), np.int64)
+    lo = 0
+    for store, hi in zip(stores, store_ends.tolist(), strict=True):
+        at = by_store[lo:hi]
+        pair_row[at] = store.rows_for(key_objects[rec[at]], str_keys)
+        lo = hi
+    base = np.cumsum([0] + [len(store) for store in stores])  # the stores' rows numbered one after another
+    pair_group_id = base[store_of_pair] + pair_row
     # one stable sort: the pairs by group, in record order within a group
     order = np.argsort(pair_group_id, kind="stable")
     sorted_ids = pair_group_id[order]
@@ -414,15 +409,13 @@ def group_pairs(
     sizes = np.diff(np.append(group_at, len(order)))
     group = np.empty(len(order), np.int64)
     group[order] = np.cumsum(starts_group) - 1
-    store_of_group = ids // n_keys
-    bounds = np.searchsorted(store_of_group, np.arange(len(stores) + 1))
-    rows = np.empty(len(ids), np.int64)
-    for s, store in enumerate(stores):
-        lo, hi = int(bounds[s]), int(bounds[s + 1])
-        in_order = lo + np.argsort(first[lo:hi], kind="stable")
-        rows[in_order] = store.rows_for(distinct[ids[in_order] % n_keys], str_keys)
-    store_groups = [(int(bounds[s]), int(bounds[s + 1])) for s in range(len(stores))]
-    return _BatchGroups(group, order, sizes, stores, store_groups, rows, ids % n_keys, store_of_group)
+    store_of_group = np.searchsorted(base, ids, side="right") - 1
+    bounds = np.searchsorted(ids, base).tolist()
+    store_groups = list(zip(bounds[:-1], bounds[1:], strict=True))
+    rows = ids - base[store_of_group]
+    return _BatchGroups(
+        group, order, sizes, stores, store_groups, rows, key_objects[rec[first]], store_of_group
+    )
 
 
 def fold_groups(
@@ -600,13 +593,12 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
                 rows = self.open_window(window_start)
             self.log.touch(window_start)
             stores.append(rows)
-        kid, distinct, str_keys = _number_keys(keys)
-        groups = group_pairs(kid, distinct, str_keys, rec, store_of_pair, stores)
+        groups = group_pairs(keys, rec, store_of_pair, stores)
         fields = read_fields(self.layout, values)
         after, before = fold_groups(self.layout, groups, ts[rec], fields, rec, self.send_old_values)
         # a Windowed key per group, which its pairs' output rows share
         windows = object_array([self.window_objects[s] for s in window_starts.tolist()])
-        group_keys = distinct[groups.key_of_group].tolist()
+        group_keys = groups.keys.tolist()
         windowed = map(
             tuple.__new__,
             repeat(Windowed),
@@ -687,8 +679,7 @@ class DeclaredStreamAggregateNode(_DeclaredAggregateNode):
             store = self.groups[KEY_VALUE_GROUP] = AggregateRows(self.layout)
         self.log.touch(KEY_VALUE_GROUP)
         rec = np.arange(len(keys))
-        kid, distinct, str_keys = _number_keys(keys)
-        groups = group_pairs(kid, distinct, str_keys, rec, np.zeros(len(keys), np.int64), [store])
+        groups = group_pairs(keys, rec, np.zeros(len(keys), np.int64), [store])
         fields = read_fields(self.layout, values)
         after, before = fold_groups(self.layout, groups, ts, fields, rec, True)
         src = (rec if kept is None else kept).tolist()
