@@ -86,7 +86,12 @@ class TimeWindows:
             valid = start <= last[rec]
             if not valid.all():
                 rec, start = rec[valid], start[valid]
-        return rec, start, self.closes_at(start) > observed[rec]
+        return rec, start, self.is_open(start, observed[rec])
+
+    def is_open(self, start: Any, observed: Any) -> Any:
+        """Whether the window starting at `start` is still open at the operator time `observed`:
+        `closes_at(start) > observed`, written so that int64 arrays cannot overflow."""
+        return start > observed - (self.size + self.grace)
 
     def closes_at(self, start: Any) -> Any:
         """When the window starting at `start` closes: an operator whose time reaches it drops the window's

@@ -579,7 +579,7 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
                 [values[i] for i in late.tolist()],
                 ts[late].tolist(),
                 late_starts.tolist(),
-                (late_starts + self.windows.size).tolist(),
+                [start + self.windows.size for start in late_starts.tolist()],
             )
             rec, start = rec[open_], start[open_]
         if not len(rec):
@@ -620,8 +620,8 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
 
     def drop_closed_windows(self) -> None:
         """Delete the windows that closed (end + grace <= observed time), as a batch ends."""
-        starts, closes_at = self.starts, self.windows.closes_at
-        while starts and closes_at(starts[0]) <= self.observed:
+        starts, is_open = self.starts, self.windows.is_open
+        while starts and not is_open(starts[0], self.observed):
             start = heappop(starts)
             del self.groups[start], self.window_objects[start]
             self.log.drop(start)
