@@ -303,7 +303,8 @@ def _exported_run(topo, data, cut_points, import_at, catch_up: bool):
 def test_state_export_import_and_catch_up_change_no_output(
     windows, data, cut_points, import_at, catch_up
 ) -> None:
-    for topo in (topology(True, windows, suppress=True), topology(True)):
+    sessions = SessionWindows.of_inactivity_gap_and_grace(windows.size, windows.grace)
+    for topo in (topology(True, windows, suppress=True), topology(True), topology(True, sessions)):
         expected = run_task(topo, data, cuts=cut_points)
         assert _exported_run(topo, data, cut_points, import_at, catch_up) == expected
 
