@@ -1,6 +1,8 @@
 """TopologyTestDriver: Kafka's test driver, on the engine's one runtime (StreamTask).
 
-Records piped in are processed at once, one at a time; the wall clock moves only when told.
+Records piped in are processed at once, one at a time; the wall clock moves only when told. Each input
+topic numbers its records from 0, as Kafka's offsets: a late record's `origin` is the offset of the input
+record it descends from (`read_late_records`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .records import Record
+from .runtime.late import LateRecord
 from .runtime.task import StreamTask
 from .timeutil import Duration, to_millis
 from .topology import Topology
@@ -24,6 +27,8 @@ class TopologyTestDriver:
             raise ValueError(f"partition must be a non-negative integer, got {partition!r}")
         self.task = StreamTask(topology, partition, initial_wall_clock_ms)
         self._outputs: dict[str, deque[Record]] = defaultdict(deque)
+        self._late: deque[LateRecord] = deque()
+        self._offsets: dict[str, int] = defaultdict(int)  # per input topic, the next record's offset
 
     def create_input_topic(self, topic: str) -> TestInputTopic:
         if self.task.topology.source_for_topic(topic) is None:
@@ -37,9 +42,14 @@ class TopologyTestDriver:
         self, topic: str, key: Any, value: Any, timestamp: int | None = None, headers: Any = None
     ) -> None:
         """Process one record; without a timestamp it is stamped with the driver's wall clock."""
-        self.task.process(
-            topic, key, value, self.task.wall_clock if timestamp is None else timestamp, headers
+        timestamp = self.task.wall_clock if timestamp is None else timestamp
+        if type(timestamp) is not int:
+            raise TypeError(f"timestamp must be an int of epoch milliseconds, got {timestamp!r}")
+        offset = self._offsets[topic]
+        self.task.process_batch(
+            topic, [key], [value], [timestamp], None if headers is None else [headers], origins=[offset]
         )
+        self._offsets[topic] = offset + 1
         self._collect()
 
     def advance_wall_clock_time(self, advance: Duration) -> None:
@@ -55,6 +65,16 @@ class TopologyTestDriver:
     def metrics(self) -> dict[str, int | float]:
         return self.task.metrics()
 
+    def read_late_records(self) -> list[LateRecord]:
+        """The records dropped as late since the last read, in order, and forgets them: one `LateRecord`
+        per (record, window) pair a node dropped (its window had closed, or it fell out of a join's window
+        store), with the node, the input topic and offset (`origin`) of the record it descends from (None
+        for a punctuator's record), its key, value and timestamp, the window it would have belonged to
+        (None where no window applies) and the node's stream time when it dropped it."""
+        records = list(self._late)
+        self._late.clear()
+        return records
+
     def close(self) -> None:
         self.task.close()
 
@@ -67,6 +87,7 @@ class TopologyTestDriver:
     def _collect(self) -> None:
         for topic, record in self.task.drain_output().records():
             self._outputs[topic].append(record)
+        self._late.extend(self.task.drain_late())
 
     def _queue(self, topic: str) -> deque[Record]:
         return self._outputs[topic]

@@ -104,6 +104,8 @@ class TimeWindowAggregateNode(Node):
     window) pair of an open window, the aggregator's new aggregate is put and forwarded with the old one
     and the row's maximum timestamp. Pairs of closed windows are late (Node.count_late)."""
 
+    drops_late = True
+
     def __init__(
         self, name: str, windows: TimeWindows, aggregation: Aggregation, send_old_values: bool
     ) -> None:
@@ -133,6 +135,7 @@ class TimeWindowAggregateNode(Node):
         src: list | None = [] if self.need_src else None
         late_rows: list = []
         late_starts: list = []
+        late_observed: list = []  # the observed time when each late pair was dropped
         lag = size - advance  # the earliest window containing ts starts at ts - lag rounded down to `advance`
         # The open windows of the previous row's timestamp (their rows' index and columns, the Window), the
         # starts of its closed ones, and when it is valid: for timestamps in [slot_lo, slot_hi) (consecutive
@@ -187,6 +190,7 @@ class TimeWindowAggregateNode(Node):
             if slot_late:
                 late_rows += repeat(i, len(slot_late))
                 late_starts += slot_late
+                late_observed += repeat(observed, len(slot_late))
             # dirty: 1 per row put since the last export (WindowRows)
             for index, row_keys, aggs, max_ts, dirty, window in slot:
                 row = index.get(key)
@@ -231,6 +235,7 @@ class TimeWindowAggregateNode(Node):
                 [timestamps[r] for r in late_rows],
                 late_starts,
                 [start + size for start in late_starts],
+                late_observed,
             )
         self.store.evict_closed(observed - close_after)
         return Batch(out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src)

@@ -55,6 +55,9 @@ class Node:
     """Base of all runtime nodes. Subclasses set `columnar = False` when a batch may not be cut in columns."""
 
     columnar: bool = True
+    # True for a node that may call `count_late`: the nodes above it then build their `src`, through which
+    # the task finds the input record of a late one (runtime/late.py).
+    drops_late: bool = False
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -150,11 +153,16 @@ class Node:
         timestamps: Sequence[int],
         window_starts: Sequence[int | None] | None = None,
         window_ends: Sequence[int | None] | None = None,
+        stream_times: Sequence[int] | None = None,
     ) -> None:
         """Drop records as late: their window had closed, or they fell out of a store's retention. `rows`
         index this node's input batch; the other columns are parallel to `rows` (window columns None where
-        no window applies). They count in dropped-records-total, and the task keeps them as late records."""
-        self.task_context.count_late(self.name, rows, keys, values, timestamps, window_starts, window_ends)
+        no window applies; `stream_times`: this node's observed stream time when it dropped each, which
+        shows that the window had closed). They count in dropped-records-total, and the task keeps them
+        as late records. A node that calls it sets `drops_late`."""
+        self.task_context.count_late(
+            self.name, rows, keys, values, timestamps, window_starts, window_ends, stream_times
+        )
 
 
 class SourceNode(Node):

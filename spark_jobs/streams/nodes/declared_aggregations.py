@@ -553,6 +553,8 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
     """`windowed_by(TimeWindows).agg(...)`: tumbling and hopping windows, a store per window start (the
     groups), which goes when the window closes."""
 
+    drops_late = True
+
     def __init__(
         self, name: str, windows: TimeWindows, declared: dict[str, DeclaredAggregate], send_old_values: bool
     ) -> None:
@@ -580,6 +582,7 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
                 ts[late].tolist(),
                 late_starts.tolist(),
                 [start + self.windows.size for start in late_starts.tolist()],
+                observed[late].tolist(),
             )
             rec, start = rec[open_], start[open_]
         if not len(rec):

@@ -420,6 +420,8 @@ class FinalWindowCount:
             rows = pairs.late_rec.tolist()
             starts = pairs.late_start.tolist()
             size = count.windows.size
+            # the count's observed time at each record (its time before this batch is still count.observed)
+            observed = np.maximum(np.maximum.accumulate(np.array(timestamps)), count.observed)
             count.count_late(
                 rows,
                 [keys[r] for r in rows],
@@ -427,6 +429,7 @@ class FinalWindowCount:
                 [timestamps[r] for r in rows],
                 starts,
                 [start + size for start in starts],
+                observed[pairs.late_rec].tolist(),
             )
         count.advance_to(pairs.observed)
 

@@ -79,6 +79,8 @@ class StreamJoinState:
 class StreamStreamJoinNode(Node):
     """One side of a stream-stream join. The left side owns the shared state; the right side borrows it."""
 
+    drops_late = True
+
     def __init__(
         self,
         name: str,

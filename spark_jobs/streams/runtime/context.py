@@ -53,9 +53,12 @@ class TaskContext:
         timestamps: Sequence[int],
         window_starts: Sequence[int | None] | None,
         window_ends: Sequence[int | None] | None,
+        stream_times: Sequence[int] | None = None,
     ) -> None:
         """Records node `node_name` dropped as late (Node.count_late): counted as dropped, kept by the task."""
-        self._task.dropped_records += len(rows)
+        self._task.keep_late(
+            node_name, rows, keys, values, timestamps, window_starts, window_ends, stream_times
+        )
 
     def schedule(
         self,

@@ -36,6 +36,7 @@ from . import batching
 from .batching import EMPTY, Columns
 from .context import TaskContext
 from .gc_pause import no_cyclic_gc
+from .late import LateKeeper, LateRecord
 from .part_keys import KeyListLoader, dump_entries_part, dumps_entries_part
 from .punctuation import PunctuationManager, PunctuationSchedule
 
@@ -188,6 +189,7 @@ class StreamTask:
             self.stream_time, self.wall_clock = _clocks
         self.current_topic: str | None = None
         self.dropped_records = 0
+        self.late = LateKeeper()  # late records not drained yet (runtime/late.py)
         self.context = TaskContext(self)  # all that nodes and punctuation see of this task
         self.punctuation = PunctuationManager(self.context, self.fire_punctuation)
         self._segments: list[Columns] = []  # output not drained yet, in order
@@ -234,8 +236,10 @@ class StreamTask:
         values: Sequence,
         timestamps: Sequence[int],
         headers: Sequence | None = None,
+        origins: Sequence | None = None,
     ) -> None:
-        """Same result as `process()` for each record in order."""
+        """Same result as `process()` for each record in order. `origins[i]`, read only for a record that
+        turns out late, says where record i came from (kept in its `LateRecord.origin`)."""
         self._check_open()
         source = self._source_by_topic.get(topic)
         if source is None:
@@ -251,6 +255,7 @@ class StreamTask:
         headers = None if headers is None or all(h is None for h in headers) else list(headers)
         if max(timestamps) > INT64_MAX:
             raise ValueError("timestamps must fit in int64")
+        keep = None
         if min(timestamps) < 0:  # dropped at the source, counted, and they advance no clock
             keep = [i for i, ts in enumerate(timestamps) if ts >= 0]
             self.dropped_records += n - len(keep)
@@ -260,6 +265,7 @@ class StreamTask:
             if not n:
                 return
         self.current_topic = topic
+        self.late.begin_batch(origins, keep)
         # A batch keeps objects of its rows (windowed keys, output columns) alive until it ends, and none of
         # the engine's are in a reference cycle: without the pause, each batch's rows reach the oldest GC
         # generation and set off full collections that rescan every container of the task's state. Cyclic
@@ -269,7 +275,9 @@ class StreamTask:
                 runner = self._columnar[topic]
                 if runner is None:
                     serial = self._serial_runners[source.name]
+                    late = self.late
                     for i in range(n):
+                        late.row = i
                         self._process_serial(
                             serial, keys[i], values[i], timestamps[i], None if headers is None else headers[i]
                         )
@@ -277,6 +285,7 @@ class StreamTask:
                     self._process_columnar(runner, keys, values, timestamps, headers)
         finally:
             self.current_topic = None
+            self.late.end_batch()
 
     def process_topics(self, batches: dict[str, tuple[Sequence, Sequence, Sequence[int]]]) -> None:
         """Records of several input topics at hand, each `(keys, values, timestamps)` in offset order.
@@ -342,12 +351,14 @@ class StreamTask:
             else:
                 k, v, t = keys[start:end], values[start:end], timestamps[start:end]
                 h = None if headers is None else headers[start:end]
+            self.late.base, self.late.row = start, None
             cols, consumed = runner(k, v, t, h)
             if cols is not None:
                 self._add_columns(cols)
             if consumed < len(k):  # an island changed the schedules: punctuation may be due now
                 end = start + consumed
                 t = t[:consumed]
+            self.late.row = end - 1 - start  # punctuation runs after the chunk's last record
             chunk_max = max(t)
             if chunk_max > self.stream_time:
                 self.stream_time = chunk_max
@@ -393,6 +404,38 @@ class StreamTask:
         self._segments = []
         self._next_seq += len(batch)
         return batch
+
+    def drain_late(self) -> list[LateRecord]:
+        """Every record dropped as late since the last drain (runtime/late.py), in the order of the input
+        records they descend from. A runtime drains them with the output, so that both are committed
+        together."""
+        return self.late.drain()
+
+    def keep_late(
+        self,
+        node_name: str,
+        rows: Sequence[int],
+        keys: Sequence[Any],
+        values: Sequence[Any],
+        timestamps: Sequence[int],
+        window_starts: Sequence[int | None] | None,
+        window_ends: Sequence[int | None] | None,
+        stream_times: Sequence[int] | None,
+    ) -> None:
+        """Records node `node_name` dropped as late (Node.count_late): counted as dropped, and kept."""
+        self.dropped_records += len(rows)
+        self.late.add(
+            node_name,
+            self.current_topic,
+            self.partition,
+            rows,
+            keys,
+            values,
+            timestamps,
+            window_starts,
+            window_ends,
+            stream_times,
+        )
 
     def metrics(self) -> dict[str, int | float]:
         result: dict[str, int | float] = {"dropped-records-total": self.dropped_records}
@@ -591,7 +634,7 @@ class StreamTask:
         return node_name, sub
 
     def _task_state(self) -> dict[str, Any]:
-        return {
+        state = {
             "layout": STATE_LAYOUT,
             "fingerprint": topology_fingerprint(self.topology),
             "partition": self.partition,
@@ -601,6 +644,10 @@ class StreamTask:
             "punctuation": self.punctuation.snapshot(),
             "pending_output": self._pending_output(),
         }
+        late = self.late.pending()
+        if late is not None:  # only then: a task part without late records is as it was before them
+            state["pending_late"] = late
+        return state
 
     @classmethod
     def _from_task_state(cls, topology: Topology, state: dict[str, Any]) -> StreamTask:
@@ -629,6 +676,7 @@ class StreamTask:
         self.dropped_records = state["dropped"]
         if state["pending_output"] is not None:
             self._segments.append(state["pending_output"])
+        self.late.restore(state.get("pending_late"))
 
     def _rebind_punctuator(self, node_name: str, method_name: str) -> Callable[[int], Any]:
         node = self.nodes[node_name]
@@ -701,8 +749,10 @@ class StreamTask:
                 collected: list[tuple[list, list]] = [([], []) for _ in islands]
                 version = punctuation.version
                 base = stream_time = self.stream_time
+                late = self.late
                 try:
                     for i in range(n):
+                        late.row = i
                         ts = timestamps[i]
                         if ts > stream_time:
                             self.stream_time = stream_time = ts
@@ -722,6 +772,7 @@ class StreamTask:
                 finally:
                     self._collector = self._rows
                     self.stream_time = base  # the task advances it after the batch
+                    late.row = None
                 results += [
                     (index, batching.rows_to_columns(rows), src)
                     for (index, _), (rows, src) in zip(islands, collected, strict=False)
@@ -743,7 +794,9 @@ class StreamTask:
     def _columnar_runner(self, node: Node, need_src: bool) -> Callable:
         """A function processing a batch at `node`; returns the sinks' columns in depth-first order and,
         when `need_src` (a fan-out above merges them), the input row each output row descends from."""
-        node.need_src = node.need_src or need_src
+        # a node above one that may drop late records builds its src: late rows map back through it
+        late_below = _late_below(node)
+        node.need_src = node.need_src or need_src or late_below
         if isinstance(node, SinkNode):
             topic = node.topic
 
@@ -755,9 +808,10 @@ class StreamTask:
         rewrite = self._rewrites.get(node.name)
         if rewrite is not None:  # a chain run as one step: its output goes to its last node's children
             node = rewrite.output
-            node.need_src = node.need_src or need_src
+            node.need_src = node.need_src or need_src or late_below
             process = rewrite.process_columns
         fan_out = len(node.children) > 1
+        path = self.late.path  # the src of this node's output, while its children run (runtime/late.py)
         children = [self._columnar_runner(child, need_src or fan_out) for child in node.children]
         if not children:
 
@@ -773,7 +827,9 @@ class StreamTask:
                 out = process(keys, values, olds, timestamps, headers)
                 if out is None or not out.keys:
                     return EMPTY
+                path.append(out.src)
                 cols, child_src = child(out.keys, out.values, out.olds, out.timestamps, out.headers)
+                path.pop()
                 if cols is None:
                     return EMPTY
                 return cols, batching.compose(out.src, child_src) if need_src else None
@@ -786,16 +842,29 @@ class StreamTask:
                 return EMPTY
             k, v, o, t, h, src = out
             results = []
+            path.append(src)
             for run_child in children:
                 cols, child_src = run_child(k, v, o, t, h)
                 if cols is not None:
                     results.append((cols, child_src))
+            path.pop()
             if not results:
                 return EMPTY
             cols, child_src = results[0] if len(results) == 1 else batching.merge(results, need_src)
             return cols, batching.compose(src, child_src) if need_src else None
 
         return run_fan_out
+
+
+def _late_below(node: Node) -> bool:
+    """Whether a node below `node` may drop late records (`Node.drops_late`)."""
+    stack = list(node.children)
+    while stack:
+        below = stack.pop()
+        if below.drops_late:
+            return True
+        stack.extend(below.children)
+    return False
 
 
 def _can_batch(source: Node, nodes: Mapping[str, Node]) -> bool:
