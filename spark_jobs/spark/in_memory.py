@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from spark_jobs.spark import task_state
+from spark_jobs.spark import sink, task_state
 from spark_jobs.spark.job import JobSpec
 from spark_jobs.spark.landing import read_landing_file
 from spark_jobs.spark.summary import RunSummary
@@ -107,8 +107,7 @@ class InMemoryRuntime:
         if not tables:
             return pd.DataFrame()
         frame = pa.concat_tables(tables).to_pandas()
-        order = ["partition", "seq"] if "seq" in frame.columns else ["batch_id", "source_file", "line"]
-        return frame.sort_values(order, kind="stable").reset_index(drop=True)
+        return frame.sort_values(sink.read_order(frame), kind="stable").reset_index(drop=True)
 
 
 def last_landed_files(files_by_topic: dict[str, list[tuple[str, int]]]) -> LastLanded:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_jobs.spark.topics import QUARANTINE_SCHEMA, QUARANTINE_TOPIC, TopicSchema
+from spark_jobs.spark.topics import LATE_SCHEMA, LATE_TOPIC, QUARANTINE_SCHEMA, QUARANTINE_TOPIC, TopicSchema
 
 STAGING_DIR = "_staging"
 BATCH_PREFIX = "batch_id="
@@ -128,14 +128,14 @@ def commit_batch(
 ) -> list[str]:
     """Driver side: publish each topic's staged files of `batch_id`; return the topics published now.
 
-    Declared topics and the quarantine that have no batch yet get an empty file, so that each of them is
-    readable (with its schema) from the first batch on, also when it has no rows.
+    Declared topics, the quarantine and the late records that have no batch yet get an empty file, so that
+    each of them is readable (with its schema) from the first batch on, also when it has no rows.
     """
     output = Path(output_dir)
     staging = staging_dir(output, batch_id)
     ready = staging / "_ready"
     published = []
-    for topic in sorted(set(staged_files) | set(declared) | {QUARANTINE_TOPIC}):
+    for topic in sorted(set(staged_files) | set(declared) | set(_BUILT_IN_SCHEMAS)):
         files = staged_files.get(topic, [])
         final = batch_dir(output, topic, batch_id)
         if final.exists():
@@ -148,7 +148,9 @@ def commit_batch(
             for i, path in enumerate(files):
                 os.rename(path, part / f"part-{i:05d}.parquet")
         else:
-            schema = QUARANTINE_SCHEMA if topic == QUARANTINE_TOPIC else declared[topic].arrow_schema()
+            schema = (
+                _BUILT_IN_SCHEMAS[topic] if topic in _BUILT_IN_SCHEMAS else declared[topic].arrow_schema()
+            )
             pq.write_table(_empty_table(schema), part / "part-00000.parquet")
         (output / topic).mkdir(parents=True, exist_ok=True)
         _fsync(part)
@@ -158,6 +160,9 @@ def commit_batch(
     shutil.rmtree(staging, ignore_errors=True)
     shutil.rmtree(tasks_dir(output), ignore_errors=True)  # what failed task attempts staged
     return published
+
+
+_BUILT_IN_SCHEMAS = {QUARANTINE_TOPIC: QUARANTINE_SCHEMA, LATE_TOPIC: LATE_SCHEMA}
 
 
 def _has_batches(topic_dir: Path) -> bool:
@@ -189,5 +194,14 @@ def read_topic(output_dir: str | os.PathLike, topic: str):
     if not frames:
         return pd.DataFrame()
     frame = pd.concat(frames, ignore_index=True)
-    order = ["partition", "seq"] if "seq" in frame.columns else ["batch_id", "source_file", "line"]
-    return frame.sort_values(order, kind="stable").reset_index(drop=True)
+    return frame.sort_values(read_order(frame), kind="stable").reset_index(drop=True)
+
+
+def read_order(frame) -> list[str]:
+    """Output topics in task output order; the quarantine by file and line; late records by batch and
+    partition, each task's in the order it drained them."""
+    if "seq" in frame.columns:
+        return ["partition", "seq"]
+    if "source_file" in frame.columns:
+        return ["batch_id", "source_file", "line"]
+    return ["batch_id", "partition"]

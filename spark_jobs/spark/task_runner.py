@@ -13,11 +13,8 @@ import pyarrow as pa
 
 from spark_jobs.spark.job import JobSpec
 from spark_jobs.spark.task_state import TaskState, new_task_state
-from spark_jobs.spark.topics import topic_tables
-from spark_jobs.spark.transport import OrderedInput
-
-# The engine's count of records dropped as late (and of negative timestamps, which never get here).
-LATE_METRIC = "dropped-records-total"
+from spark_jobs.spark.topics import LATE_TOPIC, late_table, topic_tables
+from spark_jobs.spark.transport import OrderedInput, RecordOrigins
 
 # A task starts at wall clock 0 (deterministic); only markers move it.
 INITIAL_WALL_CLOCK_MS = 0
@@ -55,7 +52,6 @@ def run_task_batch(
         state = new_task_state(spec.topology(), partition, INITIAL_WALL_CLOCK_MS)
     task = state.task
     wall_clock = state.runtime["wall_clock"]
-    late_before = task.metrics().get(LATE_METRIC, 0)
     topics = spec.input_topics
     if len(topics) == 1:
         processed = inp.records
@@ -64,7 +60,8 @@ def run_task_batch(
             unknown = set(columns) - {topics[0]}
             if unknown:
                 raise ValueError(f"records of {sorted(unknown)}, not an input of {spec.module}")
-            task.process_batch(topics[0], *columns[topics[0]])
+            origins = inp.origins_of(topics[0], topics[0])
+            task.process_batch(topics[0], *columns[topics[0]], origins=origins)
     else:
         processed = select_records(task, topics, state.runtime, inp, last_landed)
     for marker in inp.wall_clocks:
@@ -74,12 +71,16 @@ def run_task_batch(
             wall_clock = marker
     output = task.drain_output()
     tables = topic_tables(output, partition, spec.topic_schemas)
+    emitted = {topic: table.num_rows for topic, table in tables.items()}
+    late = task.drain_late()  # committed with the output: each late record is written once
+    if late:
+        tables[LATE_TOPIC] = late_table(late)
     task_metrics = task.metrics()
     metrics = {
         "partition": partition,
         "processed": processed,
-        "late": int(task_metrics.get(LATE_METRIC, 0) - late_before),
-        "emitted": {topic: table.num_rows for topic, table in tables.items()},
+        "late": len(late),
+        "emitted": emitted,
         "wall_clock": wall_clock,
         "task_metrics": {k: v for k, v in task_metrics.items() if isinstance(v, int | float)},
     }
@@ -101,7 +102,10 @@ def select_records(task, topics: tuple[str, ...], runtime: dict, inp: OrderedInp
     an input that has read every file landed before the run does not wait for it (as Kafka does not wait
     for records the broker has not reported), so the order relative to it depends on timing, and is
     deterministic only for files landed before a run starts. Returns the number of records processed."""
-    waiting: dict[str, tuple[list, list, list]] = runtime.setdefault(WAITING, {})
+    waiting: dict[str, list] = runtime.setdefault(WAITING, {})
+    for topic, buffer in waiting.items():
+        if len(buffer) == 3:  # a task state from before origins were kept: where they came from is unknown
+            waiting[topic] = [*buffer, RecordOrigins.unknown(len(buffer[0]))]
     read_up_to: dict[str, tuple[int, str]] = runtime.setdefault(READ_UP_TO, {})
     unknown = (set(inp.files_seen) | set(inp.topics) | ({inp.topic} if inp.keys else set())) - set(topics)
     if unknown:
@@ -110,10 +114,12 @@ def select_records(task, topics: tuple[str, ...], runtime: dict, inp: OrderedInp
         if topic not in read_up_to or seen > tuple(read_up_to[topic]):
             read_up_to[topic] = seen
     for topic, (keys, values, timestamps) in inp.by_topic(topics[0]).items():
-        buffer = waiting.setdefault(topic, ([], [], []))
+        buffer = waiting.setdefault(topic, [[], [], [], RecordOrigins()])
         buffer[0].extend(keys)
         buffer[1].extend(values)
         buffer[2].extend(timestamps)
+        origins = inp.origins_of(topic, topics[0])
+        buffer[3] = buffer[3] + (RecordOrigins.unknown(len(keys)) if origins is None else origins)
 
     def caught_up(topic: str) -> bool:
         if last_landed is None:
@@ -121,7 +127,7 @@ def select_records(task, topics: tuple[str, ...], runtime: dict, inp: OrderedInp
         landed = last_landed.get(topic)
         return landed is None or (topic in read_up_to and tuple(read_up_to[topic]) >= tuple(landed))
 
-    columns = [waiting.get(topic, ([], [], [])) for topic in topics]
+    columns = [waiting.get(topic, ([], [], [], RecordOrigins())) for topic in topics]
     heads = [0] * len(topics)
     processed = 0
     while True:
@@ -136,13 +142,21 @@ def select_records(task, topics: tuple[str, ...], runtime: dict, inp: OrderedInp
         # Consecutive records of the picked topic that still go first are processed as one batch.
         while end < len(timestamps) and (bound is None or (timestamps[end], pick) < bound):
             end += 1
-        task.process_batch(topics[pick], *(column[start:end] for column in columns[pick]))
+        keys, values, timestamps, origins = columns[pick]
+        task.process_batch(
+            topics[pick],
+            keys[start:end],
+            values[start:end],
+            timestamps[start:end],
+            origins=origins[start:end],
+        )
         heads[pick] = end
         processed += end - start
     for i, topic in enumerate(topics):
         if heads[i]:
-            keys, values, timestamps = columns[i]
+            keys, values, timestamps, origins = columns[i]
             del keys[: heads[i]], values[: heads[i]], timestamps[: heads[i]]
+            columns[i][3] = origins[heads[i] :]
         if topic in waiting and not waiting[topic][0]:
             del waiting[topic]
     return processed

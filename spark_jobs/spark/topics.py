@@ -34,6 +34,35 @@ QUARANTINE_SCHEMA = pa.schema(
 )
 
 
+# Every (record, window) pair a node dropped as late (spark_jobs/streams/runtime/late.py), written once.
+LATE_TOPIC = "_late"
+
+LATE_SCHEMA = pa.schema(
+    [
+        ("node", pa.string()),  # the node that dropped it
+        ("topic", pa.string()),  # the input topic of the record it descends from (null: a punctuator's)
+        ("partition", pa.int32()),
+        # where that input record came from: its offset, or (records without one) its file and line
+        ("offset", pa.int64()),
+        ("file", pa.string()),
+        ("line", pa.int64()),
+        # as an undeclared output topic holds them: the key as a string, the value as JSON text
+        ("key", pa.string()),
+        ("value", pa.string()),
+        ("timestamp", pa.int64()),
+        # the window it would have belonged to (null where no window applies)
+        ("window_start", pa.int64()),
+        ("window_end", pa.int64()),
+        # the node's observed stream time when it dropped it: the window had closed by then
+        ("stream_time", pa.int64()),
+    ]
+)
+
+
+# The runtime's own topics beside a job's: each row stands alone (no emission order, no context needed).
+BUILT_IN_TOPICS = (QUARANTINE_TOPIC, LATE_TOPIC)
+
+
 @dataclass(frozen=True)
 class TopicSchema:
     key: pa.DataType | str = pa.string()
@@ -131,4 +160,26 @@ def quarantine_table(
             pa.array(topics, pa.string()),
         ],
         schema=QUARANTINE_SCHEMA,
+    )
+
+
+def late_table(records: list) -> pa.Table:
+    """The late records a task drained (`StreamTask.drain_late`) as a `LATE_TOPIC` table, in order."""
+    origins = [(None, None, None) if r.origin is None else r.origin for r in records]
+    return pa.Table.from_arrays(
+        [
+            pa.array([r.node for r in records], pa.string()),
+            pa.array([r.topic for r in records], pa.string()),
+            pa.array([r.partition for r in records], pa.int32()),
+            pa.array([o[0] for o in origins], pa.int64()),
+            pa.array([o[1] for o in origins], pa.string()),
+            pa.array([o[2] for o in origins], pa.int64()),
+            _column(DEFAULT_TOPIC_SCHEMA.key, [r.key for r in records]),
+            _column(DEFAULT_TOPIC_SCHEMA.value, [r.value for r in records]),
+            pa.array([r.timestamp for r in records], pa.int64()),
+            pa.array([r.window_start for r in records], pa.int64()),
+            pa.array([r.window_end for r in records], pa.int64()),
+            pa.array([r.stream_time for r in records], pa.int64()),
+        ],
+        schema=LATE_SCHEMA,
     )

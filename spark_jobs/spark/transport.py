@@ -2,8 +2,8 @@
 
 Stage 1 (before the shuffle, one whole file per call) turns a landing file into *input chunks*: for each
 partition of the file, its valid records in file order, encoded as one binary cell (msgpack of the key
-table, the key codes and timestamps as little-endian integer bytes, and the values as one JSON array; or
-pickle when values are already decoded), plus one chunk of quarantined
+table, the key codes, timestamps and line steps as little-endian integer bytes, and the values as one JSON
+array; or pickle when values are already decoded), plus one chunk of quarantined
 records for the pseudo-partition -1; a wall-clock marker file becomes one chunk per partition. Values
 travel only when the topology reads them (`Topology.reads_values`): a windowed count gets keys and
 timestamps alone, as Spark prunes a column no expression uses (records are validated all the same). The
@@ -15,12 +15,17 @@ The order of a partition's records in a micro-batch: data before wall-clock mark
 modification time, file path, first line), i.e. the order in which Spark's file source admits files; then,
 if records carry offsets, a stable sort by offset (records without one first). Each input topic of a
 multi-input job is ordered so on its own; `task_runner` merges the topics by Kafka's record selection.
+
+Where each record came from (`RecordOrigins`: its offset, or its file and line) is worked out only for
+the records asked about (the late ones, which are rare): a chunk carries its lines as steps from its first
+line, decoded when one of its records is asked about.
 """
 
 from __future__ import annotations
 
 import json
 import pickle
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,11 +104,13 @@ def _data_payload(recs: PartitionRecords, start: int, end: int, with_values: boo
         # fewest bytes the table needs) and timestamps as little-endian integers: no Python object per
         # record on either side.
         values_json = b"[" + b",".join(recs.values_json[start:end]) + b"]" if with_values else None
+        steps = np.diff(np.asarray(recs._lines[start:end], np.int64))  # lines after the chunk's first
         columns = (
             recs.key_table,
             recs.key_codes[start:end].astype(_code_type(len(recs.key_table))).tobytes(),
             recs.timestamp_array()[start:end].astype("<i8", copy=False).tobytes(),
             values_json,
+            steps.astype(_code_type(int(steps.max(initial=0)) + 1)).tobytes(),
         )
         return _JSON_VALUES + msgspec.msgpack.encode(columns)
     columns = (
@@ -111,6 +118,7 @@ def _data_payload(recs: PartitionRecords, start: int, end: int, with_values: boo
         recs.values[start:end] if with_values else None,
         recs.timestamps[start:end],
         recs.offsets[start:end],
+        recs.lines[start:end],
     )
     return _PYTHON_VALUES + _dump(columns)
 
@@ -124,20 +132,21 @@ def _code_type(table_size: int) -> str:
     return "<u1" if table_size <= 1 << 8 else "<u2" if table_size <= 1 << 16 else "<i4"
 
 
-def _load_data_payload(payload: bytes, same_keys: dict) -> tuple[list, list, list, list | None]:
-    """(keys, values, timestamps, offsets) of a data chunk; offsets None: the chunk has none. Equal keys
-    of the bulk path become one string object (`same_keys`: every key seen so far, by itself)."""
+def _load_data_payload(payload: bytes, same_keys: dict) -> tuple[list, list, list, list | None, bytes | list]:
+    """(keys, values, timestamps, offsets, lines) of a data chunk; offsets None: the chunk has none; lines:
+    the steps from the chunk's first line (bytes, `_code_type` wide each), or a list. Equal keys of the
+    bulk path become one string object (`same_keys`: every key seen so far, by itself)."""
     body = memoryview(payload)[1:]
     if payload[:1] == _JSON_VALUES:
-        key_table, key_codes, timestamps, values_json = msgspec.msgpack.decode(body)
+        key_table, key_codes, timestamps, values_json, steps = msgspec.msgpack.decode(body)
         key_table = list(map(same_keys.setdefault, key_table, key_table))
         timestamps = np.frombuffer(timestamps, "<i8")
         keys = gather(key_table, np.frombuffer(key_codes, _CODE_TYPES[len(key_codes) // len(timestamps)]))
         timestamps = timestamps.tolist()
         values = [None] * len(keys) if values_json is None else decode_json(values_json)
-        return keys, values, timestamps, None  # the bulk path takes no offsets
-    keys, values, timestamps, offsets = pickle.loads(body)
-    return keys, [None] * len(keys) if values is None else values, timestamps, offsets
+        return keys, values, timestamps, None, steps  # the bulk path takes no offsets
+    keys, values, timestamps, offsets, lines = pickle.loads(body)
+    return keys, [None] * len(keys) if values is None else values, timestamps, offsets, lines
 
 
 def data_chunks(
@@ -219,6 +228,102 @@ def _arrival_order(chunks: list[InputChunk]) -> list[InputChunk]:
 
 TopicColumns = tuple[list, list, list]  # keys, values, timestamps
 
+Origin = tuple  # (offset, file, line): the offset when the record has one, else its file and line
+
+
+class _ChunkLines:
+    """Where the records of one data chunk came from: its file and lines (its records' own offsets first,
+    where they have one). The steps of the bulk path are decoded when a record is first asked about."""
+
+    __slots__ = ("file", "first_line", "lines", "offsets", "records")
+
+    def __init__(
+        self, file: str, first_line: int, lines: bytes | list, offsets: list | None, records: int
+    ) -> None:
+        self.file = file
+        self.first_line = first_line
+        self.lines = lines  # steps after the first line (bytes), or each record's line (a list)
+        self.offsets = offsets
+        self.records = records
+
+    def __getitem__(self, i: int) -> Origin:
+        if self.offsets is not None and self.offsets[i] is not None:
+            return (self.offsets[i], None, None)
+        lines = self.lines
+        if not isinstance(lines, list):
+            width = len(lines) // max(1, self.records - 1)
+            steps = np.frombuffer(lines, _CODE_TYPES[width]) if lines else np.empty(0, np.int64)
+            lines = self.lines = [self.first_line, *(self.first_line + np.cumsum(steps)).tolist()]
+        return (None, self.file, lines[i])
+
+
+class RecordOrigins:
+    """Where each record of a column came from, as `StreamTask.process_batch(origins=...)` reads it: only
+    for the records asked about. Pieces of chunks, in order; slicing and `+` keep them as pieces."""
+
+    __slots__ = ("pieces", "ends")
+
+    def __init__(self, pieces: list[tuple[object, int, int]] | None = None) -> None:
+        self.pieces = pieces or []  # (source, lo, hi): source[lo:hi], source[i] an Origin
+        self.ends: list[int] = []
+        total = 0
+        for _, lo, hi in self.pieces:
+            total += hi - lo
+            self.ends.append(total)
+
+    def __len__(self) -> int:
+        return self.ends[-1] if self.ends else 0
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self._slice(*i.indices(len(self))[:2])
+        p = bisect_right(self.ends, i)
+        source, lo, _ = self.pieces[p]
+        return source[lo + i - (self.ends[p - 1] if p else 0)]
+
+    def _slice(self, start: int, stop: int) -> RecordOrigins:
+        pieces, at = [], 0
+        for source, lo, hi in self.pieces:
+            a, b = max(start - at, 0), min(stop - at, hi - lo)
+            if a < b:
+                pieces.append((source, lo + a, lo + b))
+            at += hi - lo
+        return RecordOrigins(pieces)
+
+    @classmethod
+    def unknown(cls, n: int) -> RecordOrigins:
+        """`n` records from nowhere known (None each)."""
+        return cls([(_Unknown(), 0, n)]) if n else cls()
+
+    def __add__(self, other: RecordOrigins) -> RecordOrigins:
+        return RecordOrigins(self.pieces + other.pieces)
+
+    def __getstate__(self):
+        return self.pieces
+
+    def __setstate__(self, pieces) -> None:
+        self.__init__(pieces)
+
+
+class _Unknown:
+    __slots__ = ()
+
+    def __getitem__(self, i: int) -> None:
+        return None
+
+
+class _Reordered:
+    """Origins in another order (records sorted by offset): item i is `origins[order[i]]`."""
+
+    __slots__ = ("origins", "order")
+
+    def __init__(self, origins: RecordOrigins, order: list[int]) -> None:
+        self.origins = origins
+        self.order = order
+
+    def __getitem__(self, i: int) -> Origin:
+        return self.origins[self.order[i]]
+
 
 @dataclass
 class OrderedInput:
@@ -235,6 +340,16 @@ class OrderedInput:
     topic: str = ""
     topics: dict[str, TopicColumns] = field(default_factory=dict)
     files_seen: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # per topic, where its records came from (`RecordOrigins`, for the late ones); the single topic's
+    # records under its own name, "" if not said
+    origins: dict[str, RecordOrigins] = field(default_factory=dict)
+
+    def origins_of(self, topic: str, default_topic: str) -> RecordOrigins | None:
+        """Where the records of `topic` (as `by_topic` names it) came from; None: not known."""
+        found = self.origins.get(topic)
+        if found is None and topic == default_topic and not self.topics:
+            found = self.origins.get(self.topic)
+        return found
 
     @property
     def records(self) -> int:
@@ -248,19 +363,23 @@ class OrderedInput:
         return out
 
 
-def _topic_columns(chunks: list[InputChunk], same_keys: dict) -> TopicColumns:
-    """One topic's data chunks decoded, in arrival order, then stably by offset if records carry any."""
+def _topic_columns(chunks: list[InputChunk], same_keys: dict) -> tuple[list, list, list, RecordOrigins]:
+    """One topic's data chunks decoded, in arrival order, then stably by offset if records carry any; and
+    where each record came from."""
     keys: list[str] = []
     values: list[Any] = []
     timestamps: list[int] = []
     offset_runs: list[tuple[int, list]] = []  # (index of the chunk's first record, its offsets)
+    pieces = []
     for chunk in _arrival_order(chunks):
-        k, v, t, o = _load_data_payload(chunk.payload, same_keys)
+        k, v, t, o, lines = _load_data_payload(chunk.payload, same_keys)
         if o is not None and o.count(None) < len(o):
             offset_runs.append((len(keys), o))
+        pieces.append((_ChunkLines(chunk.file_path, chunk.first_line, lines, o, len(k)), 0, len(k)))
         keys += k
         values += v
         timestamps += t
+    origins = RecordOrigins(pieces)
     if offset_runs:
         offsets: list[int | None] = [None] * len(keys)
         for start, run in offset_runs:
@@ -269,7 +388,8 @@ def _topic_columns(chunks: list[InputChunk], same_keys: dict) -> TopicColumns:
         keys = [keys[i] for i in order]
         values = [values[i] for i in order]
         timestamps = [timestamps[i] for i in order]
-    return keys, values, timestamps
+        origins = RecordOrigins([(_Reordered(origins, order), 0, len(order))])
+    return keys, values, timestamps, origins
 
 
 def ordered_input(chunks: list[InputChunk]) -> OrderedInput:
@@ -292,10 +412,15 @@ def ordered_input(chunks: list[InputChunk]) -> OrderedInput:
     same_keys: dict[str, str] = {}
     if len(by_topic) == 1:
         ((topic, topic_chunks),) = by_topic.items()
-        keys, values, timestamps = _topic_columns(topic_chunks, same_keys)
-        return OrderedInput(keys, values, timestamps, wall_clocks, topic, files_seen=files_seen)
-    topics = {topic: _topic_columns(topic_chunks, same_keys) for topic, topic_chunks in by_topic.items()}
-    return OrderedInput([], [], [], wall_clocks, topics=topics, files_seen=files_seen)
+        keys, values, timestamps, origins = _topic_columns(topic_chunks, same_keys)
+        return OrderedInput(
+            keys, values, timestamps, wall_clocks, topic, files_seen=files_seen, origins={topic: origins}
+        )
+    topics, origins = {}, {}
+    for topic, topic_chunks in by_topic.items():
+        *topics[topic], origins[topic] = _topic_columns(topic_chunks, same_keys)
+        topics[topic] = tuple(topics[topic])
+    return OrderedInput([], [], [], wall_clocks, topics=topics, files_seen=files_seen, origins=origins)
 
 
 def quarantined_rows(

@@ -17,7 +17,10 @@ import pytest
 
 from spark_jobs.jobs import generate_events, sensor_alerts
 from spark_jobs.spark import sink
+from spark_jobs.spark.in_memory import run_directory
+from spark_jobs.spark.job import JobSpec
 from tests.spark.support import committed_rows, job_command, job_env, ordered_files, reference_rows
+from tests.spark.test_late_records import in_memory_late_rows, late_rows
 
 PARTITIONS = 3
 KILLS = 3
@@ -116,3 +119,9 @@ def test_sigkill_at_random_points_then_restart_gives_exactly_the_uninterrupted_o
     summary = json.loads(final.stdout[final.stdout.index(b"{") :])
     assert summary["wall_clock_by_partition"] == {str(p): wall_clock for p in range(PARTITIONS)}
     assert not any((output / sink.STAGING_DIR).iterdir())
+    # Each late record written once, as an uninterrupted run writes them; the final run's batches hold
+    # as many as its summary says it dropped.
+    uninterrupted = run_directory(JobSpec(sensor_alerts.JOB_MODULE, {}, PARTITIONS), landing, 1, wall_clock)
+    late = late_rows(output)
+    assert late and late == in_memory_late_rows(uninterrupted)
+    assert len(late_rows(output, summary["batches"])) == summary["records"]["dropped_late"]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from spark_jobs.spark import sink
-from spark_jobs.spark.topics import QUARANTINE_TOPIC, TopicSchema
+from spark_jobs.spark.topics import LATE_SCHEMA, LATE_TOPIC, QUARANTINE_TOPIC, TopicSchema
 
 SCHEMA = TopicSchema(pa.string(), pa.int64())
 DECLARED = {"counts": SCHEMA, "alerts": SCHEMA}
@@ -50,7 +51,8 @@ def test_a_batch_is_published_per_topic_and_readable_by_pandas_and_pyarrow(tmp_p
     staged = _stage(tmp_path, 0, {0: _chunk(0, [0, 1]), 1: _chunk(1, [0])}, alerts={0: _chunk(0, [])})
     assert list(staged) == ["counts"]  # a table without rows stages no file
     published = sink.commit_batch(tmp_path, 0, staged, DECLARED)
-    assert published == [QUARANTINE_TOPIC, "alerts", "counts"]
+    assert published == [LATE_TOPIC, QUARANTINE_TOPIC, "alerts", "counts"]
+    assert pq.read_schema(next((tmp_path / LATE_TOPIC).rglob("*.parquet"))).equals(LATE_SCHEMA)
     frame = pd.read_parquet(tmp_path / "counts")
     assert sorted(zip(frame["partition"], frame["seq"], strict=False)) == [(0, 0), (0, 1), (1, 0)]
     assert len(pd.read_parquet(tmp_path / "alerts")) == 0  # declared topic: readable, with its schema

@@ -49,7 +49,7 @@ def test_a_chunk_carries_the_keys_of_its_own_partition_only():
     chunks = data_chunks(parsed, file_mtime=1, with_values=False)
     assert {c.partition for c in chunks} == {0, 1, 2, 3}
     for chunk in chunks:
-        key_table, key_codes, timestamps, _ = msgspec.msgpack.decode(memoryview(chunk.payload)[1:])
+        key_table, key_codes, timestamps, _, _ = msgspec.msgpack.decode(memoryview(chunk.payload)[1:])
         own = [r for r in records if partition_for_key(r["key"], 4) == chunk.partition]
         assert sorted(key_table) == sorted({r["key"] for r in own})
         # codes travel as little-endian integers of the width the table needs, timestamps as int64
@@ -83,6 +83,32 @@ def test_explicit_offsets_order_a_partition_and_records_without_one_go_first():
     got = ordered_input(_partition(chunks, 0))
     assert got.keys == ["c", "b", "d", "a"]
     assert got.timestamps == [3, 2, 4, 1]
+    # where each came from, as the late records say: the offset, else the file and line
+    origins = got.origins_of("", "")
+    assert [origins[i] for i in range(4)] == [
+        (None, "/in/2.jsonl", 1),
+        (3, None, None),
+        (5, None, None),
+        (7, None, None),
+    ]
+
+
+def test_each_record_knows_its_file_and_line_across_chunks_partitions_and_slices():
+    n = CHUNK_RECORDS + 500
+    lines = [json.dumps({"key": f"k{i % 5}", "timestamp": i}) if i % 7 else "" for i in range(n)]
+    content = ("\n".join(lines) + "\n").encode()  # blank lines are not records, yet count as lines
+    for partitions in (1, 3):
+        chunks = data_chunks(read_landing_file("/in/a.jsonl", content, partitions), file_mtime=1)
+        for partition in range(partitions):
+            got = ordered_input(_partition(chunks, partition))
+            origins = got.origins_of("", "")
+            assert len(origins) == len(got.keys)
+            for i in [0, 1, len(got.keys) // 2, len(got.keys) - 1]:
+                offset, file, line = origins[i]
+                assert (offset, file) == (None, "/in/a.jsonl")
+                assert json.loads(lines[line - 1]) == {"key": got.keys[i], "timestamp": got.timestamps[i]}
+            tail = origins[7:] + origins[:7]
+            assert tail[len(origins) - 7] == origins[0] and tail[0] == origins[7]
 
 
 def _parquet(records: list[dict]) -> bytes:
