@@ -1,7 +1,7 @@
 """The suites of a job's outputs: rules derived from its topology, plus the rules its author wrote.
 
-`topic_suites(spec)` gives one suite per output topic and one for the quarantine. Each holds expectation
-configurations (`{"type": ..., "kwargs": ...}`, as GX stores them):
+`topic_suites(spec)` gives one suite per output topic, one for the quarantine and one for the late
+records. Each holds expectation configurations (`{"type": ..., "kwargs": ...}`, as GX stores them):
 
 - the shape every output topic has (the columns of docs/jobs.md, a unique emission position);
 - the rules that follow from the engine's promises for that topic (`spark_jobs.streams.guarantees`),
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_jobs.spark.job import JobSpec
-from spark_jobs.spark.topics import QUARANTINE_TOPIC
+from spark_jobs.spark.topics import BUILT_IN_TOPICS, LATE_SCHEMA, LATE_TOPIC, QUARANTINE_TOPIC
 from spark_jobs.streams.guarantees import (
     AlignedGrid,
     DeclaredAggregates,
@@ -31,6 +31,7 @@ from spark_jobs.streams.guarantees import (
 )
 
 QUARANTINE_SUITE = "quarantine"
+LATE_SUITE = "late"
 OUTPUT_COLUMNS = ("key", "value", "timestamp", "window_start", "window_end", "partition", "seq")
 EMISSION_ORDER = ["partition", "seq"]
 WINDOW = ["key", "window_start"]
@@ -46,8 +47,8 @@ class TopicSuite:
 
     @property
     def has_emission_order(self) -> bool:
-        """Job topics have (partition, seq); the quarantine has (source_file, line) instead."""
-        return self.topic != QUARANTINE_TOPIC
+        """Job topics have (partition, seq); the quarantine and the late records do not."""
+        return self.topic not in BUILT_IN_TOPICS
 
 
 def _rule(kind: str, **kwargs: Any) -> dict[str, Any]:
@@ -149,6 +150,25 @@ def quarantine_rules() -> list[dict[str, Any]]:
     ]
 
 
+def late_graces(topology: Any) -> dict[str, int]:
+    """The grace of every windowed node of `topology` (the nodes that drop records of closed windows)."""
+    graces = {}
+    for name, node_spec in topology.specs.items():
+        windows = getattr(node_spec.factory(), "windows", None)
+        if windows is not None and getattr(windows, "grace", None) is not None:
+            graces[name] = int(windows.grace)
+    return graces
+
+
+def late_rules(topology: Any) -> list[dict[str, Any]]:
+    """The late records' columns, and that each was dropped after its window had closed."""
+    return [
+        *[_rule("expect_column_to_exist", column=c) for c in LATE_SCHEMA.names],
+        *_not_null("node", "partition", "timestamp", "stream_time"),
+        _rule("expect_dropped_only_after_window_closes", grace_by_node=late_graces(topology)),
+    ]
+
+
 def handwritten_rules(spec: JobSpec) -> dict[str, list[dict[str, Any]]]:
     """The job author's rules (`QUALITY_RULES`: a JSON file beside the job module), topic -> rules."""
     module = importlib.import_module(spec.module)
@@ -161,15 +181,17 @@ def handwritten_rules(spec: JobSpec) -> dict[str, list[dict[str, Any]]]:
     if not path.is_file():
         raise FileNotFoundError(f"{spec.module}.QUALITY_RULES names {path}, which does not exist")
     rules = json.loads(path.read_text())
-    unknown = sorted(set(rules) - set(spec.topic_schemas) - {QUARANTINE_TOPIC})
+    unknown = sorted(set(rules) - set(spec.topic_schemas) - set(BUILT_IN_TOPICS))
     if unknown:
         raise ValueError(f"{path} has rules for topics {unknown} that {spec.module} does not output")
     return rules
 
 
 def topic_suites(spec: JobSpec) -> list[TopicSuite]:
-    """One suite per output topic of the job (in declared order), then the quarantine's."""
-    promises = topic_promises(spec.topology())
+    """One suite per output topic of the job (in declared order), then the quarantine's and the late
+    records'."""
+    topology = spec.topology()
+    promises = topic_promises(topology)
     written = handwritten_rules(spec)
     suites = []
     for topic in spec.topic_schemas:
@@ -178,6 +200,8 @@ def topic_suites(spec: JobSpec) -> list[TopicSuite]:
         suites.append(TopicSuite(topic, topic, _distinct(rules)))
     quarantine = quarantine_rules() + list(written.get(QUARANTINE_TOPIC, []))
     suites.append(TopicSuite(QUARANTINE_SUITE, QUARANTINE_TOPIC, _distinct(quarantine)))
+    late = late_rules(topology) + list(written.get(LATE_TOPIC, []))
+    suites.append(TopicSuite(LATE_SUITE, LATE_TOPIC, _distinct(late)))
     return suites
 
 

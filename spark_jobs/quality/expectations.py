@@ -359,6 +359,45 @@ class ExpectWindowLengthToEqual(RowsRuleExpectation):
         return flagged
 
 
+class ExpectDroppedOnlyAfterWindowCloses(RowsRuleExpectation):
+    """Every late record (the `_late` topic) was dropped after its window had closed: window_end + the
+    grace of the node that dropped it <= that node's stream time then (docs/semantics.md rule 4.2). A
+    record without a window was behind that stream time. A row of a node without a known grace, or
+    without a stream time, cannot show it and fails.
+    """
+
+    grace_by_node: dict[str, int]
+
+    rule_template: ClassVar[str] = (
+        "Each late record was dropped once its window had closed: window_end + the grace of its node "
+        "($grace_by_node) <= stream_time."
+    )
+
+    def rows_query(self) -> str:
+        cases = " ".join(
+            f"WHEN '{node.replace(chr(39), chr(39) * 2)}' THEN {int(grace)}"
+            for node, grace in sorted(self.grace_by_node.items())
+        )
+        grace = f"CASE `node` {cases} END" if cases else "CAST(NULL AS BIGINT)"
+        return (
+            f"SELECT * FROM (SELECT *, {grace} AS `grace_ms` FROM {{batch}}) WHERE `stream_time` IS NULL "
+            "OR (`window_end` IS NOT NULL AND (`grace_ms` IS NULL OR `window_end` + `grace_ms` > `stream_time`)) "
+            "OR (`window_end` IS NULL AND `timestamp` >= `stream_time`)"
+        )
+
+    def flagged_rows(self, batch: pd.DataFrame) -> pd.DataFrame:
+        grace = column(batch, "node").map(self.grace_by_node).astype("Float64")
+        stream_time = column(batch, "stream_time").astype("Float64")
+        end = column(batch, "window_end").astype("Float64")
+        timestamp = column(batch, "timestamp").astype("Float64")
+        windowed = end.notna() & (grace.isna() | (end + grace > stream_time).fillna(True))
+        windowless = end.isna() & (timestamp >= stream_time).fillna(True)
+        bad = (stream_time.isna() | windowed | windowless).fillna(True).astype(bool)
+        flagged = batch[bad].copy()
+        flagged["grace_ms"] = grace[bad]
+        return flagged
+
+
 class ExpectTimestampsOnAlignedGrid(RowsRuleExpectation):
     """Timestamps fall on the boundaries k * interval_ms + shift_ms (the shift taken modulo the interval)."""
 

@@ -21,7 +21,7 @@ from spark_jobs.quality.expectations import CONTEXT_COLUMN
 from spark_jobs.quality.local_frames import in_order
 from spark_jobs.quality.scope import BATCH_COLUMN, context_path
 from spark_jobs.spark.sink import BATCH_PREFIX
-from spark_jobs.spark.topics import QUARANTINE_TOPIC
+from spark_jobs.spark.topics import BUILT_IN_TOPICS
 
 # Scopes up to this many rows are validated in process; larger ones (and --full) on Spark.
 LOCAL_ROW_LIMIT = 5_000_000
@@ -82,7 +82,7 @@ def read_scope(output: Path, topic: str, reports: Path, batches: list[int], sche
         parts.append(schema.empty_table().append_column(BATCH_COLUMN, pa.array([], pa.int32())))
     new = pa.concat_tables(parts, promote_options="permissive")
     new = new.append_column(CONTEXT_COLUMN, pa.array([False] * new.num_rows, pa.bool_()))
-    kept = None if topic == QUARANTINE_TOPIC else _read(context_path(reports, topic))
+    kept = None if topic in BUILT_IN_TOPICS else _read(context_path(reports, topic))
     table = new
     if kept is not None and kept.num_rows:
         kept = kept.append_column(CONTEXT_COLUMN, pa.array([True] * kept.num_rows, pa.bool_()))
@@ -93,7 +93,7 @@ def read_scope(output: Path, topic: str, reports: Path, batches: list[int], sche
 def keep_local_context(scope: LocalTopic, topic: str, reports: Path, reach_ms: int) -> int:
     """`scope.keep_context` on the Arrow scope: each key's last row, each task's latest row, and every row
     of a window still within reach; returns the number of rows kept."""
-    if topic == QUARANTINE_TOPIC:
+    if topic in BUILT_IN_TOPICS:
         return 0
     table = scope.table.drop_columns([CONTEXT_COLUMN])
     rows = table.select(["key", "partition", "seq", "timestamp", "window_end"]).to_pandas()

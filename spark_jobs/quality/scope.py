@@ -24,7 +24,7 @@ from typing import Any
 
 from spark_jobs.quality.expectations import CONTEXT_COLUMN
 from spark_jobs.spark.summary import RUNS_DIR
-from spark_jobs.spark.topics import QUARANTINE_TOPIC
+from spark_jobs.spark.topics import BUILT_IN_TOPICS
 from spark_jobs.streams.guarantees import SuppressedFinals, WindowedUpdates, topic_promises
 
 CONTEXT_DIR = "context"
@@ -59,7 +59,7 @@ def scoped_frame(spark, frame, topic: str, reports: Path, batches: list[int] | N
         new = frame.where(F.col(BATCH_COLUMN).isin(batches)) if batches else frame.limit(0)
     new = new.withColumn(CONTEXT_COLUMN, F.lit(False))
     kept = context_path(reports, topic)
-    if batches is None or topic == QUARANTINE_TOPIC or not kept.is_dir():
+    if batches is None or topic in BUILT_IN_TOPICS or not kept.is_dir():
         return new, new
     context = spark.read.parquet(str(kept)).withColumn(CONTEXT_COLUMN, F.lit(True))
     return new.unionByName(context, allowMissingColumns=True), new
@@ -67,8 +67,8 @@ def scoped_frame(spark, frame, topic: str, reports: Path, batches: list[int] | N
 
 def keep_context(spark, frame, topic: str, reports: Path, reach_ms: int) -> int:
     """Write the context the next run needs from `frame` (this run's rows and the previous context);
-    returns its number of rows. The quarantine needs none: its rules look at one row at a time."""
-    if topic == QUARANTINE_TOPIC:
+    returns its number of rows. The quarantine and the late records need none: their rules look at one row at a time."""
+    if topic in BUILT_IN_TOPICS:
         return 0
     view = f"context_source_{abs(hash(topic))}"
     frame.drop(CONTEXT_COLUMN).createOrReplaceTempView(view)

@@ -47,7 +47,7 @@ from spark_jobs.quality.scope import (
 )
 from spark_jobs.spark.errors import ArgumentParser, UserError, exit_on_user_error
 from spark_jobs.spark.session import local_spark_session
-from spark_jobs.spark.topics import QUARANTINE_TOPIC
+from spark_jobs.spark.topics import BUILT_IN_TOPICS
 
 logger = logging.getLogger(__name__)
 
@@ -76,15 +76,23 @@ class TopicCheck:
 
 
 def topic_checks(spec) -> list[TopicCheck]:
-    """The checks of a job's output: one per topic it declares, then the quarantine's."""
-    from spark_jobs.spark.topics import DEFAULT_TOPIC_SCHEMA, QUARANTINE_SCHEMA
+    """The checks of a job's output: one per topic it declares, then the quarantine's and the late
+    records'."""
+    from spark_jobs.spark.topics import (
+        DEFAULT_TOPIC_SCHEMA,
+        LATE_SCHEMA,
+        LATE_TOPIC,
+        QUARANTINE_SCHEMA,
+        QUARANTINE_TOPIC,
+    )
 
     schemas = spec.topic_schemas
+    built_in = {QUARANTINE_TOPIC: QUARANTINE_SCHEMA, LATE_TOPIC: LATE_SCHEMA}
     checks = []
     for suite in topic_suites(spec):
         arrow = (
-            QUARANTINE_SCHEMA
-            if suite.topic == QUARANTINE_TOPIC
+            built_in[suite.topic]
+            if suite.topic in built_in
             else schemas.get(suite.topic, DEFAULT_TOPIC_SCHEMA).arrow_schema()
         )
         checks.append(TopicCheck(suite, arrow))
@@ -158,7 +166,7 @@ def topic_folders(output: Path) -> list[str]:
     return sorted(
         p.name
         for p in output.iterdir()
-        if p.is_dir() and (p.name == QUARANTINE_TOPIC or not p.name.startswith(("_", ".")))
+        if p.is_dir() and (p.name in BUILT_IN_TOPICS or not p.name.startswith(("_", ".")))
     )
 
 

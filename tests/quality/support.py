@@ -18,10 +18,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_jobs.quality.derived import topic_suites
+from spark_jobs.quality.derived import late_graces, topic_suites
 from spark_jobs.spark.job import JobSpec, write_job_record
+from spark_jobs.spark.topics import LATE_SCHEMA
 
 MINUTE = 60_000
+# the node of the job's windowed count: the one that drops late records
+[_COUNT_NODE] = late_graces(JobSpec("spark_jobs.jobs.sensor_alerts", {}, 2).topology())
 OUTPUT_COLUMNS = ["key", "value", "timestamp", "window_start", "window_end", "partition", "seq"]
 TOPICS = ("window-counts", "window-finals", "low-activity-alerts", "summaries", "silent-sensors")
 
@@ -69,7 +72,22 @@ def simulate_sensor_alerts(
             agg_time = max(agg_time, ts)
             start = ts // window_size * window_size
             end = start + window_size
-            if end + grace > agg_time:  # rule 4.2: dropped iff window_end + grace <= observed time
+            if end + grace <= agg_time:  # rule 4.2: dropped iff window_end + grace <= observed time
+                out["_late"].append(
+                    dict(
+                        node=_COUNT_NODE,
+                        topic="sensor-readings",
+                        partition=partition,
+                        file=f"events-{partition}.jsonl",
+                        line=processed,
+                        key=key,
+                        timestamp=ts,
+                        window_start=start,
+                        window_end=end,
+                        stream_time=agg_time,
+                    )
+                )
+            else:
                 count, max_ts = counts.get((key, start), (0, -1))
                 count, max_ts = count + 1, max(max_ts, ts)  # rule 4.3: the max contributing timestamp
                 counts[(key, start)] = (count, max_ts)
@@ -119,6 +137,8 @@ QUARANTINE_SCHEMA = pa.schema(
 def _schema(rows: list[dict]) -> pa.Schema:
     if rows and "reason" in rows[0]:
         return QUARANTINE_SCHEMA
+    if rows and "stream_time" in rows[0]:
+        return LATE_SCHEMA
     # The value's type is the topic's own (a count, a struct): inferred from the values.
     values = [r["value"] for r in rows if r.get("value") is not None]
     value_type = pa.array(values).type if values else pa.int64()
@@ -202,6 +222,7 @@ def write_sensor_alerts_output(output: Path, events=None) -> dict[str, list[dict
         write_topic(rows[topic], output / topic)
     rows["_quarantine"] = quarantine_rows()
     write_topic(rows["_quarantine"], output / "_quarantine", batches=1)
+    write_topic(rows["_late"], output / "_late", batches=1)
     return rows
 
 
@@ -341,6 +362,13 @@ def _quarantine_without_reason(output: Path) -> dict:
     return rows[0]
 
 
+def _late_record_of_an_open_window(output: Path) -> dict:
+    rows = read_topic(output, "_late")
+    rows[0]["stream_time"] = rows[0]["window_end"] - 1  # dropped while its window was still open
+    rewrite_topic(output, "_late", rows)
+    return rows[0]
+
+
 CORRUPTIONS = {
     "a window emitted twice": Corruption(
         "window-finals",
@@ -374,6 +402,12 @@ CORRUPTIONS = {
         "expect_column_values_to_be_non_blank",
         _quarantine_without_reason,
         ("source_file", "line"),
+    ),
+    "a late record dropped before its window closed": Corruption(
+        "late",
+        "expect_dropped_only_after_window_closes",
+        _late_record_of_an_open_window,
+        ("file", "line"),
     ),
 }
 

@@ -276,6 +276,23 @@ def test_a_quarantine_row_without_reason_fails_quarantine(spark, correct_output,
     )
 
 
+def test_a_late_record_whose_window_was_open_fails_late(spark, correct_output, tmp_path, engine):
+    output = copy_output(correct_output, tmp_path / "output")
+    rows = read_topic(output, "_late")
+    assert rows, "the correct output must have late records"
+    rows[0]["stream_time"] = rows[0]["window_end"] + 120_000 - 1  # one ms before its window closed
+    rows[-1]["node"] = "KSTREAM-UNKNOWN"  # a node without a window's grace cannot show it
+    rewrite_topic(output, "_late", rows)
+
+    verdict, result = _validate_one(spark, output, tmp_path / "reports", "late", engine=engine)
+
+    assert not verdict.success
+    failing = failing_rows(result, "expect_dropped_only_after_window_closes")
+    assert sorted((r["file"], r["line"]) for r in failing) == sorted(
+        {(rows[0]["file"], rows[0]["line"]), (rows[-1]["file"], rows[-1]["line"])}
+    )
+
+
 def test_a_handwritten_rule_naming_an_unloaded_expectation_fails_the_run(
     spark, correct_output, tmp_path, monkeypatch
 ):
