@@ -392,16 +392,17 @@ def test_late_pairs_are_dropped_and_reported_to_the_task(monkeypatch) -> None:
     late: list = []
     original = TaskContext.count_late
 
-    def spy(context, node_name, rows, keys, values, timestamps, starts, ends):
-        late.append((list(rows), list(keys), list(timestamps), list(starts), list(ends)))
-        original(context, node_name, rows, keys, values, timestamps, starts, ends)
+    def spy(context, node_name, rows, keys, values, timestamps, starts, ends, stream_times):
+        late.append((list(rows), list(keys), list(timestamps), list(starts), list(ends), list(stream_times)))
+        original(context, node_name, rows, keys, values, timestamps, starts, ends, stream_times)
 
     monkeypatch.setattr(TaskContext, "count_late", spy)
     task.process_batch(
         "readings", ["a", None, "b", "a"], [{"v": 1}, {"v": 1}, {"v": 1}, {"v": 1}], [20, 0, 9, 15]
     )
     # at time 20, b at 9: windows [0,10) and [5,15) closed; a at 15: [10,20) closed, [15,25) open
-    assert late == [([2, 2, 3], ["b", "b", "a"], [9, 9, 15], [0, 5, 10], [10, 15, 20])]
+    assert late == [([2, 2, 3], ["b", "b", "a"], [9, 9, 15], [0, 5, 10], [10, 15, 20], [20, 20, 20])]
+    assert [(r.origin, r.window_start) for r in task.drain_late()] == [(None, 0), (None, 5), (None, 10)]
     assert task.metrics()["dropped-records-total"] == 4  # the null key too
 
 
