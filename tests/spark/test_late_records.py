@@ -78,7 +78,7 @@ def test_in_memory_late_rows_point_at_their_lines_and_equal_dropped_late(landing
     assert at_once.summary.to_dict()["records"]["dropped_late"] == len(rows)
     assert sorted((r[6], r[8], r[9]) for r in rows) == _driver_late(landing)
     lines = {path: Path(path).read_text().splitlines() for path in ordered_files(landing)}
-    grace = sensor_alerts.DEFAULTS["grace"]
+    grace = spec.effective_options()["grace"]
     for row in rows:
         late = dict(zip(COLUMNS, row, strict=True))
         assert late["topic"] == sensor_alerts.INPUT_TOPIC and late["offset"] is None
