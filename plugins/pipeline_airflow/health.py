@@ -242,6 +242,7 @@ def job_section(job: str, paths: JobPaths) -> str:
         figures.append(
             f"<li>Latest run <code>{html.escape(last.run_id)}</code> ({last.time:%Y-%m-%d %H:%M} UTC): "
             f"{last.read:,} records read, {last.late:,} late, {last.quarantined:,} quarantined, {rate}</li>"
+            f"<li>Late records are kept in <code>{html.escape(str(paths.output / '_late'))}</code></li>"
         )
     if history:
         latest = history[-1]

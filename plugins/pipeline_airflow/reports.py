@@ -33,7 +33,8 @@ def summarize_outputs(output_dir: Path, reports_dir: Path) -> dict[str, Any]:
 
 def asset_extras(output_dir: Path, reports_dir: Path) -> dict[str, Any]:
     """What a topic's asset event carries: the latest run summary's figures (batch ids, records late and
-    quarantined, rows emitted per topic) and the validation verdict that let it through."""
+    quarantined, late by node (the rows the run added to `_late`), rows emitted per topic) and the
+    validation verdict that let it through."""
     summary_file = Path(output_dir) / "_runs" / "latest.json"
     verdicts_file = Path(reports_dir) / "verdicts.json"
     summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
@@ -44,6 +45,7 @@ def asset_extras(output_dir: Path, reports_dir: Path) -> dict[str, Any]:
         "batch_ids": summary.get("batches", []),
         "processed": records.get("processed", 0),
         "late": records.get("dropped_late", 0),
+        "late_by_node": dict(summary.get("dropped_late_by_node", {})),
         "quarantined": records.get("quarantined", 0),
         "verdict": "passed" if verdicts.get("success") else "failed",
         "validation_run": verdicts.get("run_name"),

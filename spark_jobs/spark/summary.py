@@ -28,6 +28,7 @@ class RunSummary:
     )
     processed: int = 0
     late: int = 0
+    late_by_node: dict[str, int] = field(default_factory=dict)  # the rows of <output>/_late, by node
     quarantined: int = 0
     emitted: dict[str, int] = field(default_factory=dict)
     quarantined_by_reason: dict[str, int] = field(default_factory=dict)
@@ -61,6 +62,8 @@ class RunSummary:
                     continue
                 self.processed += m["processed"]
                 self.late += m["late"]
+                for node, n in m.get("late_by_node", {}).items():
+                    self.late_by_node[node] = self.late_by_node.get(node, 0) + n
                 for topic, n in m["emitted"].items():
                     self.emitted[topic] = self.emitted.get(topic, 0) + n
                 self.wall_clock[m["partition"]] = m["wall_clock"]
@@ -95,6 +98,7 @@ class RunSummary:
                     "dropped_late": self.late,
                     "quarantined": self.quarantined,
                 },
+                "dropped_late_by_node": dict(sorted(self.late_by_node.items())),
                 "quarantined_by_reason": dict(sorted(self.quarantined_by_reason.items())),
                 "emitted": dict(sorted(self.emitted.items())),
                 "batches": sorted(self.batches),

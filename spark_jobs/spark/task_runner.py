@@ -80,12 +80,20 @@ def run_task_batch(
         "partition": partition,
         "processed": processed,
         "late": len(late),
+        "late_by_node": _count_by_node(late),
         "emitted": emitted,
         "wall_clock": wall_clock,
         "task_metrics": {k: v for k, v in task_metrics.items() if isinstance(v, int | float)},
     }
     state.runtime["wall_clock"] = wall_clock
     return TaskBatchResult(tables, state, metrics)
+
+
+def _count_by_node(late: list) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in late:
+        counts[record.node] = counts.get(record.node, 0) + 1
+    return counts
 
 
 def select_records(task, topics: tuple[str, ...], runtime: dict, inp: OrderedInput, last_landed) -> int:
