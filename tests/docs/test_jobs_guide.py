@@ -194,6 +194,7 @@ def test_the_worked_example_runs_on_spark_validates_and_its_dag_succeeds(tmp_pat
         "spend-finals",
         "big-spenders",
         "quarantine",
+        "late",
     }
     assert (reports / "data_docs" / "index.html").is_file()
     with sqlite3.connect(project / "var" / "airflow" / "airflow.db") as db:
