@@ -354,7 +354,7 @@ class LateRows:
     """The (record, window) pairs a node drops as late during one batch, handed to `Node.count_late` at
     its end (one call per batch)."""
 
-    __slots__ = ("rows", "keys", "values", "timestamps", "starts", "ends")
+    __slots__ = ("rows", "keys", "values", "timestamps", "starts", "ends", "stream_times")
 
     def __init__(self) -> None:
         self.rows: list[int] = []
@@ -363,18 +363,31 @@ class LateRows:
         self.timestamps: list[int] = []
         self.starts: list[int | None] = []
         self.ends: list[int | None] = []
+        self.stream_times: list[int] = []  # the node's observed time when it dropped each
 
-    def add(self, row: int, key: Any, value: Any, timestamp: int, start: int | None, end: int | None) -> None:
+    def add(
+        self,
+        row: int,
+        key: Any,
+        value: Any,
+        timestamp: int,
+        start: int | None,
+        end: int | None,
+        stream_time: int,
+    ) -> None:
         self.rows.append(row)
         self.keys.append(key)
         self.values.append(value)
         self.timestamps.append(timestamp)
         self.starts.append(start)
         self.ends.append(end)
+        self.stream_times.append(stream_time)
 
     def report(self, node: Node) -> None:
         if self.rows:
-            node.count_late(self.rows, self.keys, self.values, self.timestamps, self.starts, self.ends)
+            node.count_late(
+                self.rows, self.keys, self.values, self.timestamps, self.starts, self.ends, self.stream_times
+            )
 
 
 class SessionWindowAggregateNode(Node):
@@ -385,6 +398,8 @@ class SessionWindowAggregateNode(Node):
     grace)` are expired and no longer found by later records, and a result that is itself expired is
     forwarded but not stored (and counted late).
     """
+
+    drops_late = True
 
     def __init__(self, name: str, windows: SessionWindows, aggregation: Aggregation) -> None:
         super().__init__(name)
@@ -425,7 +440,7 @@ class SessionWindowAggregateNode(Node):
                 aggregate = merger(key, aggregate, session[2])
                 start, end = min(start, session[0]), max(end, session[1])
             if end < close_time:
-                late.add(i, key, value, ts, start, end)
+                late.add(i, key, value, ts, start, end, observed)
                 continue
             if start != ts or end != ts:
                 for session in merged:  # retract every absorbed session, stamped with its own end
@@ -437,7 +452,7 @@ class SessionWindowAggregateNode(Node):
                     src.append(i)
             aggregate = aggregator(key, value, aggregate)
             if not store.put(key, start, end, aggregate):  # Kafka's store skips a put into an expired segment
-                late.add(i, key, value, ts, start, end)
+                late.add(i, key, value, ts, start, end, observed)
             out_k.append(make_windowed(key, start, end))
             out_v.append(aggregate)
             out_o.append(None)
@@ -479,6 +494,8 @@ class SlidingWindowAggregateNode(Node):
     in-memory stores). Windows are `[start, start + d]`, in a sliding window store (nodes/window_stores.py)
     of retention 2d + grace, as Kafka's."""
 
+    drops_late = True
+
     def __init__(self, name: str, windows: SlidingWindows, aggregation: Aggregation) -> None:
         super().__init__(name)
         self.windows = windows
@@ -505,7 +522,7 @@ class SlidingWindowAggregateNode(Node):
             close_time = self.observed - grace
             if ts + 1 + d <= close_time:
                 start = max(0, ts - d)
-                late.add(i, key, value, ts, start, start + d)
+                late.add(i, key, value, ts, start, start + d, self.observed)
                 continue
             if ts < d:
                 self._process_early(key, value, ts, close_time)
@@ -628,7 +645,7 @@ class SlidingWindowAggregateNode(Node):
         """Add the record to a window (Kafka's updateWindowAndForward); new windows come as [init, ts]."""
         end = start + self.windows.time_difference
         if end < close_time:
-            self._late.add(self._row, key, value, ts, start, end)
+            self._late.add(self._row, key, value, ts, start, end, self.observed)
             return
         old = window[0]
         new = self.aggregation.aggregator(key, value, old)
@@ -638,7 +655,9 @@ class SlidingWindowAggregateNode(Node):
 
     def _put(self, key: Any, value: Any, ts: int, start: int, window: list) -> None:
         if not self.store.put(key, start, window):  # out of the store's retention
-            self._late.add(self._row, key, value, ts, start, start + self.windows.time_difference)
+            self._late.add(
+                self._row, key, value, ts, start, start + self.windows.time_difference, self.observed
+            )
 
     def _emit(self, key: Any, start: int, new: Any, old: Any, ts: int) -> None:
         out_k, out_v, out_o, out_t, src = self._out

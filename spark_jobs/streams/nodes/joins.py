@@ -162,7 +162,7 @@ class StreamStreamJoinNode(Node):
         if expired:  # out of the store's retention (Kafka drops the put)
             late = LateRows()
             for n in expired:
-                late.add(valid[n], valid_keys[n], values[valid[n]], valid_ts[n], None, None)
+                late.add(valid[n], valid_keys[n], values[valid[n]], valid_ts[n], None, None, stream_time)
             late.report(self)
         return Batch(
             [r[0] for r in out],
