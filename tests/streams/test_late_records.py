@@ -14,6 +14,7 @@ from spark_jobs.streams import (
     Processor,
     PunctuationType,
     Record,
+    SessionWindows,
     StreamsBuilder,
     Suppressed,
     TimeWindows,
@@ -193,3 +194,16 @@ def _dropped(topology: Topology, records: list[tuple]) -> int:
     task = StreamTask(topology)
     task.process_batch("readings", *map(list, zip(*records, strict=True)))
     return task.metrics()["dropped-records-total"]
+
+
+def test_a_session_record_after_its_session_closed_is_kept_with_its_session() -> None:
+    builder = StreamsBuilder()
+    sessions = SessionWindows.of_inactivity_gap_and_grace(10, 0)
+    builder.stream("in").group_by_key().windowed_by(sessions).count().to_stream().to("out")
+    with TopologyTestDriver(builder.build()) as driver:
+        source = driver.create_input_topic("in")
+        source.pipe_input("k", None, 100)
+        source.pipe_input("k", None, 5)  # its session [5, 5] closed at 5 + 10 + 0 <= 100
+        source.pipe_input("k", None, 95)  # merges with [100, 100]: not late
+        late = driver.read_late_records()
+        assert [(r.origin, r.window_start, r.window_end, r.stream_time) for r in late] == [(1, 5, 5, 100)]

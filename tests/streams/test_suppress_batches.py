@@ -86,7 +86,7 @@ class Run:
         self.late: list = []
         late = self.late
 
-        def count_late(context, node, rows, keys, values, timestamps, starts, ends):
+        def count_late(context, node, rows, keys, values, timestamps, starts, ends, stream_times=None):
             late.extend(zip(keys, values, timestamps, starts or [None] * len(rows), strict=True))
             context._task.dropped_records += len(rows)
 
