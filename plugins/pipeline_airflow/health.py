@@ -33,6 +33,8 @@ class RunPoint:
     quarantined: int
     events_per_s: float | None
     batch_durations_s: list[float] = field(default_factory=list)
+    # The tasks' state at the end of the run (summary "state"): None in a summary without it
+    state: dict[str, int] | None = None
 
 
 def run_time(run_id: str, fallback: float) -> dt.datetime:
@@ -68,11 +70,19 @@ def read_runs(output: Path, limit: int = RUNS_SHOWN) -> list[RunPoint]:
                     quarantined=int(records["quarantined"]),
                     events_per_s=records_in_batches * 1000 / sum(durations_ms) if sum(durations_ms) else None,
                     batch_durations_s=[ms / 1000 for ms in durations_ms],
+                    state=_state_size(summary.get("state")),
                 )
             )
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a summary being written, or not one
     return sorted(runs, key=lambda r: r.time)[-limit:]
+
+
+def _state_size(state) -> dict[str, int] | None:
+    """entries, windows and bytes of a summary's "state", None without one."""
+    if not isinstance(state, dict):
+        return None
+    return {name: int(state[name]) for name in ("entries", "windows", "bytes")}
 
 
 def nice_step(value: float) -> float:
@@ -221,6 +231,16 @@ def verdict_chart(history: list[dict]) -> str:
     )
 
 
+def state_charts(runs: list[RunPoint]) -> list[str]:
+    """The tasks' state at the end of each run: entries, open windows and bytes in the state store."""
+    sized = [r for r in runs if r.state is not None]
+    return [
+        line_chart("State entries at run end", "entries", [(r.time, r.state["entries"]) for r in sized]),
+        line_chart("Open windows at run end", "windows", [(r.time, r.state["windows"]) for r in sized]),
+        line_chart("State size at run end", "MB", [(r.time, r.state["bytes"] / 1e6) for r in sized]),
+    ]
+
+
 def job_section(job: str, paths: JobPaths) -> str:
     """A job's figures and charts, or what to do when it has not run yet."""
     from spark_jobs.quality.history import read_history
@@ -260,6 +280,7 @@ def job_section(job: str, paths: JobPaths) -> str:
         line_chart(
             "Micro-batch durations", "s per batch", [(r.time, s) for r in runs for s in r.batch_durations_s]
         ),
+        *state_charts(runs),
         verdict_chart(history),
     ]
     return (

@@ -88,7 +88,9 @@ class InMemoryRuntime:
             state, loaded = task_state.load(store, self.spec.topology(), partition, INITIAL_WALL_CLOCK_MS)
             result = run_task_batch(self.spec, partition, state, ordered_input(part_chunks), self.last_landed)
             written = task_state.save(store, result.state)
-            result.metrics["task_metrics"].update(written.metrics(loaded))
+            result.metrics["task_metrics"].update(
+                written.metrics(loaded), **task_state.size_metrics(result.state)
+            )
             for topic, table in result.tables.items():
                 self._add(topic, table)
             metrics.append(result.metrics)

@@ -188,6 +188,7 @@ def run_partition(
     staged = sink.stage_partition_output(output_dir, partition, result.tables)
     result.metrics["task_metrics"].update(
         written.metrics(how),
+        **task_state.size_metrics(result.state),
         cpu_input_s=round(started - began, 3),
         cpu_state_load_s=round(loaded - started, 3),
         cpu_process_s=round(processed - loaded, 3),

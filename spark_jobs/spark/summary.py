@@ -16,6 +16,11 @@ from pathlib import Path
 from spark_jobs.spark.transport import QUARANTINE_PARTITION
 
 RUNS_DIR = "_runs"
+STATE_SIZES = (
+    "entries",
+    "windows",
+    "bytes",
+)  # a task's state size, from its metrics (task_state.size_metrics)
 
 
 @dataclass
@@ -71,6 +76,20 @@ class RunSummary:
                 self.state_loads["restored"] += m["task_metrics"].get("state_restored", 0)
                 self.state_loads["caught_up"] += m["task_metrics"].get("state_caught_up", 0)
 
+    def state_size(self) -> dict | None:
+        """The tasks' state as their last micro-batch of the run left it (entries and open windows of their
+        stores, bytes in the state store): in total and by partition. A partition whose task did not run in
+        this run is not in it; None when no task ran."""
+        by_partition = {
+            str(p): {name: int(m.get(f"state_{name}", 0)) for name in STATE_SIZES}
+            for p, m in sorted(self.task_metrics.items())
+            if "state_entries" in m
+        }
+        if not by_partition:
+            return None
+        total = {name: sum(sizes[name] for sizes in by_partition.values()) for name in STATE_SIZES}
+        return {**total, "by_partition": by_partition}
+
     def processed_in_batch(self, batch_id: int) -> int:
         with self._lock:
             return self.processed_by_batch.get(batch_id, 0)
@@ -106,6 +125,7 @@ class RunSummary:
                 "wall_clock_by_partition": {str(p): w for p, w in sorted(self.wall_clock.items())},
                 "task_metrics_by_partition": {str(p): m for p, m in sorted(self.task_metrics.items())},
                 "state_loads": dict(self.state_loads),
+                "state": self.state_size(),
                 "progress": list(self.progress),
             }
 

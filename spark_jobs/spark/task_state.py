@@ -101,6 +101,7 @@ class StoredPart:
     chunks: int
     version: int  # the version whose save wrote it
     digest: bytes = b""  # of its bytes, known where this worker wrote or read them
+    size: int = 0  # its bytes, known where this worker wrote or read them
 
 
 @dataclass
@@ -278,7 +279,7 @@ def _restore(
 
     task = StreamTask.import_state(topology, engine)
     stored = {
-        part: StoredPart(manifest.parts[part].chunks, manifest.parts[part].version, _digest(data))
+        part: StoredPart(manifest.parts[part].chunks, manifest.parts[part].version, _digest(data), len(data))
         for part, data in parts.items()
     }
     state = TaskState(task, runtime, version, stored, manifest.history)
@@ -304,10 +305,26 @@ def _catch_up(store: PartStore, state: TaskState, version: int, manifest: Manife
         del state.stored[part]
     for part, data in changed.items():
         state.stored[part] = StoredPart(
-            manifest.parts[part].chunks, manifest.parts[part].version, _digest(data)
+            manifest.parts[part].chunks, manifest.parts[part].version, _digest(data), len(data)
         )
     state.version, state.history = version, manifest.history
     return StateLoad(CAUGHT_UP, len(changed), sum(map(len, changed.values())))
+
+
+def size_metrics(state: TaskState) -> dict[str, int]:
+    """The task's state size: the entries of its nodes' stores (`Node.state_size`), its open windows (the
+    most any one node holds: a suppress buffer holds windows of the aggregate before it), and the bytes its
+    parts take in the store."""
+    entries = windows = 0
+    for node in state.task.nodes.values():
+        node_entries, node_windows = node.state_size()
+        entries += node_entries
+        windows = max(windows, node_windows)
+    return {
+        "state_entries": entries,
+        "state_windows": windows,
+        "state_bytes": sum(part.size for part in state.stored.values()),
+    }
 
 
 def save(
@@ -338,7 +355,7 @@ def save(
             store.write_chunk(part, index, bytes(view[index * chunk_bytes : (index + 1) * chunk_bytes]))
         for index in range(count, old_count):
             store.remove_chunk(part, index)
-        state.stored[part] = StoredPart(count, version, digest)
+        state.stored[part] = StoredPart(count, version, digest, len(data))
         written.parts_written += 1
         written.chunks_written += count
         written.bytes_written += len(data)

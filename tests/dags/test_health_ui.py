@@ -35,6 +35,12 @@ def seed(var: Path) -> str:
             "sensor_alerts", "available-now", 4, run_id=f"{started:%Y%m%dT%H%M%SZ}-{100 + i}"
         )
         summary.processed, summary.late, summary.quarantined = 20_000 + 5_000 * i, 10 * i, 3 + i % 3
+        sizes = {
+            "state_entries": 1_000 + 250 * i,
+            "state_windows": 2 + i % 2,
+            "state_bytes": 400_000 * (i + 1),
+        }
+        summary.task_metrics = {partition: dict(sizes) for partition in range(4)}  # each task's last batch
         for batch in range(3):
             summary.add_progress(
                 {"batch": batch, "records": summary.processed // 3, "duration_ms": 800 + 300 * i}
@@ -82,10 +88,14 @@ def test_the_health_page_charts_the_runs_and_the_link_opens_a_runs_data_docs(air
         page.get_by_role("menuitem", name="Pipeline health").click()
         frame = page.frame_locator("iframe")
         section = frame.locator("section#sensor_alerts")
-        expect(section.locator("svg.chart")).to_have_count(5, timeout=30_000)
+        expect(section.locator("svg.chart")).to_have_count(8, timeout=30_000)
         expect(section).to_contain_text("45,005 records read, 50 late, 5 quarantined")
         expect(section).to_contain_text(f"Latest validation {last_run}: FAILED: alerts")
         expect(section.locator("svg.chart").first).to_contain_text("Throughput (events/s)")
+        state = section.locator("svg.chart", has_text="State entries at run end (entries)")
+        expect(state.locator("circle")).to_have_count(6)
+        expect(state.locator("circle").last).to_contain_text("9,000 entries")  # 4 tasks of 2,250
+        expect(section.locator("svg.chart", has_text="State size at run end (MB)")).to_be_visible()
         expect(section.locator("rect.fail")).to_have_count(1)
         expect(section.locator("rect.pass")).to_have_count(17)
         # The other pipeline job has not run: the page says what to do.

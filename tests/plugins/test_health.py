@@ -14,10 +14,17 @@ from spark_jobs.quality.history import append_history
 from spark_jobs.spark.summary import RunSummary
 
 
-def write_run(output, run_id: str, processed: int, late: int, quarantined: int, durations_ms: list[int]):
-    """A run summary written by the job's own code (RunSummary.write)."""
+def write_run(
+    output, run_id: str, processed: int, late: int, quarantined: int, durations_ms: list[int], state=None
+):
+    """A run summary written by the job's own code (RunSummary.write); `state`: each of its two tasks'
+    (entries, windows, bytes) at the end of the run."""
     summary = RunSummary(job="sensor_alerts", trigger="available-now", partitions=2, run_id=run_id)
     summary.processed, summary.late, summary.quarantined = processed, late, quarantined
+    if state is not None:
+        entries, windows, size = state
+        sizes = {"state_entries": entries, "state_windows": windows, "state_bytes": size}
+        summary.task_metrics = {0: dict(sizes), 1: dict(sizes)}
     for batch, ms in enumerate(durations_ms):
         summary.add_progress({"batch": batch, "records": processed // len(durations_ms), "duration_ms": ms})
     return summary.write(output)
@@ -32,8 +39,8 @@ def validation(run_name: str, run_time: str, failed: tuple[str, ...] = ()) -> di
 def paths(tmp_path):
     paths = JobPaths(tmp_path / "in", tmp_path / "out", tmp_path / "ckpt", tmp_path / "reports")
     paths.reports.mkdir()
-    write_run(paths.output, "20261122T100200Z-11", 10_000, 40, 3, [1000, 1000])
-    write_run(paths.output, "20261122T101200Z-12", 30_000, 0, 7, [2000, 1000])
+    write_run(paths.output, "20261122T100200Z-11", 10_000, 40, 3, [1000, 1000], (100, 2, 50_000))
+    write_run(paths.output, "20261122T101200Z-12", 30_000, 0, 7, [2000, 1000], (300, 3, 1_500_000))
     (paths.output / "_runs" / "20261122T102200Z-13.json").write_text('{"records": ')  # being written
     append_history(paths.reports, validation("scheduled__1", "2026-11-22T10:04:00+00:00"))
     append_history(paths.reports, validation("scheduled__2", "2026-11-22T10:14:00+00:00", ("alerts",)))
@@ -48,6 +55,24 @@ def test_runs_are_read_oldest_first_with_their_rate_and_batch_durations(paths):
     assert runs[0].events_per_s == pytest.approx(5000.0)  # 10,000 records over 2 s of batches
     assert runs[1].events_per_s == pytest.approx(10_000.0)
     assert runs[1].batch_durations_s == [2.0, 1.0]
+
+
+def test_runs_carry_their_tasks_state_at_the_end_and_the_charts_show_it(paths):
+    runs = health.read_runs(paths.output)
+    assert runs[0].state == {"entries": 200, "windows": 4, "bytes": 100_000}  # two tasks' sum
+    assert runs[1].state == {"entries": 600, "windows": 6, "bytes": 3_000_000}
+    entries, windows, size = health.state_charts(runs)
+    assert "State entries at run end (entries)" in entries and entries.count("<circle") == 2
+    assert "600 entries" in entries and "6 windows" in windows
+    assert "State size at run end (MB)" in size and "3 MB" in size
+
+
+def test_a_summary_without_state_charts_nothing_for_it(tmp_path):
+    write_run(tmp_path, "20261122T100200Z-1", 10, 0, 0, [1000])  # no task ran (or an older summary)
+    write_run(tmp_path, "20261122T101200Z-2", 10, 0, 0, [1000], (5, 1, 800))
+    runs = health.read_runs(tmp_path)
+    assert runs[0].state is None and runs[1].state == {"entries": 10, "windows": 2, "bytes": 1600}
+    assert all(chart.count("<circle") == 1 for chart in health.state_charts(runs))
 
 
 def test_a_run_without_batches_has_no_rate_and_a_missing_folder_no_runs(tmp_path):
@@ -99,9 +124,9 @@ def test_the_verdict_chart_has_a_row_per_suite_and_a_cell_per_validation(paths):
     assert "scheduled__2 (2026-11-22T10:14:00+00:00): alerts FAILED" in svg
 
 
-def test_a_job_section_shows_the_latest_figures_and_five_charts(paths):
+def test_a_job_section_shows_the_latest_figures_and_eight_charts(paths):
     section = health.job_section("sensor_alerts", paths)
-    assert section.count("<svg") == 5
+    assert section.count("<svg") == 8
     assert "30,007 records read, 0 late, 7 quarantined, 10,000 events/s" in section
     assert "Latest validation scheduled__2: FAILED: alerts" in section
 

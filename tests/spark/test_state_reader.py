@@ -41,7 +41,7 @@ def landing(tmp_path_factory):
 @pytest.fixture(scope="module")
 def checkpoint(spark, landing, tmp_path_factory):
     """The job run over the first half (one file per micro-batch), stopped, then run again over both:
-    the checkpoint, and the last batch of the first run."""
+    the checkpoint, the last batch of the first run, and the second run's summary."""
     root = tmp_path_factory.mktemp("run")
     first, second = landing
     copy_files(first, root / "in")
@@ -50,8 +50,8 @@ def checkpoint(spark, landing, tmp_path_factory):
     )
     first_run_last = max(summary.batches)
     copy_files(second, root / "in")
-    run_in_process(spark, root / "in", root / "out", root / "ckpt", partitions=PARTITIONS)
-    return root / "ckpt", first_run_last
+    last = run_in_process(spark, root / "in", root / "out", root / "ckpt", partitions=PARTITIONS)
+    return root / "ckpt", first_run_last, last.to_dict()
 
 
 def driver_state(files: list[str]) -> pd.DataFrame:
@@ -77,7 +77,7 @@ def ordered(frame: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.mark.spark
 def test_latest_state_equals_the_drivers_tasks(spark, landing, checkpoint):
-    path, _ = checkpoint
+    path, *_ = checkpoint
     actual = read_state(path, spark=spark)
     expected = driver_state(landing[0] + landing[1])
     assert list(actual.columns) == list(COLUMNS)
@@ -93,7 +93,7 @@ def test_latest_state_equals_the_drivers_tasks(spark, landing, checkpoint):
 
 @pytest.mark.spark
 def test_an_earlier_batch_is_the_state_after_its_records(spark, landing, checkpoint):
-    path, first_run_last = checkpoint
+    path, first_run_last, _ = checkpoint
     actual = read_state(path, batch_id=first_run_last, spark=spark)
     pd.testing.assert_frame_equal(ordered(actual), ordered(driver_state(landing[0])))
     assert not ordered(actual).equals(ordered(read_state(path, spark=spark)))
@@ -101,7 +101,7 @@ def test_an_earlier_batch_is_the_state_after_its_records(spark, landing, checkpo
 
 @pytest.mark.spark
 def test_cli_summary_and_parquet_agree_with_read_state(spark, checkpoint, tmp_path, capsys):
-    path, _ = checkpoint
+    path, *_ = checkpoint
     expected = read_state(path, spark=spark)
     target = tmp_path / "state.parquet"
     assert state_cli.main(["--checkpoint", str(path), "--output", str(target)]) == 0
@@ -132,7 +132,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.spark
 def test_user_errors_are_one_line(checkpoint, tmp_path):
-    path, _ = checkpoint
+    path, *_ = checkpoint
     other = tmp_path / "other"
     other.mkdir()
     record = json.loads((path / "job.json").read_text())
@@ -148,3 +148,17 @@ def test_user_errors_are_one_line(checkpoint, tmp_path):
         assert done.returncode == 2, (args, done.stderr)
         assert done.stderr.startswith("error: ") and message in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.spark
+def test_the_run_summary_records_the_state_the_reader_lists(spark, checkpoint):
+    path, _, summary = checkpoint
+    state = read_state(path, spark=spark)
+    by_partition = summary["state"]["by_partition"]
+    assert set(by_partition) == {str(p) for p in range(PARTITIONS)}
+    for partition, rows in state.groupby("partition"):
+        windows = rows.dropna(subset=["window_start"])[["window_start", "window_end"]].drop_duplicates()
+        recorded = by_partition[str(partition)]
+        assert (recorded["entries"], recorded["windows"]) == (len(rows), len(windows))
+        assert recorded["windows"] > 0 and recorded["bytes"] > 0
+    assert summary["state"]["entries"] == len(state)

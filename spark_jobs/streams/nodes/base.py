@@ -290,6 +290,22 @@ class UserProcessorNode(Node):
                 else:
                     yield StateRow(store, key, None, None, item, None)
 
+    def state_size(self) -> tuple[int, int]:
+        """By the length of each dict or set of the processor's state (its keys are read only where they
+        are windowed)."""
+        kind, payload = self.snapshot_state()
+        if not (isinstance(payload, dict) and all(isinstance(name, str) for name in payload)):
+            payload = {"state": payload}
+        entries, windows = 0, set()
+        for value in payload.values():
+            if not isinstance(value, dict | set | frozenset):
+                entries += 1
+                continue
+            entries += len(value)
+            if value and isinstance(next(iter(value)), Windowed):
+                windows.update((key[1][0], key[1][1]) for key in value if isinstance(key, Windowed))
+        return entries, len(windows)
+
     def rebind(self, method_name: str) -> Callable[[int], Any]:
         method = getattr(self.processor, method_name, None)
         if method is None or not inspect.ismethod(method):

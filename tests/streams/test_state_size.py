@@ -1,0 +1,99 @@
+"""A node's state size (`Node.state_size`, in the task metrics) is what its `state_rows()` list, and a user
+processor's rows are its snapshotted state."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_jobs.jobs import sensor_alerts
+from spark_jobs.streams import Processor, Record, StreamsBuilder, TimeWindows, TopologyTestDriver
+from spark_jobs.streams.nodes.base import StateRow
+from spark_jobs.streams.records import Window, Windowed
+
+records = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(-3, 3), st.integers(0, 1_200_000)),
+    max_size=60,
+)
+
+
+def _reduce_topology():
+    """A windowed aggregate whose aggregator returns None for some values: Kafka deletes those rows."""
+    builder = StreamsBuilder()
+    grouped = builder.stream("in").group_by_key().windowed_by(TimeWindows.of_size_and_grace(300_000, 60_000))
+    grouped.aggregate(lambda: 0, lambda key, value, total: None if total + value == 0 else total + value)
+    return builder.build()
+
+
+def _counted(node) -> tuple[int, int]:
+    rows = list(node.state_rows())
+    return len(rows), len({(r.window_start, r.window_end) for r in rows if r.window_start is not None})
+
+
+@settings(max_examples=25, deadline=None)
+@given(records=records, wall_clock=st.integers(0, 2_000_000))
+def test_state_size_counts_what_state_rows_list(records, wall_clock):
+    for topology, topic in (
+        (sensor_alerts.build_topology(), sensor_alerts.INPUT_TOPIC),
+        (_reduce_topology(), "in"),
+    ):
+        driver = TopologyTestDriver(topology, initial_wall_clock_ms=0)
+        source = driver.create_input_topic(topic)
+        for key, value, timestamp in records:
+            source.pipe_input(key, value, timestamp)
+        driver.advance_wall_clock_time(wall_clock)
+        for node in driver.task.nodes.values():
+            assert node.state_size() == _counted(node), node.name
+
+
+class Seen(Processor):
+    def __init__(self):
+        self.latest: dict = {}
+        self.alerted: set = set()
+        self.per_window: dict = {}
+        self.records = 0
+
+    def process(self, record: Record) -> None:
+        self.records += 1
+        self.latest[record.key] = record.timestamp
+        self.alerted.add(record.key)
+        self.per_window[Windowed(record.key, Window(0, 60_000))] = record.value
+
+
+class Hooked(Seen):
+    def snapshot_state(self):
+        return [self.records]
+
+    def restore_state(self, state):
+        (self.records,) = state
+
+
+def _user_node(processor):
+    builder = StreamsBuilder()
+    builder.stream("in").process(lambda: processor)
+    driver = TopologyTestDriver(builder.build())
+    source = driver.create_input_topic("in")
+    source.pipe_input("b", 1, 5)
+    source.pipe_input("a", 2, 7)
+    (node,) = [n for n in driver.task.nodes.values() if type(n).__name__ == "UserProcessorNode"]
+    return node
+
+
+def test_user_processor_rows_are_its_attributes():
+    node = _user_node(Seen())
+    assert list(node.state_rows()) == [
+        StateRow("latest", "b", None, None, 5, None),
+        StateRow("latest", "a", None, None, 7, None),
+        StateRow("alerted", "a", None, None, None, None),
+        StateRow("alerted", "b", None, None, None, None),
+        StateRow("per_window", "b", 0, 60_000, 1, None),
+        StateRow("per_window", "a", 0, 60_000, 2, None),
+        StateRow("records", None, None, None, 2, None),
+    ]
+    assert node.state_size() == (7, 1)
+
+
+def test_a_hooks_state_is_one_store():
+    node = _user_node(Hooked())
+    assert list(node.state_rows()) == [StateRow("state", None, None, None, [2], None)]
+    assert node.state_size() == (1, 0)
