@@ -70,6 +70,8 @@ def job_arguments(contract: Any, paths: JobPaths) -> list[str]:
 
 
 def _doc(contract: Any, paths: JobPaths, schedule: AlignedIntervalTimetable) -> str:
+    from spark_jobs.jobs.describe import job_markdown
+
     options = "\n".join(f"| `{o.name}` | {o.default} | {o.help} |" for o in contract.options)
     topics = ", ".join(f"`{t}`" for t in contract.output_topics)
     return f"""
@@ -92,7 +94,7 @@ the job's topology and the options it ran with); then the topics' Assets ({topic
 | output | `{paths.output}` |
 | checkpoint | `{paths.checkpoint}` (its options are fixed: other figures need a new checkpoint and output) |
 | reports | `{paths.reports}` |
-"""
+{job_markdown(contract.module)}"""
 
 
 def pipeline_dag(job_module: str, **dag_kwargs: Any) -> DAG:

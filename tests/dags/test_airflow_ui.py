@@ -36,3 +36,16 @@ def test_the_pipeline_dag_is_listed_with_its_aligned_schedule(airflow_ui, tmp_pa
         for task_id in ("run_sensor_alerts", "validate_outputs", "publish_outputs", "report_outputs"):
             expect(page.get_by_text(task_id, exact=True).first).to_be_visible()
         page.screenshot(path=tmp_path / "sensor_alerts_pipeline.png")
+
+        # What the job computes, in the DAG's documentation: its topology as a text graph, and its rules.
+        page.get_by_role("button", name="Dag Docs").click()
+        docs = page.get_by_role("dialog")
+        diagram = docs.locator("code", has_text="Source: KSTREAM-SOURCE-0000000000")  # a fenced block
+        diagram.scroll_into_view_if_needed()
+        expect(diagram).to_contain_text("[Suppress; store: suppress_buffer]")
+        expect(diagram).to_contain_text("─▶ (silent-sensors)")
+        diagram.screenshot(path=tmp_path / "sensor_alerts_topology.png")
+        rules = docs.locator("li", has_text="window-counts: derived from the topology")
+        expect(rules).to_contain_text("expect_no_updates_after_window_closes(grace_ms=120000)")
+        rules.scroll_into_view_if_needed()
+        page.screenshot(path=tmp_path / "sensor_alerts_rules.png")

@@ -72,6 +72,13 @@ def test_every_dag_serializes_and_reads_back(dags, dag_id):
     assert dag.doc_md and dag.description
 
 
+def test_a_pipeline_dags_documentation_draws_its_topology_and_lists_its_rules(dags):
+    doc = dags["sensor_alerts_pipeline"].doc_md
+    assert "```text\n(sensor-readings)\n └─▶ Source: KSTREAM-SOURCE-0000000000" in doc
+    assert "│ [Suppress; store: suppress_buffer]\n" in doc
+    assert "- `window-finals`: derived from the topology: " in doc
+
+
 def test_an_unregistered_timetable_fails_that_serialization():
     class UnregisteredTimetable(AlignedIntervalTimetable):
         """The same timetable under an import path no plugin registered."""
