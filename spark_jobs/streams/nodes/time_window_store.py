@@ -78,8 +78,10 @@ class TimeWindowStore:
             self._log.drop(start)
 
     def state_size(self) -> tuple[int, int]:
-        """`(entries, windows)` the store holds."""
-        return sum(rows.live_count() for rows in self._rows.values()), len(self._rows)
+        """`(entries, windows)` the store holds (a window whose rows all died holds none, as state_rows
+        lists it)."""
+        live = [rows.live_count() for rows in self._rows.values()]
+        return sum(live), sum(1 for count in live if count)
 
     def state_rows(self, store: str = "window") -> Iterator[StateRow]:
         for start, rows in sorted(self._rows.items()):
