@@ -378,3 +378,22 @@ def test_composite_keys_in_a_window_of_str_keys_run_node_by_node() -> None:
     pair.check([(["a", "b", "a"], [1, 2, 3], None)], [False])  # the window's keys: str, in a key table
     # tuples of one length, which np.array would make into a two-dimensional array
     pair.check([([("a", 1), ("b", 2), ("a", 1)], [4, 5, 6], None), (["q"], [1200], None)], [False, False])
+
+
+def test_the_optimizer_rewrites_an_unbounded_final_count_only() -> None:
+    from spark_jobs.streams.optimizer import rewrites
+
+    task = StreamTask(finals_topology(10, 10, 0))
+    (count_node,) = (node for node in task.nodes.values() if isinstance(node, TimeWindowAggregateNode))
+    chosen = rewrites(task.nodes)
+    assert list(chosen) == [count_node.name]
+    assert chosen[count_node.name].output is count_node.children[0]
+    builder = StreamsBuilder()
+    counts = builder.stream(TOPIC).group_by_key().windowed_by(TimeWindows.of_size_and_grace(10, 0)).count()
+    bounded = BufferConfig.max_records(5).shut_down_when_full()
+    counts.suppress(Suppressed.until_window_closes(bounded)).to_stream().to("finals")
+    aggregate = builder.stream("other").group_by_key().windowed_by(TimeWindows.of_size_and_grace(10, 0))
+    aggregate.aggregate(lambda: 0, lambda k, v, agg: agg + 1).suppress(
+        Suppressed.until_window_closes(BufferConfig.unbounded())
+    ).to_stream().to("sums")
+    assert rewrites(StreamTask(builder.build()).nodes) == {}
