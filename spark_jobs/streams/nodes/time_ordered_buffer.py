@@ -392,10 +392,7 @@ class TimeOrderedKeyValueBuffer:
                     c_hdr[row] = None
                     bucket.dirty[row] = 1
             if new_keys:
-                first_row: dict = {}
-                for key, row in zip(keys, rows, strict=True):
-                    if key not in first_row:
-                        first_row[key] = row
+                first_row = dict(zip(keys[::-1], rows[::-1], strict=True))  # each key's first put
                 new_puts = [last_row[key] for key in new_keys]
                 bucket.extend(
                     new_keys,
