@@ -63,6 +63,14 @@ class Follower:
         self.setup: list[str] = []
         self.outputs: list[str] = []
 
+    def shell(self, text: str, timeout: float) -> subprocess.CompletedProcess:
+        """`text` in bash in the project folder, after the page's setup blocks so far."""
+        script = "set -euo pipefail\n" + "".join(self.setup) + text
+        return subprocess.run(
+            ["bash", "-c", script], cwd=self.project, env=user_environment(), stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+
     def follow(self, step: Step, timeout: float = 1800) -> None:
         if step.kind == "file":
             target = self.project / step.path
@@ -71,11 +79,7 @@ class Follower:
         elif step.kind == "setup":
             self.setup.append(step.text)
         else:
-            script = "set -euo pipefail\n" + "".join(self.setup) + step.text
-            done = subprocess.run(
-                ["bash", "-c", script], cwd=self.project, env=user_environment(), stdin=subprocess.DEVNULL,
-                capture_output=True, text=True, timeout=timeout,
-            )  # fmt: skip
+            done = self.shell(step.text, timeout)
             output = done.stdout + done.stderr
             assert done.returncode == 0, f"the page's command failed:\n{step.text}\n{output[-8000:]}"
             self.outputs.append(done.stdout)
@@ -174,6 +178,13 @@ def test_the_worked_example_runs_on_spark_validates_and_its_dag_succeeds(tmp_pat
     finals = pd.read_parquet(project / "out" / "spend-finals")
     hours = sorted(pd.to_datetime(finals.window_start.unique(), unit="ms", utc=True).strftime("%H:%M"))
     assert (len(finals), hours) == (40, ["10:00", "11:00"])
+
+    # Step 4: other options on the same checkpoint are refused with the line the page shows.
+    refused = follower.shell(
+        "python -m shop_jobs.hourly_spend --input landing --output out --checkpoint ckpt --grace 5min", 600
+    )
+    shown = shown_block_after("checkpoint and a new output folder. With `--grace 5min`:")
+    assert (refused.returncode, refused.stderr.strip().splitlines()[-1]) == (2, shown.strip())
 
     # Step 5: validation printed the verdicts the page shows, and every suite passed.
     validation = follower.outputs[-2]
