@@ -237,7 +237,7 @@ def _nice_max(value: float) -> float:
     if value <= 0:
         return 1.0
     power = 10 ** math.floor(math.log10(value))
-    for step in (1, 2, 5, 10):
+    for step in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
         if step * power >= value:
             return step * power
     return 10 * power
@@ -263,6 +263,9 @@ def line_chart(
     xs = sorted({x for points in series.values() for x, _ in points})
     ys = [y for points in series.values() for _, y in points]
     y_max = _nice_max(max(ys) if ys else 1)
+    # rates far apart (over 20x) on a log scale, from the power of ten below the smallest
+    y_log = bool(ys) and min(ys) > 0 and max(ys) / min(ys) > 20
+    y_min = 10 ** math.floor(math.log10(min(ys))) if y_log else 0.0
     lo, hi = (math.log10(min(xs)), math.log10(max(xs))) if xs else (0, 1)
     if hi == lo:
         lo, hi = lo - 0.5, hi + 0.5
@@ -272,7 +275,17 @@ def line_chart(
         return left + (math.log10(x) - lo) / (hi - lo) * plot_w
 
     def py(y: float) -> float:
-        return top + plot_h - y / y_max * plot_h
+        if y_log:
+            share = (math.log10(max(y, y_min)) - math.log10(y_min)) / (math.log10(y_max) - math.log10(y_min))
+        else:
+            share = y / y_max
+        return top + plot_h - share * plot_h
+
+    if y_log:
+        decades = range(round(math.log10(y_min)), math.ceil(math.log10(y_max)) + 1)
+        y_ticks = [m * 10**d for d in decades for m in (1, 2, 5) if y_min <= m * 10**d <= y_max]
+    else:
+        y_ticks = [y_max * i / 5 for i in range(6)]
 
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -280,8 +293,7 @@ def line_chart(
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{width / 2}" y="22" text-anchor="middle" font-size="15">{escape(title)}</text>',
     ]
-    for i in range(6):  # horizontal grid and y ticks
-        y = y_max * i / 5
+    for y in y_ticks:  # horizontal grid and y ticks
         out.append(
             f'<line x1="{left}" x2="{left + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#ddd"/>'
             f'<text x="{left - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{_si(y)}</text>'
@@ -295,7 +307,7 @@ def line_chart(
         f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#444"/>'
         f'<text x="{left + plot_w / 2}" y="{top + plot_h + 34}" text-anchor="middle">keys (log scale)</text>'
         f'<text transform="translate(16 {top + plot_h / 2}) rotate(-90)" text-anchor="middle">'
-        f"{escape(y_label)}</text>"
+        f"{escape(y_label)}{' (log scale)' if y_log else ''}</text>"
     )
     legend_y = top + plot_h + 56
     for i, (name, points) in enumerate(series.items()):
