@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
 from operator import itemgetter
 from typing import Any
 
@@ -48,6 +49,13 @@ def int_column(values: list | tuple) -> Any:
     return list(values)
 
 
+def _pick(items: list, positions: list[int]) -> list:
+    """`items` at `positions`, in one C loop."""
+    if len(positions) == 1:
+        return [items[positions[0]]]
+    return list(itemgetter(*positions)(items)) if positions else []
+
+
 class KeyValueStore:
     """key -> entry (any object; None is no entry). `prefix` names the store's parts: `<prefix><group>.<n>`.
     An entry mutated in place is to be marked with `touch(key)` (or put again) before the next export."""
@@ -61,6 +69,7 @@ class KeyValueStore:
         self._members: dict[int, dict[Any, None]] = {}  # group -> its saved keys (non-empty)
         self._foreign: dict[Any, int] = {}  # key -> its group, where that is not its hash's
         self._pending: dict[int, tuple[list, list]] = {}  # the export's groups: (keys, entries) put
+        self._saved = 0  # keys the groups hold (every key but those new since the last export)
         self.log = StoreLog()
 
     # -- operations -----------------------------------------------------------------------------------------
@@ -118,6 +127,7 @@ class KeyValueStore:
         members = self._members.get(group)
         if members is not None and key in members:  # saved: its group's next part removes it
             del members[key]
+            self._saved -= 1
             if not members:
                 del self._members[group]
             self.log.remove(group, key)
@@ -148,55 +158,50 @@ class KeyValueStore:
 
     def _new_keys(self) -> list:
         """The keys put since the last export that no group holds: the last ones of the dict (see above)."""
-        members, group = self._members, self._group
-        new = []
-        for key in reversed(self.entries):
-            saved = members.get(group(key))
-            if saved is not None and key in saved:
-                break
-            new.append(key)
-        new.reverse()
-        return new
+        new = len(self.entries) - self._saved
+        return list(islice(reversed(self.entries), new))[::-1] if new > 0 else []
+
+    def _by_group(self, keys: list) -> list[tuple[int, list[int]]]:
+        """`keys` sorted into their own groups, in C: per group, the positions of its keys, in order."""
+        groups = (np.fromiter(map(hash, keys), np.int64, len(keys)) + self.hash_shift) % GROUPS
+        order = np.argsort(groups, kind="stable")
+        sorted_groups = groups[order]
+        bounds = [0, *(np.flatnonzero(np.diff(sorted_groups)) + 1).tolist(), len(keys)]
+        positions = order.tolist()
+        return [
+            (int(sorted_groups[lo]), positions[lo:hi]) for lo, hi in zip(bounds, bounds[1:], strict=False)
+        ]
 
     def _file_changes(self) -> None:
         """Sort the entries put since the last export into their groups (`_pending`), record them in the log,
         and add the new keys to their groups' members."""
         members, foreign, log = self._members, self._foreign, self.log
-        for key in self._new_keys():
-            group = self._own_group(key)
+        new = self._new_keys()
+        for group, at in self._by_group(new) if new else ():
             saved = members.get(group)
             if saved is None:
                 saved = members[group] = {}
-            saved[key] = None
+            saved.update(dict.fromkeys(_pick(new, at)))
+        self._saved += len(new)
         changed = self._changed
         self._changed = {}
         self._pending = {}
         if not changed:
             return
         keys, entries = list(changed), list(changed.values())
-        groups = np.fromiter(map(hash, keys), np.int64, len(keys))
-        groups = (groups + self.hash_shift) % GROUPS
         if foreign:  # a key put again leaves the group another process gave it for its own
-            for n, key in enumerate(keys):
+            for key in keys:
                 old = foreign.pop(key, None)
                 if old is not None:
-                    group = int(groups[n])
                     del members[old][key]
                     if not members[old]:
                         del members[old]
                     log.remove(old, key)
-                    members.setdefault(group, {})[key] = None
-        order = np.argsort(groups, kind="stable")
-        sorted_groups = groups[order]
-        bounds = [0, *(np.flatnonzero(np.diff(sorted_groups)) + 1).tolist(), len(keys)]
-        positions = order.tolist()
-        for lo, hi in zip(bounds, bounds[1:], strict=False):
-            at = positions[lo:hi]
-            pick = itemgetter(*at) if len(at) > 1 else lambda items, n=at[0]: (items[n],)
-            group_keys, group_entries = list(pick(keys)), list(pick(entries))
-            group = int(sorted_groups[lo])
+                    members.setdefault(self._own_group(key), {})[key] = None
+        for group, at in self._by_group(keys):
+            group_keys = _pick(keys, at)
             log.puts(group).update(dict.fromkeys(group_keys))
-            self._pending[group] = (group_keys, group_entries)
+            self._pending[group] = (group_keys, _pick(entries, at))
 
     def _name(self, group: int) -> str:
         return f"{self.prefix}{group}"
@@ -287,6 +292,7 @@ class KeyValueStore:
             entries.update(puts)
             if not in_group:
                 del members[group]
+        self._saved = sum(map(len, members.values()))
 
 
 class TimestampedKeyValueStore(KeyValueStore):

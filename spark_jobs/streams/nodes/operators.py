@@ -136,7 +136,7 @@ class TableSourceNode(TimestampedStoreNode):
     store_kind = "table"
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        latest = self.store.get_batch(keys)  # the batch's keys -> their entries, as the batch changes them
+        get, put = self.store.entries.get, self.store.put
         out_k: list = []
         out_v: list = []
         out_o: list = []
@@ -149,8 +149,8 @@ class TableSourceNode(TimestampedStoreNode):
                 dropped += 1
                 continue
             value, ts = values[i], timestamps[i]
-            previous = latest[key]
-            latest[key] = None if value is None else (value, ts)
+            previous = get(key)
+            put(key, None if value is None else (value, ts))
             out_k.append(key)
             out_v.append(value)
             out_o.append(None if previous is None else previous[0])
@@ -158,8 +158,6 @@ class TableSourceNode(TimestampedStoreNode):
             src.append(i)
         if dropped:
             self.count_dropped(dropped)
-            del latest[None]
-        self.store.put_batch(latest)
         out_h = None if headers is None else [headers[i] for i in src]
         return Batch(out_k, out_v, out_o, out_t, out_h, src)
 
