@@ -34,7 +34,6 @@ import numpy as np
 
 from .store_log import StoreLog
 
-_first, _second = itemgetter(0), itemgetter(1)
 GROUPS = 32  # hash groups of a store: an export writes a delta or a base per group changed
 
 
@@ -54,6 +53,13 @@ def _pick(items: list, positions: list[int]) -> list:
     if len(positions) == 1:
         return [items[positions[0]]]
     return list(itemgetter(*positions)(items)) if positions else []
+
+
+def _gather(column: Any, positions: list[int]) -> Any:
+    """A column's values at `positions`: an int64 array's gathered by numpy (no object per value)."""
+    if type(column) is array:
+        return array("q", np.frombuffer(column, np.int64)[np.asarray(positions, np.int64)].tobytes())
+    return _pick(column, positions)
 
 
 class KeyValueStore:
@@ -198,10 +204,11 @@ class KeyValueStore:
                         del members[old]
                     log.remove(old, key)
                     members.setdefault(self._own_group(key), {})[key] = None
+        columns = self.columns(entries)  # one pass over the entries, then gathered by group
         for group, at in self._by_group(keys):
             group_keys = _pick(keys, at)
             log.puts(group).update(dict.fromkeys(group_keys))
-            self._pending[group] = (group_keys, _pick(entries, at))
+            self._pending[group] = (group_keys, [_gather(column, at) for column in columns])
 
     def _name(self, group: int) -> str:
         return f"{self.prefix}{group}"
@@ -223,10 +230,12 @@ class KeyValueStore:
         def save(group: int, put: dict | None) -> dict[str, Any]:
             if put is None:
                 return self._base(list(members[group]))
-            keys, entries = pending.get(group, ([], []))  # a group of removals only: none
+            if group not in pending:  # a group of removals only
+                return {"keys": [], "columns": self.columns([])}
+            keys, columns = pending[group]
             if len(keys) != len(put):  # keys removed since they were put: not before the export
                 raise AssertionError(f"store {self.prefix!r}: group {group} changed while exported")
-            return {"keys": keys, "columns": self.columns(entries)}
+            return {"keys": keys, "columns": columns}
 
         try:
             return self.log.export(members, changed_only, self._name, save)
@@ -300,7 +309,10 @@ class TimestampedKeyValueStore(KeyValueStore):
     column of values (an int64 array where they are all ints) and one of timestamps."""
 
     def columns(self, entries: list) -> list:
-        return [int_column(list(map(_first, entries))), array("q", map(_second, entries))]
+        if not entries:
+            return [[], array("q")]
+        values, stamps = zip(*entries, strict=True)  # one pass over the entries, in C
+        return [int_column(values), array("q", stamps)]
 
     def loaded_entries(self, columns: list, name: str) -> Iterable[Any]:
         if len(columns) != 2 or len(columns[0]) != len(columns[1]):
