@@ -25,7 +25,7 @@ class TopologyTestDriver:
     def __init__(self, topology: Topology, initial_wall_clock_ms: Duration = 0, partition: int = 0) -> None:
         if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
             raise ValueError(f"partition must be a non-negative integer, got {partition!r}")
-        self.task = StreamTask(topology, partition, initial_wall_clock_ms)
+        self.task = StreamTask(topology, partition, initial_wall_clock_ms, byte_metrics=True)
         self._outputs: dict[str, deque[Record]] = defaultdict(deque)
         self._late: deque[LateRecord] = deque()
         self._offsets: dict[str, int] = defaultdict(int)  # per input topic, the next record's offset

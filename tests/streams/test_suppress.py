@@ -123,13 +123,27 @@ def test_entry_size_formula_and_metrics() -> None:
     assert m["suppression-buffer-size-current{processor-node-id=buffer}"] == second + third
 
 
-def test_buffer_without_byte_limit_reports_counts_only() -> None:
+def test_buffer_without_byte_limit_reports_sizes_to_the_driver() -> None:
     driver, topic = table_suppress(Suppressed.until_time_limit(1000, BufferConfig.max_records(5)))
     topic.pipe_input("k", "abc", 1)
     topic.pipe_input("j", "x", 3)
     m = driver.metrics()
     assert m["suppression-buffer-count-current"] == 2
     assert m["suppression-buffer-count-avg"] == pytest.approx((0 + 1 + 2) / 3)
+    sizes = (8 + 1 + 3 + 20 + 5, 8 + 1 + 1 + 20 + 5)
+    assert m["suppression-buffer-size-current"] == sum(sizes)
+    assert m["suppression-buffer-size-avg"] == pytest.approx((0 + sizes[0] + sum(sizes)) / 3)
+
+
+def test_task_without_byte_metrics_sizes_nothing_without_a_byte_bound() -> None:
+    builder = StreamsBuilder()
+    builder.table("input").suppress(
+        Suppressed.until_time_limit(1000, BufferConfig.max_records(5)).with_name("buffer")
+    ).to_stream().to("output")
+    task = StreamTask(builder.build())
+    task.process_batch("input", ["k", "j"], ["abc", "x"], [1, 3])
+    m = task.metrics()
+    assert m["suppression-buffer-count-current"] == 2
     assert not [name for name in m if name.startswith("suppression-buffer-size")]
 
 

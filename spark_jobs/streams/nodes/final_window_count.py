@@ -52,8 +52,8 @@ def final_window_count(count: Any) -> FinalWindowCount | None:
     suppress = count.children[0]
     if not isinstance(suppress, SuppressNode) or not suppress.window_close:
         return None
-    if suppress.buffer.bounded:
-        return None  # a bounded buffer may shut down mid-batch, and counts bytes: node by node
+    if suppress.buffer.bounded or suppress.buffer.track_bytes:
+        return None  # a bounded buffer may shut down mid-batch; sizing bytes is per entry: node by node
     return FinalWindowCount(count, suppress)
 
 

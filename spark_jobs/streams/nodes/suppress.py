@@ -28,6 +28,9 @@ class SuppressNode(Node):
         )
         self.parent_name = parent_name
 
+    def measure_bytes(self) -> None:
+        self.buffer.track_bytes = True
+
     @property
     def window_close(self) -> bool:
         return self.buffer.window_close

@@ -109,7 +109,8 @@ class TimeOrderedKeyValueBuffer:
         self.shut_down = shut_down
         self.name = name
         self.bounded = max_records is not None or max_bytes is not None
-        self.track_bytes = max_bytes is not None  # entry sizes are computed for the byte bound only
+        # entry sizes are computed for the byte bound, or for a reader of the byte metrics (measure_bytes)
+        self.track_bytes = max_bytes is not None
         # window -> its rows (until_window_closes), or None -> {inner key: entry tuple} (until_time_limit)
         self.buckets: dict[Any, Any] = {}
         # until_time_limit: (buffer time, key bytes, seq, inner key) per entry; until_window_closes:
