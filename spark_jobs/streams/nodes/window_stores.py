@@ -33,33 +33,34 @@ class SessionStore:
 
     def sessions(self, key: Any) -> list[list]:
         """`key`'s live sessions (read only: change them through `remove` and `put`)."""
-        return self.kv.get(key) or []
+        return self.kv.entries.get(key) or []
 
     def remove(self, key: Any, session: list) -> None:
-        sessions = self.kv.get(key)
-        sessions.remove(session)
-        if sessions:
-            self.kv.touch(key)
-        else:
-            self.kv.delete(key)
+        """Remove a session that a merge absorbs: the merged session's `put` follows (a key left without
+        sessions keeps its entry until then, so that it is not deleted and inserted again)."""
+        self.kv.entries[key].remove(session)
+        self.kv.touch(key)
 
     def put(self, key: Any, start: int, end: int, aggregate: Any) -> bool:
         """Put a session (replacing the one of the same bounds); False, and nothing put, when it is
         expired already."""
         if end > self.store_time:
             self.store_time = end
+        kv = self.kv
         if end <= self.store_time - self.retention:
+            if kv.entries.get(key) == []:  # its sessions merged into this one
+                kv.delete(key)
             return False
-        sessions = self.kv.get(key)
+        sessions = kv.entries.get(key)
         if sessions is None:
             sessions = []
-            self.kv.put(key, sessions)
+            kv.put(key, sessions)
         else:
-            self.kv.touch(key)
-        for session in sessions:
-            if session[0] == start and session[1] == end:
-                session[2] = aggregate
-                return True
+            kv.put(key, sessions)  # changed in place below
+            for session in sessions:
+                if session[0] == start and session[1] == end:
+                    session[2] = aggregate
+                    return True
         insort(sessions, [start, end, aggregate], key=_session_order)
         heappush(self._expiry, (end, self._seq, key, start))
         self._seq += 1
