@@ -99,12 +99,19 @@ def _storage_type(declared: pa.DataType | str) -> pa.DataType:
     return pa.string() if declared == JSON else declared
 
 
-def _column(declared: pa.DataType | str, items: list[Any]) -> pa.Array:
+def _column(declared: pa.DataType | str, items: list[Any], default: Any = None) -> pa.Array:
+    """`default`: what json.dumps makes of a value JSON has no form for (None: such a value is an error)."""
     if declared == JSON:
-        return pa.array([None if x is None else json.dumps(x, sort_keys=True) for x in items], pa.string())
+        return pa.array(
+            [None if x is None else json.dumps(x, sort_keys=True, default=default) for x in items],
+            pa.string(),
+        )
     if pa.types.is_string(declared) and not all(x is None or isinstance(x, str) for x in items):
         # A topology that forwards non-string keys to a string topic still gets readable rows.
-        items = [x if x is None or isinstance(x, str) else json.dumps(x, sort_keys=True) for x in items]
+        items = [
+            x if x is None or isinstance(x, str) else json.dumps(x, sort_keys=True, default=default)
+            for x in items
+        ]
     return pa.array(items, declared)
 
 
@@ -174,8 +181,9 @@ def late_table(records: list) -> pa.Table:
             pa.array([o[0] for o in origins], pa.int64()),
             pa.array([o[1] for o in origins], pa.string()),
             pa.array([o[2] for o in origins], pa.int64()),
-            _column(DEFAULT_TOPIC_SCHEMA.key, [r.key for r in records]),
-            _column(DEFAULT_TOPIC_SCHEMA.value, [r.value for r in records]),
+            # a late record is kept whatever its key and value hold: what JSON cannot say is kept as repr()
+            _column(DEFAULT_TOPIC_SCHEMA.key, [r.key for r in records], repr),
+            _column(DEFAULT_TOPIC_SCHEMA.value, [r.value for r in records], repr),
             pa.array([r.timestamp for r in records], pa.int64()),
             pa.array([r.window_start for r in records], pa.int64()),
             pa.array([r.window_end for r in records], pa.int64()),

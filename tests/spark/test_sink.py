@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
+import json
+
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from spark_jobs.spark import sink
-from spark_jobs.spark.topics import LATE_SCHEMA, LATE_TOPIC, QUARANTINE_TOPIC, TopicSchema
+from spark_jobs.spark.topics import LATE_SCHEMA, LATE_TOPIC, QUARANTINE_TOPIC, TopicSchema, late_table
+from spark_jobs.streams.runtime.late import LateRecord
 
 SCHEMA = TopicSchema(pa.string(), pa.int64())
 DECLARED = {"counts": SCHEMA, "alerts": SCHEMA}
@@ -119,3 +123,18 @@ def test_output_folder_belongs_to_one_checkpoint(tmp_path):
     # Published batches without an owner (written by hand or by an older version): nobody may claim it.
     sink.commit_batch(tmp_path / "old", 0, _stage(tmp_path / "old", 0, {0: _chunk(0, [0])}), DECLARED)
     assert sink.claim_output(tmp_path / "old", "ckpt-c") == "unknown"
+
+
+def test_late_values_json_cannot_say_are_kept_as_their_repr():
+    when = datetime.datetime(2026, 1, 2, 3, 4, 5)
+    table = late_table(
+        [
+            LateRecord("count", "readings", 0, (7, None, None), "k", {"at": when}, 10, 0, 60, 200),
+            LateRecord("count", "readings", 0, (None, "in/a.json", 3), ("a", 1), {"n": 1}, 11, 0, 60, 200),
+        ]
+    )
+    assert table.schema == LATE_SCHEMA
+    assert table.column("value").to_pylist() == [json.dumps({"at": repr(when)}), '{"n": 1}']
+    assert table.column("key").to_pylist() == ["k", '["a", 1]']
+    assert table.column("offset").to_pylist() == [7, None]
+    assert table.column("line").to_pylist() == [None, 3]
