@@ -39,6 +39,7 @@ import uuid
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pandas as pd
@@ -512,30 +513,40 @@ class TopologyRuntime:
             raise RuntimeError(f"streaming query failed: {query.exception()}")
 
 
+def read_job_record(checkpoint: Path) -> dict[str, Any] | None:
+    """The checkpoint's own record (job, options, partitions, task groups), None where there is none. A
+    record this version cannot read (another state layout, or fields missing) is refused (IdentityMismatch)
+    with what to do."""
+    path = checkpoint / JOB_FILE
+    if not path.exists():
+        return None
+    stored = json.loads(path.read_text())
+    missing = {"checkpoint_id", "task_groups", "options", "module", "partitions"} - set(stored)
+    layout = stored.get("state_layout")
+    if missing or layout != task_state.STATE_LAYOUT:
+        what = (
+            f"has no {', '.join(sorted(missing))}"
+            if missing
+            else f"keeps task state in layout {layout or 'single-snapshot'}"
+        )
+        raise IdentityMismatch(
+            f"checkpoint {checkpoint} {what}, this version reads task state layout {task_state.STATE_LAYOUT} "
+            "only: start a new checkpoint, with a new output folder (or read it with the version that "
+            "wrote it)"
+        )
+    return stored
+
+
 def read_checkpoint_record(checkpoint: Path, spec: JobSpec) -> tuple[str, dict[int, int], int | None] | None:
     """(checkpoint id, task groups, shuffle partitions) of an existing checkpoint, None for a new one.
 
     A checkpoint belongs to one job, its options and one partition count (a task's state is keyed by its
     partition and built under the options: changing either under a checkpoint would corrupt it), and keeps
     task state in one layout; a run that differs is refused (IdentityMismatch) with what to do."""
-    path = checkpoint / JOB_FILE
-    if not path.exists():
+    stored = read_job_record(checkpoint)
+    if stored is None:
         return None
-    stored = json.loads(path.read_text())
-    missing = {"checkpoint_id", "task_groups", "options"} - set(stored)
-    if missing:
-        raise IdentityMismatch(
-            f"checkpoint {checkpoint} was written by an older version of this runtime (its "
-            f"{JOB_FILE} has no {', '.join(sorted(missing))}) and cannot be resumed: start a new "
-            "checkpoint, with a new output folder"
-        )
-    layout = stored.pop("state_layout", None)
-    if layout != task_state.STATE_LAYOUT:
-        raise IdentityMismatch(
-            f"checkpoint {checkpoint} keeps task state in layout {layout or 'single-snapshot'}, "
-            f"this runtime reads {task_state.STATE_LAYOUT} only: start a new checkpoint, with a new "
-            "output folder"
-        )
+    stored.pop("state_layout")
     checkpoint_id = stored.pop("checkpoint_id")
     groups = {int(p): g for p, g in stored.pop("task_groups").items()}
     shuffle = stored.pop("shuffle_partitions", None)

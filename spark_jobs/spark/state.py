@@ -21,7 +21,7 @@ import pandas as pd
 from spark_jobs.spark import task_state
 from spark_jobs.spark.errors import UserError
 from spark_jobs.spark.job import JobSpec
-from spark_jobs.spark.runtime import JOB_FILE, SPARK_CHECKPOINT
+from spark_jobs.spark.runtime import JOB_FILE, SPARK_CHECKPOINT, read_job_record
 
 COLUMNS = ("node", "store", "partition", "key", "window_start", "window_end", "value", "timestamp")
 DTYPES = {
@@ -51,17 +51,10 @@ class CheckpointRecord:
     @classmethod
     def read(cls, checkpoint: str | Path) -> CheckpointRecord:
         path = Path(checkpoint)
-        record_file = path / JOB_FILE
-        if not record_file.is_file():
+        record = read_job_record(path)
+        if record is None:
             what = "does not exist" if not path.exists() else f"has no {JOB_FILE}"
             raise StateReadError(f"{path} {what}: not a checkpoint of a job run by this project's runtime")
-        record = json.loads(record_file.read_text())
-        layout = record.get("state_layout")
-        if layout != task_state.STATE_LAYOUT or "task_groups" not in record or "options" not in record:
-            raise StateReadError(
-                f"checkpoint {path} keeps task state in layout {layout or 'single-snapshot'}; this reader "
-                f"reads {task_state.STATE_LAYOUT} only (read it with the version of the project that wrote it)"
-            )
         spec = JobSpec(record["module"], dict(record["options"]), int(record["partitions"]))
         groups = {int(partition): int(group) for partition, group in record["task_groups"].items()}
         return cls(path, spec, groups)

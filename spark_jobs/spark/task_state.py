@@ -32,10 +32,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:  # imported where used: the stateful processor's module stays light (task_processor.py)
     from spark_jobs.streams import StreamTask
 
-# Written into the checkpoint's job.json; a checkpoint with another layout is refused. Without one: the
-# whole task state in one value. "task-parts-v1": windows cut into key-hash buckets, each rewritten whole
-# when one of its keys changed. "task-parts-v2": a base part and deltas per window (nodes/store_log.py).
-# "task-parts-v3": every store saved as bases and deltas (nodes/kv_store.py; the engine's STATE_LAYOUT 3).
+# Written into the checkpoint's job.json; a checkpoint with another layout is refused. Every store saved as
+# bases and deltas (nodes/store_log.py), in the engine's state layout of the same number (runtime/task.py).
 STATE_LAYOUT = "task-parts-v3"
 
 # Upper bound of one stored value (Arrow and the state store cap one cell at 2 GB; smaller entries keep

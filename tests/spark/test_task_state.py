@@ -324,3 +324,9 @@ def test_the_run_summary_counts_how_the_tasks_got_their_state():
     summary.add_batch(1, [task(0, 1, 0), task(1, 0, 1)])
     summary.add_batch(2, [task(0, 0, 1), task(1, 0, 1)])
     assert summary.to_dict()["state_loads"] == {"restored": 1, "caught_up": 3}
+
+
+def test_the_checkpoint_layout_names_the_engine_state_layout():
+    from spark_jobs.streams.runtime.task import STATE_LAYOUT as ENGINE_LAYOUT
+
+    assert f"task-parts-v{ENGINE_LAYOUT}" == task_state.STATE_LAYOUT
