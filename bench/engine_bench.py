@@ -25,8 +25,7 @@ Shapes (the topologies are the ones `bench/spark_bench.py` runs on Spark, from `
   until the window closes;
 - hopping_user: `bench.jobs.hopping_stats`, 10-minute windows advancing by 5, a user `aggregate(init,
   adder)` computing count, sum and max of the temperature, suppressed until the window closes;
-- hopping_builtin: the same with declared aggregations (`bench.jobs.hopping_builtin`; skipped with a note
-  while the engine has none);
+- hopping_builtin: the same with declared aggregations (`bench.jobs.hopping_builtin`);
 - running_count: `bench.jobs.running_count`, `group_by_key().count()` without windows (a KTable);
 - session_count: session windows (1-minute inactivity gap, 2 minutes grace), count;
 - stream_table_join: a table of one record per key is processed first (not timed), then the readings
@@ -170,7 +169,7 @@ def stream_stream_join_topology():
 
 
 def hopping_builtin_topology():
-    from bench.jobs import hopping_builtin  # ImportError while the engine has no declared aggregations
+    from bench.jobs import hopping_builtin
 
     return hopping_builtin.build_topology()
 

@@ -17,8 +17,7 @@ Shapes (ours: a job module run by `TopologyRuntime`, exactly once; native: the q
 - hopping_user: `bench.jobs.hopping_stats` (10-minute windows advancing by 5, a user aggregate computing
   count, sum and max of the temperature, one final row per window) / `groupBy(window(ts, 10 minutes,
   5 minutes), key).agg(count, sum, max)` after the same watermark, append mode;
-- hopping_builtin: the same with declared aggregations (`bench.jobs.hopping_builtin`, skipped with a note
-  while the engine has none) / the same native query (run once for both hopping shapes);
+- hopping_builtin: the same with declared aggregations (`bench.jobs.hopping_builtin`) / the same native query (run once for both hopping shapes);
 - running_count: `bench.jobs.running_count` (`group_by_key().count()`, every update) / `groupBy(key)
   .count()` in update mode into `foreachBatch`, which appends each micro-batch's updated counts to Parquet.
 

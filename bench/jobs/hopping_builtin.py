@@ -1,8 +1,5 @@
 """The hopping-window statistics of `bench.jobs.hopping_stats` with declared (built-in) aggregations
-instead of a user function: the engine may compute them without calling Python per record.
-
-Importing this module raises ImportError while the engine has no declared aggregations: the benchmarks
-then skip the shape with a note.
+instead of a user function: the engine computes them without calling Python per record.
 """
 
 from __future__ import annotations
@@ -12,9 +9,8 @@ import sys
 import pyarrow as pa
 
 from bench.jobs.hopping_stats import FIELD, INPUT_TOPIC, OPTIONS, WINDOW_STATS, finals, hopping
+from spark_jobs.spark.job import with_option_defaults
 from spark_jobs.spark.topics import TopicSchema, aggregate_struct
-
-# ImportError while the engine has no declared aggregations
 from spark_jobs.streams import Count, Max, StreamsBuilder, Sum, Topology
 from spark_jobs.streams.timeutil import to_millis
 
@@ -32,7 +28,8 @@ def declared_stats(windowed):
     return windowed.agg(**DECLARED)
 
 
-def build_topology(window_size=600_000, advance=300_000, grace=120_000) -> Topology:
+@with_option_defaults(OPTIONS)
+def build_topology(*, window_size, advance, grace) -> Topology:
     builder = StreamsBuilder()
     windowed = hopping(
         builder.stream(INPUT_TOPIC), to_millis(window_size), to_millis(advance), to_millis(grace)

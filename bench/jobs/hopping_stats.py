@@ -11,7 +11,7 @@ import sys
 
 import pyarrow as pa
 
-from spark_jobs.spark.job import JobOption
+from spark_jobs.spark.job import JobOption, with_option_defaults
 from spark_jobs.spark.topics import TopicSchema
 from spark_jobs.streams import BufferConfig, StreamsBuilder, Suppressed, TimeWindows, Topology
 from spark_jobs.streams.timeutil import to_millis
@@ -59,7 +59,8 @@ def finals(table):
     return table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
 
 
-def build_topology(window_size=600_000, advance=300_000, grace=120_000) -> Topology:
+@with_option_defaults(OPTIONS)
+def build_topology(*, window_size, advance, grace) -> Topology:
     builder = StreamsBuilder()
     windowed = hopping(
         builder.stream(INPUT_TOPIC), to_millis(window_size), to_millis(advance), to_millis(grace)

@@ -24,14 +24,17 @@ TESTS = Path(__file__).resolve().parents[1]
 
 
 def _job_modules() -> list[str]:
-    """Every module of spark_jobs/jobs/ and of the tests' jobs/ folders that has a build_topology."""
+    """Every module of spark_jobs/jobs/, the tests' jobs/ folders and bench/jobs/ that has a build_topology."""
     shipped = [f"spark_jobs.jobs.{m.name}" for m in pkgutil.iter_modules(spark_jobs.jobs.__path__)]
     tests = [
         f"tests.{folder.parent.name}.jobs.{m.name}"
         for folder in sorted(TESTS.glob("*/jobs"))
         for m in pkgutil.iter_modules([str(folder)])
     ]
-    return [name for name in shipped + tests if hasattr(importlib.import_module(name), "build_topology")]
+    bench = [f"bench.jobs.{m.name}" for m in pkgutil.iter_modules([str(TESTS.parent / "bench" / "jobs")])]
+    return [
+        name for name in shipped + tests + bench if hasattr(importlib.import_module(name), "build_topology")
+    ]
 
 
 def test_the_job_modules_are_found():
@@ -39,6 +42,7 @@ def test_the_job_modules_are_found():
     assert {"spark_jobs.jobs.sensor_alerts", "spark_jobs.jobs.window_finals"} <= found
     assert {"spark_jobs.jobs.sensor_enrichment", "tests.quality.jobs.hopping_clicks"} <= found
     assert "tests.spark.jobs.orders_enriched" in found
+    assert {"bench.jobs.hopping_stats", "bench.jobs.hopping_builtin"} <= found
 
 
 @pytest.mark.parametrize("module", _job_modules())
