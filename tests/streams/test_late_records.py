@@ -30,12 +30,26 @@ from .helpers import sensor_topology
 COUNT = "KSTREAM-AGGREGATE-0000000003"  # sensor_topology's windowed count
 
 
+class _Ticking(Processor):
+    """Forwards its records, with a stream-time punctuation that does nothing: a batch is cut into
+    chunks where it is due."""
+
+    def init(self, context) -> None:
+        self.context = context
+        context.schedule(25, PunctuationType.STREAM_TIME, lambda now: None)
+
+    def process(self, record: Record) -> None:
+        self.context.forward(record)
+
+
 def _late_topology() -> Topology:
     """Windowed counts under a fan-out after a flat_map (rows whose src is not the identity): a hopping
-    one with little grace, a tumbling one with more and a final suppress under it, and a declared
-    aggregation (which drops null keys before its windows)."""
+    one with little grace, a tumbling one with more and a final suppress under it, a declared
+    aggregation (which drops null keys before its windows), and a count under a user processor whose
+    stream-time punctuation cuts batches into chunks."""
     builder = StreamsBuilder()
-    readings = builder.stream("readings").filter(lambda k, v: v % 7 != 3)
+    source = builder.stream("readings")
+    readings = source.filter(lambda k, v: v % 7 != 3)
     doubled = readings.flat_map(lambda k, v: [(k, v), (f"{k}+", v + 1)] if v % 2 else [(k, v)])
     hopping = TimeWindows.of_size_and_grace(40, 5).advance_by(10)
     doubled.group_by_key().windowed_by(hopping).count().to_stream().to("hopping")
@@ -43,6 +57,8 @@ def _late_topology() -> Topology:
     counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("finals")
     declared = readings.group_by_key().windowed_by(TimeWindows.of_size_and_grace(20, 0)).agg(n=Count())
     declared.to_stream().to("declared")
+    ticked = source.process(_Ticking).group_by_key().windowed_by(TimeWindows.of_size_and_grace(25, 0))
+    ticked.count().to_stream().to("ticked")
     return builder.build()
 
 
@@ -181,7 +197,7 @@ def test_late_records_are_the_same_whatever_the_batching(seed: int, n: int, cuts
     for r in whole:
         key, _, ts = records[r.origin]
         assert r.timestamp == ts and r.key in (key, f"{key}+")
-        grace = {40: 5, 30: 20, 20: 0}[r.window_end - r.window_start]
+        grace = {40: 5, 30: 20, 20: 0, 25: 0}[r.window_end - r.window_start]
         assert r.window_start <= ts < r.window_end <= r.stream_time - grace
     # every late pair counts as dropped; null keys are dropped too, but not as late
     nulls = any(k is None for k, _, _ in records)

@@ -45,7 +45,7 @@ class LateKeeper:
 
     def __init__(self) -> None:
         self._pending: list[tuple[int, LateRecord]] = []  # (position of the input row, record)
-        self.row: int | None = None  # the input row processed row by row; None: in columns (`path`)
+        self.row: int | None = None  # the row processed row by row, within the chunk; None: in columns
         self.path: list[list | None] = []  # the `src` of each columnar node's output above the node running
         self.base = 0  # the input row of the columnar chunk's first row
         self._keep: list[int] | None = None  # input rows of the rows processed (negative timestamps go)
@@ -83,7 +83,7 @@ class LateKeeper:
     ) -> None:
         n = len(rows)
         if self.row is not None:
-            positions = [self.row] * n
+            positions = [self.row + self.base] * n
         else:
             positions = list(rows)
             for src in reversed(self.path):
