@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from spark_jobs.streams import BufferConfig, StreamsBuilder, StreamTask, Suppressed, TimeWindows
 from spark_jobs.streams.runtime.context import TaskContext
 from spark_jobs.streams.suppress import BufferFullError
+from spark_jobs.streams.testing import TopologyTestDriver
 
 TOPIC = "readings"
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -132,6 +133,46 @@ def test_batches_equal_record_by_record(shape, data, cut_points, moves) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
         batched = Run(TOPOLOGIES[shape], monkeypatch)(data, cut_points=cut_points, moves=moves)
     assert batched == per_record
+
+
+UNBOUNDED_FINALS = ["hopping aggregate, unbounded", "tumbling count", "hopping count"]
+
+
+@PROPERTY
+@given(shape=st.sampled_from(UNBOUNDED_FINALS), data=readings, cut_points=cuts, moves=cuts)
+def test_batches_put_at_once_equal_record_by_record(shape, data, cut_points, moves) -> None:
+    """The same with every batch of an unbounded until_window_closes buffer (the only ones put a segment
+    at a time) put a segment at a time, however short the batch."""
+    from spark_jobs.streams.nodes import time_ordered_buffer
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        per_record = Run(TOPOLOGIES[shape], monkeypatch)(data, per_record=True)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(time_ordered_buffer, "MIN_ROWS_AT_ONCE", 1)
+        batched = Run(TOPOLOGIES[shape], monkeypatch)(data, cut_points=cut_points, moves=moves)
+    assert batched == per_record
+
+
+def test_the_test_driver_sizes_a_long_batchs_entries_as_it_sizes_them_one_by_one() -> None:
+    """The test driver sizes buffers for its metrics: one record flat-mapped to 100 keys (one batch of
+    100 rows into the buffer) gives the sizes of the same 100 keys from 100 records."""
+    builder = StreamsBuilder()
+    keys = builder.stream(TOPIC).flat_map(lambda k, v: [(f"s{i}", 1) for i in range(*v)])
+    counts = keys.group_by_key().windowed_by(TimeWindows.of_size_and_grace(10, 0)).count()
+    counts.suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("finals")
+    topology = builder.build()
+
+    def buffer_metrics(inputs) -> dict:
+        with TopologyTestDriver(topology) as driver:
+            source = driver.create_input_topic(TOPIC)
+            for value in inputs:
+                source.pipe_input("x", value, 5)
+            return {k: v for k, v in driver.metrics().items() if k.startswith("suppression-buffer")}
+
+    one_batch = buffer_metrics([(0, 100)])
+    assert one_batch["suppression-buffer-count-current"] == 100
+    assert one_batch["suppression-buffer-size-current"] > 0
+    assert one_batch == buffer_metrics([(i, i + 1) for i in range(100)])
 
 
 @PROPERTY

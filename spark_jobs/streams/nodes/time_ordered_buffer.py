@@ -180,7 +180,7 @@ class TimeOrderedKeyValueBuffer:
         # the record context's size: timestamp, offset, partition + topic name
         context_size = 20 + (len(topic) if topic else 0)
         if self.window_close:
-            if not self.bounded and headers is None and len(keys) >= MIN_ROWS_AT_ONCE:
+            if not (self.bounded or self.track_bytes) and headers is None and len(keys) >= MIN_ROWS_AT_ONCE:
                 self._put_windowed_at_once(keys, values, olds, timestamps, out)
             else:
                 self._put_windowed(keys, values, olds, timestamps, headers, context_size, out)
