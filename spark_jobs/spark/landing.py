@@ -26,7 +26,7 @@ import pyarrow as pa
 
 INT64_MAX = 2**63 - 1
 
-# msgspec: strict, and faster than the json module; one decoder for every line.
+# msgspec: strict (it refuses NaN and Infinity, which the json module takes); one decoder for every line.
 decode_json = msgspec.json.Decoder().decode
 # Invalid UTF-8 raises UnicodeDecodeError (a ValueError), nesting deeper than msgspec goes RecursionError.
 _JSON_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError)
@@ -341,8 +341,8 @@ _RECORD_FIELDS = frozenset(("key", "value", "timestamp"))
 
 class _CleanLine(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """What a clean line is: a string key, an integer timestamp, any JSON value (kept as text here). Not
-    tracked by the garbage collector (`gc=False`): its fields (str, int, Raw) cannot form a cycle, and
-    untracked objects decode and unpack faster."""
+    tracked by the garbage collector (`gc=False`): its fields (str, int, Raw) cannot form a cycle, so the
+    collector need not scan it."""
 
     key: str
     timestamp: int

@@ -410,8 +410,8 @@ class TopologyRuntime:
         if self.spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is None and self._checkpoint_is_local():
             # Each micro-batch writes checkpoint files (offsets, commits, a state changelog per task). Without
             # its native library (pip's pyspark has none), Hadoop's local file system forks a process per
-            # permission set and per symlink check: Spark's default FileContext-based manager forks about 10
-            # per file it writes, the FileSystem-based one 2.
+            # permission set and per symlink check: Spark's default FileContext-based manager makes more of
+            # those checks per file it writes than the FileSystem-based one.
             conf[CHECKPOINT_FILE_MANAGER] = FILE_SYSTEM_CHECKPOINT_MANAGER
         return conf
 

@@ -88,7 +88,7 @@ class AggregateLayout:
         self.reads = list(dict.fromkeys((c.field, c.reads) for c in self.columns if c.field is not None))
         self.names = list(declared)
         # the value dicts of a row of columns, in one comprehension (the names as literals: a dict display
-        # is several times faster than dict(zip(names, row)) per row)
+        # builds each dict in place, where dict(zip(names, row)) makes a zip and a call per row)
         items = ", ".join(f"{name!r}: _{i}" for i, name in enumerate(self.names))
         variables = ", ".join(f"_{i}" for i in range(len(self.names)))
         self.structs = eval(  # noqa: S307 - built from repr() of the names only

@@ -1,8 +1,7 @@
 """A window's str keys -> their rows, looked up and numbered a batch at a time in one C loop.
 
-At a few hundred thousand keys per window, looking a batch's keys up one by one in a dict costs several
-cache misses per key (the dict's index, its entry, the int object of the row), most of the engine's time
-at that size. pandas' hash table for Python objects (khash) keeps the rows as int64s next to the key
+In a large window, looking a batch's keys up one by one in a dict costs several cache misses per key
+(the dict's index, its entry, the int object of the row). pandas' hash table for Python objects (khash) keeps the rows as int64s next to the key
 pointers and looks a whole array up in C, numbering the keys it does not hold in the same pass. It is
 pandas' internal API (`pandas._libs.hashtable`), stable for years and pinned with pandas here. It is
 imported at the first table (importing pandas is slow, which a test driver whose windows never grow large

@@ -355,8 +355,8 @@ class WindowRows:
 
 
 def dumps_plain(obj: Any) -> bytes:
-    """Pickle without the memo: several times faster for columns of str and bytes (no memo entry per
-    object), the same bytes to load. Only for plain columns, which share no object and hold no cycle (the memo would
+    """Pickle without the memo: a column of str and bytes makes no memo entry (a dict insert) per object,
+    and loads the same. Only for plain columns, which share no object and hold no cycle (the memo would
     keep a shared object shared; a cycle raises ValueError)."""
     buffer = io.BytesIO()
     dump_plain(obj, buffer)
