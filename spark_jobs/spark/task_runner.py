@@ -111,9 +111,6 @@ def select_records(task, topics: tuple[str, ...], runtime: dict, inp: OrderedInp
     for records the broker has not reported), so the order relative to it depends on timing, and is
     deterministic only for files landed before a run starts. Returns the number of records processed."""
     waiting: dict[str, list] = runtime.setdefault(WAITING, {})
-    for topic, buffer in waiting.items():
-        if len(buffer) == 3:  # a task state from before origins were kept: where they came from is unknown
-            waiting[topic] = [*buffer, RecordOrigins.unknown(len(buffer[0]))]
     read_up_to: dict[str, tuple[int, str]] = runtime.setdefault(READ_UP_TO, {})
     unknown = (set(inp.files_seen) | set(inp.topics) | ({inp.topic} if inp.keys else set())) - set(topics)
     if unknown:

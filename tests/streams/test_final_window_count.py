@@ -218,7 +218,10 @@ def _reverse_buffer_rows(task: StreamTask) -> None:
     buckets = suppress.buffer.buckets
     for window, rows in list(buckets.items()):
         reloaded = entry_rows(suppress.buffer.entry_columns)
-        reloaded.load_by_key(rows.keys[::-1], list(zip(*rows.columns, strict=True))[::-1])
+        for key, fields in reversed(list(zip(rows.keys, zip(*rows.columns, strict=True), strict=True))):
+            reloaded.append(key, fields)
+        reloaded.dirty[:] = bytes(len(reloaded.keys))  # as an import leaves them
+        reloaded.saved = len(reloaded.keys)
         buckets[window] = reloaded
 
 

@@ -58,11 +58,6 @@ class SuppressNode(Node):
     def state_size(self) -> tuple[int, int]:
         return self.buffer.state_size()
 
-    def restore_state(self, state: Any) -> None:
-        """A snapshot of an earlier engine (one pickled state per node)."""
-        self.buffer.restore_entries(state)
-        self.buffer.set_scalars(state["scalars"])
-
     # State parts: "" holds the buffer's accounting, the buffer's parts hold its entries.
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
         parts, names = self.buffer.export_parts(changed_only)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from heapq import heapify, heappop, heappush
 from itertools import accumulate, repeat
-from operator import add, itemgetter
+from operator import itemgetter
 from typing import Any
 
 from ..records import Window, Windowed
@@ -59,7 +59,6 @@ COUNT_ENTRY_COLUMNS = (INT64, INT64, INT64, INT64, OBJECT, INT64, INT64)
 # (`_put_windowed_at_once`); shorter ones row by row.
 MIN_ROWS_AT_ONCE = 64
 _first, _second = itemgetter(0), itemgetter(1)
-_ROW_FIELDS = itemgetter(_TS, _SIZE, _NEW, _OLD, _HDR, _BASE, _PRIOR)  # entry tuple -> row fields
 
 
 def entry_rows(columns: tuple[str, ...] = ENTRY_COLUMNS) -> WindowRows:
@@ -733,64 +732,10 @@ class TimeOrderedKeyValueBuffer:
         return {"keys": inners, "entries": entries}
 
     def load_entries(self, saved: dict[str, Any]) -> None:
-        """Put entries saved by key (`saved_entries`; an earlier engine's until_window_closes parts, in `_current_form`)
-        into the buckets (then `rebuild_heap`)."""
+        """Put until_time_limit entries saved by key (`saved_entries`) into the buffer (then `rebuild_heap`)."""
         keys, entries = saved["keys"], saved["entries"]
-        if not keys:
-            return
-        if not self.window_close:
+        if keys:
             self.buckets.setdefault(None, {}).update(zip(keys, entries, strict=True))
-            return
-        window = saved.get("window")
-        if window is not None:  # a state part: one window
-            runs = [(window, 0, len(keys))]
-        else:  # a snapshot: windows interleave in seq order
-            windows = list(zip(saved["starts"], saved["ends"], strict=True))
-            cuts = [i for i in range(1, len(keys)) if windows[i] != windows[i - 1]]
-            runs = [(windows[lo], lo, hi) for lo, hi in zip([0, *cuts], [*cuts, len(keys)], strict=True)]
-        for (start, end), lo, hi in runs:
-            window = _new_tuple(Window, (start, end))
-            rows = self.buckets.get(window)
-            if rows is None:
-                rows = self.buckets[window] = entry_rows(self.entry_columns)
-            _put_entries(rows, keys[lo:hi], entries[lo:hi])
-
-    def _current_form(self, saved: dict[str, Any]) -> dict[str, Any]:
-        """Saved entries in `saved_entries`' form, also those an earlier engine saved a column per field
-        (no key bytes, no fixed size part, the buffer time of a window's entries its end)."""
-        if "entries" in saved:
-            return saved
-        if not saved["keys"]:  # a part of removed keys only
-            return {"keys": [], "entries": []}
-        prior = saved["prior"]
-        kb = self._key_bytes(saved)
-        # the fixed part of each entry's size: buffer time (8), key bytes and prior value (8 for an int)
-        base = list(map(add, map(len, kb), [16 if type(p) is int else 8 + value_size(p) for p in prior]))
-        if self.window_close:  # neither is kept (see _BT, _KB)
-            bt = kb = [None] * len(kb)
-        else:
-            bt = saved["bt"]
-        fields = (bt, kb, saved["new"], saved["old"], prior, saved["ts"], saved["hdr"])
-        current = {
-            "keys": saved["keys"],
-            "entries": list(zip(*fields, saved["size"], saved["seq"], base, strict=True)),
-        }
-        if self.window_close:
-            current["starts"], current["ends"] = saved["starts"], saved["ends"]
-        return current
-
-    def _key_bytes(self, saved: dict[str, Any]) -> list[bytes]:
-        """The serialized keys (serde.key_bytes) of entries saved a column per field."""
-        keys = saved["keys"]
-        if not self.window_close:
-            return list(map(key_bytes, keys))
-        starts, ends = saved["starts"], saved["ends"]
-        if starts.count(starts[0]) == len(starts):
-            return self._window_key_bytes(keys, starts[0], ends[0])
-        return [  # a snapshot: windows interleave
-            self._window_key_bytes([inner], start, end)[0]
-            for inner, start, end in zip(keys, starts, ends, strict=True)
-        ]
 
     @staticmethod
     def _window_key_bytes(keys: list, start: int, end: int) -> list[bytes]:
@@ -818,18 +763,6 @@ class TimeOrderedKeyValueBuffer:
             for inner, entry in self.buckets.get(None, {}).items()
         ]
         heapify(self.heap)
-
-    def restore_entries(self, saved: dict[str, Any]) -> None:
-        """The entries of an earlier engine's snapshot (one pickled state per node)."""
-        self.buckets, self.log = {}, StoreLog()
-        if "windows" in saved:
-            for (start, end), base in saved["windows"]:
-                window = _new_tuple(Window, (start, end))
-                self.buckets[window] = entry_rows(self.entry_columns)
-                self.buckets[window].load(base, _part_name(window))
-        else:  # until_time_limit, or an earlier until_window_closes snapshot, by key
-            self.load_entries(self._current_form(saved))
-        self.rebuild_heap()
 
     # Parts: the store log's (StoreLog) "<start>:<end>.<n>" per window for until_window_closes, "all.<n>"
     # for until_time_limit, each `saved_entries` and the inner keys removed.
@@ -869,7 +802,6 @@ class TimeOrderedKeyValueBuffer:
         if self.window_close:
             self._apply_window_steps(dropped, steps)
             return
-        steps = [(window, self._current_form(saved), gone) for window, saved, gone in steps]
         before = {window: self.buckets.pop(window) for window in dropped if window in self.buckets}
         fresh: dict[tuple, None] = {}  # (window, inner key) of the entries whose heap item is new
         for window, saved, _ in steps:  # compared with the buffer before
@@ -908,24 +840,11 @@ class TimeOrderedKeyValueBuffer:
         buckets = self.buckets
         for window in dropped:
             buckets.pop(window, None)
-        for window, saved, gone in steps:
+        for window, saved, _ in steps:
             rows = buckets.get(window)
             if rows is None:
                 rows = buckets[window] = entry_rows(self.entry_columns)
-            if "columns" in saved:
-                rows.load(saved, _part_name(window), owned=True)  # unpickled for this catch-up
-                continue
-            saved = self._current_form(saved)  # saved by key, by an earlier engine
-            _put_entries(rows, saved["keys"], saved["entries"])
-            if gone:  # keys removed, by an earlier engine only: rows are renumbered (the copies alike)
-                gone_keys = set(gone)
-                kept = [
-                    (key, entry)
-                    for key, entry in zip(rows.keys, _entries(rows), strict=True)
-                    if key not in gone_keys
-                ]
-                rows = buckets[window] = entry_rows(self.entry_columns)
-                _put_entries(rows, [key for key, _ in kept], [entry for _, entry in kept])
+            rows.load(saved, _part_name(window), owned=True)  # unpickled for this catch-up
         for window in [w for w, rows in buckets.items() if not rows]:
             del buckets[window]
         self.rebuild_heap()
@@ -935,11 +854,6 @@ class TimeOrderedKeyValueBuffer:
         again since)."""
         entry = self.buckets.get(None, {}).get(item[3])
         return entry is None or entry[_SEQ] != item[2]
-
-
-def _put_entries(rows: WindowRows, keys: list, entries: list) -> None:
-    """Put entry tuples into a window's rows by key (loads of saved entries: a snapshot, an older part)."""
-    rows.load_by_key(keys, map(_ROW_FIELDS, entries))
 
 
 def _window_of_name(name: str) -> Any:

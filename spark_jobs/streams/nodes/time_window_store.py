@@ -10,7 +10,7 @@ per-change export through its StoreLog, and the rows of every entry for the stat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from heapq import heappop, heappush
 from typing import Any
 
@@ -107,41 +107,19 @@ class TimeWindowStore:
     def _save(self, start: int, put: dict | None) -> dict:
         return self._rows[start].save(changed_only=put is not None)
 
-    def apply_parts(
-        self,
-        parts: dict[str, Any],
-        removed: list[str],
-        load_other: Callable[[WindowRows, Any, list], None] | None = None,
-    ) -> None:
-        """Catch up with the parts exported since (StoreLog.catch_up). `load_other`: loads a part that is
-        not in WindowRows' saved form (an earlier engine's), else such a part is refused."""
+    def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
+        """Catch up with the parts exported since (StoreLog.catch_up); a part not in WindowRows' saved form
+        is refused."""
         dropped, steps = self._log.catch_up(parts, removed, int)
         for start in dropped:
             del self._rows[start], self._windows[start]
-        for start, saved, gone in steps:
+        for start, saved, _ in steps:
             rows = self._rows.get(start)
             if rows is None:
                 rows = self._new_window(start)
-            if type(saved) is dict:
-                rows.load(saved, str(start), owned=True)  # unpickled for this catch-up
-            elif load_other is not None:
-                load_other(rows, saved, gone)
-            else:
-                raise ValueError(f"state part {start}: not a saved window (an earlier engine's state)")
-        self._starts = sorted(self._rows)
-
-    def load_window(self, start: int, base: dict) -> WindowRows:
-        """A window loaded from a saved base (a snapshot of an earlier engine); call `reindex` after."""
-        rows = self._new_window(start)
-        rows.load(base, str(start))
-        return rows
-
-    def clear(self) -> None:
-        self._rows, self._windows, self._log = {}, {}, StoreLog()
-        self._starts = []
-
-    def reindex(self) -> None:
-        """The heap of starts rebuilt after windows were loaded."""
+            if type(saved) is not dict:
+                raise ValueError(f"state part {start}: not a saved window")
+            rows.load(saved, str(start), owned=True)  # unpickled for this catch-up
         self._starts = sorted(self._rows)
 
     # -- batch operations -----------------------------------------------------------------------------------

@@ -180,20 +180,6 @@ class WindowRows:
             return None
         return rows.tolist()
 
-    def load_by_key(self, keys: Any, fields: Any) -> None:
-        """Put entries saved by key (a snapshot or a part of an earlier engine): a new row per key new to
-        the window, else its row's fields replaced. The rows are then as an import leaves them."""
-        index, columns = self.index, self.columns
-        for key, values in zip(keys, fields, strict=True):
-            row = index.get(key)
-            if row is None:
-                self.append(key, values)
-            else:
-                for column, value in zip(columns, values, strict=True):
-                    column[row] = value
-        self.dirty[:] = bytes(len(self.keys))
-        self.saved = len(self.keys)
-
     def changes(self) -> int:
         """Rows put since the last export."""
         return self.dirty.count(1)
