@@ -89,11 +89,6 @@ class KeyValueStore:
     def get(self, key: Any) -> Any:
         return self.entries.get(key)
 
-    def get_batch(self, keys: Iterable[Any]) -> dict[Any, Any]:
-        """key -> its entry (None where it has none), for each distinct key of `keys`, in one C loop."""
-        keys = list(keys)
-        return dict(zip(keys, map(self.entries.get, keys), strict=True))
-
     def get_list(self, keys: list) -> list:
         """Per key (in order, repeats too) its entry or None."""
         return list(map(self.entries.get, keys))
