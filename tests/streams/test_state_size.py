@@ -1,5 +1,6 @@
-"""A node's state size (`Node.state_size`, in the task metrics) is what its `state_rows()` list, and a user
-processor's rows are its snapshotted state."""
+"""A node's state size (`Node.state_size`, in the task metrics) is what its `state_rows()` list; a user
+processor's rows are its snapshotted state; a stream-stream join lists both sides and its waiting
+records."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.jobs import sensor_alerts
-from spark_jobs.streams import Processor, Record, StreamsBuilder, TimeWindows, TopologyTestDriver
+from spark_jobs.streams import (
+    JoinWindows,
+    Processor,
+    Record,
+    StreamsBuilder,
+    TimeWindows,
+    TopologyTestDriver,
+)
 from spark_jobs.streams.nodes.base import StateRow
 from spark_jobs.streams.records import Window, Windowed
 
@@ -97,3 +105,44 @@ def test_a_hooks_state_is_one_store():
     node = _user_node(Hooked())
     assert list(node.state_rows()) == [StateRow("state", None, None, None, [2], None)]
     assert node.state_size() == (1, 0)
+
+
+def _left_join(driver_records):
+    builder = StreamsBuilder()
+    left, right = builder.stream("left"), builder.stream("right")
+    left.left_join(right, lambda x, y: (x, y), JoinWindows.of_time_difference_and_grace(10, 5)).to("out")
+    driver = TopologyTestDriver(builder.build())
+    for topic, key, value, timestamp in driver_records:
+        driver.create_input_topic(topic).pipe_input(key, value, timestamp)
+    (node,) = [n for n in driver.task.nodes.values() if getattr(n, "side", None) == 0]  # the state's owner
+    return node
+
+
+def test_a_left_joins_waiting_records_are_in_its_state_rows():
+    node = _left_join(
+        [
+            ("left", "a", 1, 100),  # joins with the right record below: no longer waiting
+            ("right", "a", 2, 104),
+            ("left", "b", 3, 105),  # no partner yet: waiting
+            ("left", "c", 4, 107),  # waiting
+        ]
+    )
+    rows = sorted(node.state_rows(), key=lambda r: (r.store, r.timestamp))
+    assert rows == [
+        StateRow("join_waiting:left", "b", 105, 105, 3, 105),
+        StateRow("join_waiting:left", "c", 107, 107, 4, 107),
+        StateRow("join_window:left", "a", 100, 100, 1, 100),
+        StateRow("join_window:left", "b", 105, 105, 3, 105),
+        StateRow("join_window:left", "c", 107, 107, 4, 107),
+        StateRow("join_window:right", "a", 104, 104, 2, 104),
+    ]
+    assert node.state_size() == (6, 4)
+    # the window closes for "b" (105 + 10 + 5 < 121): emitted without a partner, no longer waiting
+    node = _left_join([("left", "b", 3, 105), ("left", "d", 5, 121)])
+    stores = sorted((r.store, r.key) for r in node.state_rows())
+    assert stores == [
+        ("join_waiting:left", "d"),
+        ("join_window:left", "b"),
+        ("join_window:left", "d"),
+    ]
+    assert node.state_size() == (3, 2)

@@ -39,7 +39,9 @@ class Batch(NamedTuple):
 class StateRow(NamedTuple):
     """One entry of a node's stores, as `Node.state_rows` lists it (the state reader's rows)."""
 
-    store: str  # key_value, window, session, suppress_buffer, join_window, table, or a user store's name
+    # key_value, window, session, suppress_buffer, join_window:<side>, join_waiting:<side> (side: left or
+    # right), table, or a user store's name
+    store: str
     key: Any
     window_start: int | None  # epoch ms; None where the store has no windows
     window_end: int | None

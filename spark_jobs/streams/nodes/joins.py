@@ -44,6 +44,20 @@ class StreamJoinState:
         if self.waiting_store.delete(waiting_key) is not None:
             self.waiting.remove(waiting_key)
 
+    def state_rows(self) -> Iterator[StateRow]:
+        """Each side's records (store `join_window:left`, `join_window:right`), then the records of a left
+        or outer join waiting for a partner (`join_waiting:left`, `join_waiting:right`); a record's window
+        is its timestamp."""
+        for store in self.stores:
+            name = f"join_window:{store.kv.prefix}"
+            for key, ts, value in store.items():
+                yield StateRow(name, key, ts, ts, value, ts)
+        entries = self.waiting_store.entries
+        for waiting_key in self.waiting:
+            side, key, value = entries[waiting_key]
+            ts = waiting_key[0]
+            yield StateRow(_WAITING_STORES[side], key, ts, ts, value, ts)
+
     # State parts: "" holds the clocks and the sequence, the stores' parts their entries.
     def _kv_stores(self) -> tuple[KeyValueStore, ...]:
         return self.stores[0].kv, self.stores[1].kv, self.waiting_store
@@ -209,11 +223,10 @@ class StreamStreamJoinNode(Node):
         self.state.apply_parts(parts, removed)  # type: ignore[union-attr]
 
     def state_rows(self) -> Iterator[StateRow]:
-        if self.side != LEFT:
-            return
-        for store in self.state.stores:  # type: ignore[union-attr]
-            for key, ts, value in store.items():
-                yield StateRow("join_window", key, ts, ts, value, ts)
+        return self.state.state_rows() if self.side == LEFT else iter(())  # type: ignore[union-attr]
+
+
+_WAITING_STORES = ("join_waiting:left", "join_waiting:right")  # by side
 
 
 def _side_order(side: int) -> int:
