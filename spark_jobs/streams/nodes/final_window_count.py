@@ -324,16 +324,18 @@ class FinalWindowCount:
         whose observed time reaches its end + grace. None when that is not as the node would have it (a
         window leaving before its first pair or before its last one, an empty window)."""
         buffer = self.suppress.buffer
-        size, duration, m = self.count.windows.size, buffer.duration, len(buffer_observed)
+        size, m = self.count.windows.size, len(buffer_observed)
         leaves: dict[int, int] = {}  # window start -> the pair it leaves at (m: not in this batch)
         for window in buffer.windows():
             if not len(buffer.window_rows(window)):
                 return None  # an empty window leaves without a metric sample: node by node
-            leaves[window[0]] = int(np.searchsorted(buffer_observed, window[1] + duration, "left"))
+            leaves[window[0]] = int(np.searchsorted(buffer_observed, buffer.due_at(window[1]), "left"))
         for start, in_window, _, _ in plan_windows:
             at = leaves.get(start)
             if at is None:  # a window new to the buffer: it must not leave before its first pair
-                at = leaves[start] = int(np.searchsorted(buffer_observed, start + size + duration, "left"))
+                at = leaves[start] = int(
+                    np.searchsorted(buffer_observed, buffer.due_at(start + size), "left")
+                )
                 if at < int(group_first[in_window].min()):
                     return None
             if at < m and int(group_last[in_window].max()) > at:
@@ -363,7 +365,8 @@ class FinalWindowCount:
         for at in plan.passes:
             buffer.count_inserted(int(inserted[at]) - accounted)
             accounted = int(inserted[at])
-            gone.append(buffer.evict_due(int(plan.buffer_observed[at]) - buffer.duration, int(rec[at]), out))
+            limit = buffer.due_limit(int(plan.buffer_observed[at]))
+            gone.append(buffer.evict_due(limit, int(rec[at]), out))
         buffer.count_inserted(int(inserted[-1]) - accounted)
         self._put_samples(plan, inserted, gone, count_before)
         return Batch(out.keys, out.values, out.olds, out.timestamps, None, out.src)

@@ -168,6 +168,32 @@ class TimeOrderedKeyValueBuffer:
 
     # -- puts and evictions -------------------------------------------------------------------------------
 
+    # The eviction rule: an entry is due once its buffer time + D <= observed time.
+    def due_at(self, buffer_time: int) -> int:
+        """The observed time at which an entry of `buffer_time` is due."""
+        return buffer_time + self.duration
+
+    def due_limit(self, observed: int) -> int:
+        """The latest buffer time due at `observed` time."""
+        return observed - self.duration
+
+    def _head_due_at(self) -> int:
+        """The observed time at which the buffer's head is due (never when empty)."""
+        return self.due_at(self.heap[0][0]) if self.heap else _NEVER
+
+    def _enforce_after_put(
+        self, row, mark, observed, count, num_bytes, seq, count_sum, size_sum, count_max, size_max, out
+    ) -> tuple[int, int, int, int, int]:
+        """For a put loop: its accounting saved after the put of input row `row` (with the samples of the
+        puts of rows mark..row), then `_enforce`. Returns what the loop goes on from: the count, the bytes,
+        the sums and the observed time at which the new head is due."""
+        puts = row + 1 - mark
+        self.observed, self.count, self.num_bytes, self.next_seq = observed, count, num_bytes, seq
+        self.count_sum, self.size_sum = count_sum + count * puts, size_sum + num_bytes * puts
+        self.count_max, self.size_max = count_max, size_max
+        self._enforce(row, out)
+        return self.count, self.num_bytes, self.count_sum, self.size_sum, self._head_due_at()
+
     def put_batch(
         self, keys: list, values: list, olds: list | None, timestamps: list, headers: list | None, topic: Any
     ) -> Evicted:
@@ -188,13 +214,13 @@ class TimeOrderedKeyValueBuffer:
         return out
 
     def _put_windowed(self, keys, values, olds, timestamps, headers, context_size, out) -> None:
-        buckets, heap, log_touch = self.buckets, self.heap, self.log.touch
+        buckets, log_touch = self.buckets, self.log.touch
         track, bounded = self.track_bytes, self.bounded
         max_records = self.max_records if self.max_records is not None else _NEVER
         max_bytes = self.max_bytes if self.max_bytes is not None else _NEVER
         vsize = value_size
-        observed, duration = self.observed, self.duration
-        evict_at = heap[0][0] + duration if heap else _NEVER  # observed time at which the head goes out
+        observed, due_at = self.observed, self.due_at
+        evict_at = self._head_due_at()  # observed time at which the head goes out
         # observed >= evict_at can only become true when observed time advances or a new window lowers
         # evict_at: tested there, not per row
         due = observed >= evict_at
@@ -238,8 +264,8 @@ class TimeOrderedKeyValueBuffer:
                     bucket = buckets.get(window)
                     if bucket is None:
                         bucket = self.open_window(window)
-                        if window[1] + duration < evict_at:
-                            evict_at = window[1] + duration
+                        if due_at(window[1]) < evict_at:
+                            evict_at = due_at(window[1])
                             if observed >= evict_at:
                                 due = True
                     log_touch(window)
@@ -303,24 +329,10 @@ class TimeOrderedKeyValueBuffer:
                 c_hdr[row] = hdr
                 dirty[row] = 1
             if due or (bounded and (count > max_records or num_bytes > max_bytes)):
-                count_sum += count * (i + 1 - mark)  # the samples up to this row's put
-                size_sum += num_bytes * (i + 1 - mark)
+                count, num_bytes, count_sum, size_sum, evict_at = self._enforce_after_put(
+                    i, mark, observed, count, num_bytes, seq, count_sum, size_sum, count_max, size_max, out
+                )
                 mark = i + 1
-                self.observed, self.count, self.num_bytes, self.next_seq = observed, count, num_bytes, seq
-                self.count_sum, self.size_sum, self.count_max, self.size_max = (
-                    count_sum,
-                    size_sum,
-                    count_max,
-                    size_max,
-                )
-                self._enforce(i, out)
-                count, num_bytes, count_sum, size_sum = (
-                    self.count,
-                    self.num_bytes,
-                    self.count_sum,
-                    self.size_sum,
-                )
-                evict_at = heap[0][0] + duration if heap else _NEVER
                 due = observed >= evict_at
                 bucket_window = NO_WINDOW  # an eviction may have deleted a held window
                 held_windows.clear()
@@ -338,14 +350,14 @@ class TimeOrderedKeyValueBuffer:
         segment's puts are applied per window at once (a key's last put gives its fields, its first its
         prior value and, for a key new to the window, its row), then what is due is evicted. The entry count
         after each put is the count before the segment plus the keys inserted up to that row."""
-        n, duration = len(keys), self.duration
+        n, due_at = len(keys), self.due_at
         windows = list(map(_second, keys))
         inners = list(map(_first, keys))
         if olds is None:
             olds = [None] * n
         observed = list(accumulate(timestamps, max, initial=self.observed))[1:]  # after each row's put
-        closes = {window: window[1] + duration for window in dict.fromkeys(windows)}
-        due_rows = {bisect_left(observed, end + duration) for end, _ in self.heap}
+        closes = {window: due_at(window[1]) for window in dict.fromkeys(windows)}
+        due_rows = {bisect_left(observed, due_at(end)) for end, _ in self.heap}
         due_rows.update(bisect_left(observed, close) for close in closes.values())
         due_rows.update(
             row
@@ -362,7 +374,7 @@ class TimeOrderedKeyValueBuffer:
             if observed[last] > self.observed:
                 self.observed = observed[last]
             if hi < n:
-                self.evict_due(self.observed - duration, hi, out)
+                self.evict_due(self.due_limit(self.observed), hi, out)
             lo = last + 1
 
     def _put_segment(self, lo: int, hi: int, windows, inners, values, olds, timestamps) -> None:
@@ -426,8 +438,8 @@ class TimeOrderedKeyValueBuffer:
         max_records = self.max_records if self.max_records is not None else _NEVER
         max_bytes = self.max_bytes if self.max_bytes is not None else _NEVER
         vsize = value_size
-        observed, duration = self.observed, self.duration
-        evict_at = heap[0][0] + duration if heap else _NEVER
+        observed, due_at = self.observed, self.due_at
+        evict_at = self._head_due_at()
         due = observed >= evict_at
         count, num_bytes, seq = self.count, self.num_bytes, self.next_seq
         count_sum, size_sum, count_max, size_max = (
@@ -466,8 +478,8 @@ class TimeOrderedKeyValueBuffer:
                 else:
                     base = size = 0
                 heappush(heap, (ts, kb, seq, key))
-                if ts + duration < evict_at:
-                    evict_at = ts + duration
+                if due_at(ts) < evict_at:
+                    evict_at = due_at(ts)
                     if observed >= evict_at:
                         due = True
                 bucket[key] = puts[key] = (ts, kb, new, old, old, ts, hdr, size, seq, base)
@@ -502,24 +514,10 @@ class TimeOrderedKeyValueBuffer:
                     entry[9],
                 )
             if due or (bounded and (count > max_records or num_bytes > max_bytes)):
-                count_sum += count * (i + 1 - mark)
-                size_sum += num_bytes * (i + 1 - mark)
+                count, num_bytes, count_sum, size_sum, evict_at = self._enforce_after_put(
+                    i, mark, observed, count, num_bytes, seq, count_sum, size_sum, count_max, size_max, out
+                )
                 mark = i + 1
-                self.observed, self.count, self.num_bytes, self.next_seq = observed, count, num_bytes, seq
-                self.count_sum, self.size_sum, self.count_max, self.size_max = (
-                    count_sum,
-                    size_sum,
-                    count_max,
-                    size_max,
-                )
-                self._enforce(i, out)
-                count, num_bytes, count_sum, size_sum = (
-                    self.count,
-                    self.num_bytes,
-                    self.count_sum,
-                    self.size_sum,
-                )
-                evict_at = heap[0][0] + duration if heap else _NEVER
                 due = observed >= evict_at
                 bucket = self.buckets.get(None)
                 if bucket is None:  # the eviction emptied the buffer
@@ -538,7 +536,7 @@ class TimeOrderedKeyValueBuffer:
         """After the put of input row `row` (accounting saved up to it): evict the entries due, then enforce
         the bounds, each pass one metric sample when it evicts anything."""
         heap = self.heap
-        self.evict_due(self.observed - self.duration, row, out)
+        self.evict_due(self.due_limit(self.observed), row, out)
         if not self._over():
             return
         if self.shut_down:
