@@ -1,9 +1,11 @@
-"""A node's state size (`Node.state_size`, in the task metrics) is what its `state_rows()` list; a user
+"""A node's state size (`Node.state_size`, in the task metrics) is what its `state_rows()` list, kept by the
+stores of windows, sessions, sliding windows and joins rather than counted over their rows; a user
 processor's rows are its snapshotted state; a stream-stream join lists both sides and its waiting
-records."""
+records. (tests/streams/test_stores.py checks the sizes on every store topology it runs.)"""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +14,8 @@ from spark_jobs.streams import (
     JoinWindows,
     Processor,
     Record,
+    SessionWindows,
+    SlidingWindows,
     StreamsBuilder,
     TimeWindows,
     TopologyTestDriver,
@@ -146,3 +150,41 @@ def test_a_left_joins_waiting_records_are_in_its_state_rows():
         ("join_window:left", "d"),
     ]
     assert node.state_size() == (3, 2)
+
+
+def _fed_nodes(topology, records):
+    driver = TopologyTestDriver(topology)
+    for topic, key, value, timestamp in records:
+        driver.create_input_topic(topic).pipe_input(key, value, timestamp)
+    return [node for node in driver.task.nodes.values() if list(node.state_rows())]
+
+
+def _session_sliding_and_join():
+    builder = StreamsBuilder()
+    stream = builder.stream("a")
+    grouped = stream.group_by_key()
+    grouped.windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 2)).count()
+    grouped.windowed_by(SlidingWindows.of_time_difference_and_grace(5, 2)).count()
+    stream.outer_join(
+        builder.stream("b"), lambda x, y: (x, y), JoinWindows.of_time_difference_and_grace(3, 1)
+    ).to("out")
+    return builder.build()
+
+
+@pytest.mark.parametrize(
+    "kind", ["SessionWindowAggregateNode", "SlidingWindowAggregateNode", "StreamStreamJoinNode"]
+)
+def test_the_size_is_kept_by_the_stores_not_counted_over_their_rows(kind, monkeypatch):
+    records = [("a", "k", 1, t) for t in (1, 3, 20, 21)] + [("b", "k", 2, 22), ("a", "j", 1, 24)]
+    (node,) = [n for n in _fed_nodes(_session_sliding_and_join(), records) if type(n).__name__ == kind]
+    expected = (
+        len(list(node.state_rows())),
+        len({(r.window_start, r.window_end) for r in node.state_rows()}),
+    )
+    assert expected[0] > 1
+
+    def no_pass_over_the_rows():
+        raise AssertionError("state_size read the rows")
+
+    monkeypatch.setattr(node, "state_rows", no_pass_over_the_rows)
+    assert node.state_size() == expected

@@ -134,8 +134,18 @@ def feed_piece(task, piece):
 
 
 def state_of(task):
-    """Every entry of the task's stores (`Node.state_rows`), in a canonical order."""
+    """Every entry of the task's stores (`Node.state_rows`), in a canonical order; each node's kept size
+    (`Node.state_size`) agrees with them."""
+    assert_sizes_agree(task)
     return sorted(((name, *row) for name, node in task.nodes.items() for row in node.state_rows()), key=repr)
+
+
+def assert_sizes_agree(task):
+    """Each node's `state_size()` is `(rows, distinct windows)` of its `state_rows()`."""
+    for name, node in task.nodes.items():
+        rows = list(node.state_rows())
+        windows = {(r.window_start, r.window_end) for r in rows if r.window_start is not None}
+        assert node.state_size() == (len(rows), len(windows)), name
 
 
 def run_record_by_record(topology, feed, partition=0):
@@ -175,6 +185,7 @@ def run_exporting(topology, feed, cuts, owners, partition=0):
         else:
             task = StreamTask(topology, partition)
         feed_piece(task, piece)
+        assert_sizes_agree(task)  # a copy caught up or imported counts its stores' entries anew
         outputs += drain(task)
         export = task.export_state()
         for name in export.removed:

@@ -488,6 +488,9 @@ class SessionWindowAggregateNode(Node):
         for key, start, end, aggregate in self.store.items():
             yield StateRow("session", key, start, end, aggregate, end)
 
+    def state_size(self) -> tuple[int, int]:
+        return self.store.size()
+
 
 class SlidingWindowAggregateNode(Node):
     """Sliding windows, Kafka 3.5+'s KStreamSlidingWindowAggregate (reverse-iteration variant, as used with
@@ -688,9 +691,12 @@ class SlidingWindowAggregateNode(Node):
     def apply_parts(self, parts, removed):
         if "" in parts:
             self.observed, self.store.store_time, self._expired_below = parts.pop("")
-        self.store.kv.apply_parts(parts, removed)
+        self.store.apply_parts(parts, removed)
 
     def state_rows(self):
         d = self.windows.time_difference
         for key, start, aggregate, timestamp in self.store.items():
             yield StateRow("window", key, start, start + d, aggregate, timestamp)
+
+    def state_size(self) -> tuple[int, int]:
+        return self.store.size()

@@ -121,8 +121,9 @@ class Node:
         return iter(())
 
     def state_size(self) -> tuple[int, int]:
-        """`(entries, windows)` this node's stores hold (a task's state size, in its metrics): counted over
-        `state_rows()`, which a node with large stores overrides with a count it keeps."""
+        """`(entries, distinct (window_start, window_end))` of `state_rows()` (a task's state size, in its
+        metrics, read every micro-batch): counted over them here; a node with large stores overrides it
+        with the counts its stores keep."""
         entries, windows = 0, set()
         for row in self.state_rows():
             entries += 1

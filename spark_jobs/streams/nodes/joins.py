@@ -16,7 +16,7 @@ from ..windows import JoinWindows
 from .aggregations import LateRows
 from .base import Batch, Node, StateRow
 from .kv_store import KeyValueStore, split_parts
-from .window_stores import JoinWindowStore
+from .window_stores import JoinWindowStore, WindowCounts
 
 LEFT, RIGHT = 0, 1
 
@@ -29,20 +29,34 @@ class StreamJoinState:
         self.windows = windows
         retention = windows.before + windows.after + windows.grace
         self.stream_time = -1
-        self.stores = (JoinWindowStore("left", retention), JoinWindowStore("right", retention))
+        # the timestamps of the stores' live entries, each counted once (state_size)
+        self.timestamps: dict[int, int] = {}
+        self.stores = (
+            JoinWindowStore("left", retention, self.timestamps),
+            JoinWindowStore("right", retention, self.timestamps),
+        )
         self.next_seq = 0
-        # records without partner yet: (ts, side order, key bytes, seq) -> (side, key, value), and those
-        # waiting keys sorted
+        # records without partner yet: (ts, side order, key bytes, seq) -> (side, key, value), those waiting
+        # keys sorted, and their count per timestamp
         self.waiting_store = KeyValueStore("wait")
         self.waiting: list[tuple[int, int, bytes, int]] = []
+        self.waiting_counts = WindowCounts(self.timestamps)
 
     def add_waiting(self, waiting_key: tuple[int, int, bytes, int], side: int, key: Any, value: Any) -> None:
         self.waiting_store.put(waiting_key, (side, key, value))
         insort(self.waiting, waiting_key)
+        self.waiting_counts.add(waiting_key[0], None)
 
     def remove_waiting(self, waiting_key: tuple[int, int, bytes, int]) -> None:
         if self.waiting_store.delete(waiting_key) is not None:
             self.waiting.remove(waiting_key)
+            self.waiting_counts.remove(waiting_key[0])
+
+    def take_waiting(self, waiting_key: tuple[int, int, bytes, int]) -> tuple[int, Any, Any]:
+        """Delete a waiting record from the store, leaving `waiting` to the caller (which cuts it);
+        returns its `(side, key, value)`."""
+        self.waiting_counts.remove(waiting_key[0])
+        return self.waiting_store.delete(waiting_key)
 
     def state_rows(self) -> Iterator[StateRow]:
         """Each side's records (store `join_window:left`, `join_window:right`), then the records of a left
@@ -57,6 +71,11 @@ class StreamJoinState:
             side, key, value = entries[waiting_key]
             ts = waiting_key[0]
             yield StateRow(_WAITING_STORES[side], key, ts, ts, value, ts)
+
+    def state_size(self) -> tuple[int, int]:
+        """What `state_rows` lists, from the stores' counts: `(entries, distinct timestamps)`."""
+        entries = self.stores[0].size() + self.stores[1].size() + self.waiting_counts.entries
+        return entries, len(self.timestamps)
 
     # State parts: "" holds the clocks and the sequence, the stores' parts their entries.
     def _kv_stores(self) -> tuple[KeyValueStore, ...]:
@@ -88,6 +107,11 @@ class StreamJoinState:
         for store, (store_parts, store_removed) in split_parts(self._kv_stores(), parts, removed):
             store.apply_parts(store_parts, store_removed)
         self.waiting = sorted(self.waiting_store.entries)
+        for window_store in self.stores:
+            window_store.recount()
+        self.waiting_counts.clear()
+        for waiting_key in self.waiting:
+            self.waiting_counts.add(waiting_key[0], None)
 
 
 class StreamStreamJoinNode(Node):
@@ -200,12 +224,12 @@ class StreamStreamJoinNode(Node):
             if waiting_key[0] >= bound:
                 break
             scanned += 1
-            side, key, value = state.waiting_store.get(waiting_key)
+            side = state.waiting_store.get(waiting_key)[0]
             look_back = windows.after if side == LEFT else windows.before
             if waiting_key[0] + look_back + windows.grace >= stream_time:
                 keep.append(waiting_key)
                 continue
-            state.waiting_store.delete(waiting_key)
+            side, key, value = state.take_waiting(waiting_key)
             joined = self.joiner(value, None) if side == LEFT else self.joiner(None, value)
             out.append((key, joined, waiting_key[0], row))
         if scanned:
@@ -224,6 +248,9 @@ class StreamStreamJoinNode(Node):
 
     def state_rows(self) -> Iterator[StateRow]:
         return self.state.state_rows() if self.side == LEFT else iter(())  # type: ignore[union-attr]
+
+    def state_size(self) -> tuple[int, int]:
+        return self.state.state_size() if self.side == LEFT else (0, 0)  # type: ignore[union-attr]
 
 
 _WAITING_STORES = ("join_waiting:left", "join_waiting:right")  # by side
