@@ -135,6 +135,18 @@ def test_batches_equal_record_by_record(shape, data, cut_points, moves) -> None:
     assert batched == per_record
 
 
+def test_a_buffer_that_shuts_down_forwards_what_it_evicted_before_the_error_in_a_batch_too(
+    monkeypatch,
+) -> None:
+    # the window [95, 105) of "dé" closes at the second record; the fourth fills the buffer past its bound
+    data = [("dé", 0, 100), ("a", 0, 108), ("b", 0, 105), ("c", 0, 105)]
+    shape = TOPOLOGIES["hopping aggregate, max_records shut down"]
+    batched = Run(shape, monkeypatch)(data)
+    assert batched[1] is not None and "buffer exceeded its max capacity" in batched[1]
+    assert [(topic, str(key)) for topic, key, _, _ in batched[0]] == [("finals", "[dé@95/105]")]
+    assert batched == Run(shape, monkeypatch)(data, per_record=True)
+
+
 UNBOUNDED_FINALS = ["hopping aggregate, unbounded", "tumbling count", "hopping count"]
 
 

@@ -27,6 +27,9 @@ class SuppressNode(Node):
             name,
         )
         self.parent_name = parent_name
+        # A buffer that shuts down when full raises mid-batch: record by record, what it evicted before the
+        # error has been forwarded, as in Kafka; a batch would lose it with the exception.
+        self.columnar = not (self.buffer.bounded and self.buffer.shut_down)
 
     def measure_bytes(self) -> None:
         self.buffer.track_bytes = True
