@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.results import Recorder  # noqa: E402
-from bench.spark_bench import PeakMemory  # noqa: E402
+from bench.spark_bench import timed_process  # noqa: E402
 from spark_jobs.jobs import sensor_enrichment as enrichment  # noqa: E402
 
 ROOT = REPO_ROOT / "var" / "bench" / "enrichment"
@@ -85,25 +84,9 @@ def one_run(args) -> int:
 
 def run_in_own_process(side: str, root: Path, args) -> dict:
     scratch = ROOT / "scratch" / side
-    shutil.rmtree(scratch, ignore_errors=True)
     command = [sys.executable, str(Path(__file__).resolve()), "--one", side, "--input", str(root)]
     command += ["--scratch", str(scratch), "--partitions", str(args.partitions)]
-    if args.max_files_per_trigger:
-        command += ["--max-files-per-trigger", str(args.max_files_per_trigger)]
-    started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    with PeakMemory(process.pid) as memory:
-        stdout, stderr = process.communicate()
-    seconds = time.monotonic() - started
-    shutil.rmtree(scratch, ignore_errors=True)
-    if process.returncode != 0:
-        raise RuntimeError(f"{side} run failed ({process.returncode}):\n{stderr[-4000:]}")
-    result = json.loads(stdout.strip().splitlines()[-1])
-    result["in_process_seconds"] = round(result.pop("seconds"), 2)
-    result["seconds"] = round(seconds, 2)
-    result["peak_rss_mb"] = round(memory.peak / 2**20)
-    result["events_per_s"] = round(result["events"] / seconds)
-    return result
+    return timed_process(command, scratch, args.max_files_per_trigger, side)
 
 
 def main(argv: list[str] | None = None) -> int:

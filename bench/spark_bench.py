@@ -270,11 +270,18 @@ def one_run(args) -> int:
 def run_in_own_process(side: str, shape: str, input_dir: Path, args) -> dict:
     """One run as its own process, timed from launch to exit, with the peak RSS of its process tree."""
     scratch = WORK / "scratch" / f"{shape}-{side}"
-    shutil.rmtree(scratch, ignore_errors=True)
     command = [sys.executable, str(Path(__file__).resolve()), "--one", side, "--shape", shape]
     command += ["--input", str(input_dir), "--scratch", str(scratch), "--partitions", str(args.partitions)]
-    if args.max_files_per_trigger:
-        command += ["--max-files-per-trigger", str(args.max_files_per_trigger)]
+    return timed_process(command, scratch, args.max_files_per_trigger, f"{shape} {side}")
+
+
+def timed_process(command: list[str], scratch: Path, max_files_per_trigger: int | None, what: str) -> dict:
+    """Run a benchmark's `--one` command (its last stdout line: JSON with `seconds` in process and
+    `events`) in a fresh scratch folder; its result with the wall time from launch to exit, the peak RSS
+    of its process tree and the events per second."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    if max_files_per_trigger:
+        command = [*command, "--max-files-per-trigger", str(max_files_per_trigger)]
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with PeakMemory(process.pid) as memory:
@@ -282,7 +289,7 @@ def run_in_own_process(side: str, shape: str, input_dir: Path, args) -> dict:
     seconds = time.monotonic() - started
     shutil.rmtree(scratch, ignore_errors=True)
     if process.returncode != 0:
-        raise RuntimeError(f"{shape} {side} run failed ({process.returncode}):\n{stderr[-4000:]}")
+        raise RuntimeError(f"{what} run failed ({process.returncode}):\n{stderr[-4000:]}")
     result = json.loads(stdout.strip().splitlines()[-1])
     result["in_process_seconds"] = round(result.pop("seconds"), 2)
     result["seconds"] = round(seconds, 2)
