@@ -525,7 +525,8 @@ def read_job_record(checkpoint: Path) -> dict[str, Any] | None:
     layout = stored.get("state_layout")
     if missing or layout != task_state.STATE_LAYOUT:
         what = (
-            f"has no {', '.join(sorted(missing))}"
+            f"was written by an older version of this runtime (its {JOB_FILE} has no "
+            f"{', '.join(sorted(missing))})"
             if missing
             else f"keeps task state in layout {layout or 'single-snapshot'}"
         )
