@@ -47,7 +47,13 @@ def test_the_output_records_its_job_and_every_topic_passes_its_derived_suite(spa
     spec = recorded_job(output)
     assert spec.module == JOB and {k: spec.options[k] for k in OPTIONS} == OPTIONS
     verdicts = validate_output(spark, output, tmp_path / "reports")
-    assert [v.suite for v in verdicts] == ["click-counts", "click-finals", "busy-windows", "quarantine", "late"]
+    assert [v.suite for v in verdicts] == [
+        "click-counts",
+        "click-finals",
+        "busy-windows",
+        "quarantine",
+        "late",
+    ]
     assert all(v.success for v in verdicts), [v.line() for v in verdicts]
     assert all(v.rows for v in verdicts), [v.line() for v in verdicts]  # checked on real rows
 
