@@ -138,3 +138,38 @@ def drain(task: StreamTask) -> list[tuple]:
             strict=False,
         )
     )
+
+
+class WorkerCopies:
+    """The copies of one task that Spark's Python workers hold (by owner), and the part store they share: a
+    copy new to the task imports the store, one that ran it before catches up with the parts written and
+    the names removed since its last export (StreamTask.apply_state)."""
+
+    def __init__(self, topology: Topology, partition: int = 0) -> None:
+        self.topology, self.partition = topology, partition
+        self.store: dict[str, bytes] = {}
+        self.written: list[set[str]] = []  # part names each export wrote
+        self.names_after: list[set[str]] = [set()]  # the store's part names after each export
+        self.copies: dict[int, tuple[StreamTask, int]] = {}  # owner -> (task, exports it has seen)
+
+    def task_for(self, owner: int) -> StreamTask:
+        if owner in self.copies:
+            task, seen = self.copies[owner]
+            since = set().union(*self.written[seen:])
+            store = self.store
+            task.apply_state(
+                {n: store[n] for n in since if n in store}, sorted(self.names_after[seen] - set(store))
+            )
+            return task
+        if self.written:
+            return StreamTask.import_state(self.topology, self.store)
+        return StreamTask(self.topology, self.partition)
+
+    def export(self, owner: int, task: StreamTask) -> None:
+        export = task.export_state()
+        for name in export.removed:
+            del self.store[name]
+        self.store.update(export.parts)
+        self.written.append(set(export.parts))
+        self.names_after.append(set(self.store))
+        self.copies[owner] = (task, len(self.written))

@@ -25,7 +25,7 @@ from spark_jobs.streams import (
 from spark_jobs.streams.nodes.store_log import DELTA_RATIO, MAX_DELTAS, StoreLog
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
-from .helpers import drain, run_task, sensor_topology
+from .helpers import WorkerCopies, drain, run_task, sensor_topology
 from .test_properties import PROPERTY, cuts, records, rich_topology, time_windows
 from .test_snapshot import RECORDS, Stateful, processor_topology, table_topology
 
@@ -55,34 +55,16 @@ def run_on_copies(topology, data, cut_points, owners, topic="readings") -> list[
     """Feed `data` in pieces cut at `cut_points`, piece i on copy `owners[i % len(owners)]` of the task (as
     Spark hands micro-batches to whichever Python worker is idle): a copy new to the task imports the store;
     a copy that ran it before applies the parts written since and the names removed since."""
-    store: dict[str, bytes] = {}
-    written: list[set[str]] = []  # part names each export wrote
-    names_after: list[set[str]] = [set()]  # the store's part names after each export
-    copies: dict[int, tuple[StreamTask, int]] = {}  # owner -> (task, exports it has seen)
+    copies = WorkerCopies(topology)
     outputs: list[tuple] = []
     bounds = sorted({0, len(data), *cut_points})
     for i, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
         owner = owners[i % len(owners)]
-        if owner in copies:
-            task, seen = copies[owner]
-            since = set().union(*written[seen:])
-            task.apply_state(
-                {n: store[n] for n in since if n in store}, sorted(names_after[seen] - set(store))
-            )
-        elif written:
-            task = StreamTask.import_state(topology, store)
-        else:
-            task = StreamTask(topology)
+        task = copies.task_for(owner)
         chunk = data[lo:hi]
         task.process_batch(topic, [r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk])
         outputs += drain(task)
-        export = task.export_state()
-        for name in export.removed:
-            del store[name]
-        store.update(export.parts)
-        written.append(set(export.parts))
-        names_after.append(set(store))
-        copies[owner] = (task, len(written))
+        copies.export(owner, task)
     return outputs
 
 

@@ -21,7 +21,7 @@ from spark_jobs.streams import (
 from spark_jobs.streams.nodes.kv_store import KeyValueStore
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
-from .helpers import drain
+from .helpers import WorkerCopies, drain
 from .test_properties import PROPERTY
 
 # -- topologies ---------------------------------------------------------------------------------------------
@@ -166,37 +166,19 @@ def run_exporting(topology, feed, cuts, owners, partition=0):
     """Each piece on copy `owners[i % len(owners)]` of the task, exporting after each into a part store:
     a copy new to the task imports the store, one that ran it before catches up with the parts written
     since (StreamTask.apply_state)."""
-    store: dict[str, bytes] = {}
-    written: list[set[str]] = []
-    names_after: list[set[str]] = [set()]
-    copies: dict[int, tuple[StreamTask, int]] = {}
+    copies = WorkerCopies(topology, partition)
     outputs: list[tuple] = []
     task = None
     for i, piece in enumerate(pieces(feed, cuts)):
         owner = owners[i % len(owners)]
-        if owner in copies:
-            task, seen = copies[owner]
-            since = set().union(*written[seen:])
-            task.apply_state(
-                {n: store[n] for n in since if n in store}, sorted(names_after[seen] - set(store))
-            )
-        elif written:
-            task = StreamTask.import_state(topology, store)
-        else:
-            task = StreamTask(topology, partition)
+        task = copies.task_for(owner)
         feed_piece(task, piece)
         assert_sizes_agree(task)  # a copy caught up or imported counts its stores' entries anew
         outputs += drain(task)
-        export = task.export_state()
-        for name in export.removed:
-            del store[name]
-        store.update(export.parts)
-        written.append(set(export.parts))
-        names_after.append(set(store))
-        copies[owner] = (task, len(written))
+        copies.export(owner, task)
     if task is None:
         task = StreamTask(topology, partition)
-    imported = StreamTask.import_state(topology, store) if store else task
+    imported = StreamTask.import_state(topology, copies.store) if copies.store else task
     assert state_of(imported) == state_of(task)
     return outputs, task.metrics()["dropped-records-total"], state_of(task)
 
