@@ -55,9 +55,21 @@ class TaskContext:
         window_ends: Sequence[int | None] | None,
         stream_times: Sequence[int] | None = None,
     ) -> None:
-        """Records node `node_name` dropped as late (Node.count_late): counted as dropped, kept by the task."""
-        self._task.keep_late(
-            node_name, rows, keys, values, timestamps, window_starts, window_ends, stream_times
+        """Records node `node_name` dropped as late (Node.count_late): counted as dropped, and kept by the
+        task's LateKeeper with the input record each descends from."""
+        task = self._task
+        task.dropped_records += len(rows)
+        task.late.add(
+            node_name,
+            task.current_topic,
+            task.partition,
+            rows,
+            keys,
+            values,
+            timestamps,
+            window_starts,
+            window_ends,
+            stream_times,
         )
 
     def schedule(

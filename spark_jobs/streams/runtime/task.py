@@ -416,32 +416,6 @@ class StreamTask:
         together."""
         return self.late.drain()
 
-    def keep_late(
-        self,
-        node_name: str,
-        rows: Sequence[int],
-        keys: Sequence[Any],
-        values: Sequence[Any],
-        timestamps: Sequence[int],
-        window_starts: Sequence[int | None] | None,
-        window_ends: Sequence[int | None] | None,
-        stream_times: Sequence[int] | None,
-    ) -> None:
-        """Records node `node_name` dropped as late (Node.count_late): counted as dropped, and kept."""
-        self.dropped_records += len(rows)
-        self.late.add(
-            node_name,
-            self.current_topic,
-            self.partition,
-            rows,
-            keys,
-            values,
-            timestamps,
-            window_starts,
-            window_ends,
-            stream_times,
-        )
-
     def metrics(self) -> dict[str, int | float]:
         result: dict[str, int | float] = {"dropped-records-total": self.dropped_records}
         totals: dict[str, float] = {}
