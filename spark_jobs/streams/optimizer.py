@@ -8,6 +8,9 @@ its output to the children of the chain's last node (`output`).
 - A windowed count whose only child is an unbounded final suppress (nodes/final_window_count.py): a
   batch's (record, window) pairs are counted in numpy and only the entries that leave the buffer are
   built as Python objects.
+- A windowed declared aggregation whose only child is an unbounded final suppress
+  (nodes/final_window_aggregate.py): its values stay numpy columns, and only the entries the buffer keeps
+  are built as value dicts.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from .nodes.base import Node
+from .nodes.final_window_aggregate import final_window_aggregate
 from .nodes.final_window_count import final_window_count
 
 
@@ -28,7 +32,7 @@ def rewrites(nodes: Mapping[str, Node]) -> dict[str, Rewrite]:
     """The rewrites of a task's nodes, by the name of the first node of each chain."""
     chosen: dict[str, Rewrite] = {}
     for name, node in nodes.items():
-        fused = final_window_count(node)
+        fused = final_window_count(node) or final_window_aggregate(node)
         if fused is not None:
             chosen[name] = Rewrite(fused.suppress, fused.process_columns)
     return chosen

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from heapq import heappop, heappush
 from itertools import repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -488,6 +488,19 @@ def read_fields(layout: AggregateLayout, values: list) -> dict:
     return {(field, dtype): field_values(values, field, dtype) for field, dtype in layout.reads}
 
 
+class FoldedBatch(NamedTuple):
+    """A batch folded by a windowed declared aggregation: its kept (record, window) pairs, in output order
+    (by record, then window start), grouped by (window, key), and every state column's value after each
+    pair and (with old values) before it."""
+
+    kept: np.ndarray | None  # the aggregated records' rows in the batch (None: every row)
+    rec: np.ndarray  # per pair: its record, among the aggregated ones
+    window_starts: list[int]  # the windows of the pairs, ascending: the groups' stores, in order
+    groups: _BatchGroups
+    after: dict[str, np.ndarray]  # per state column, per pair
+    before: dict[str, np.ndarray] | None
+
+
 class _DeclaredAggregateNode(Node):
     """What the windowed and non-windowed declared aggregations share: their layout and store log."""
 
@@ -566,6 +579,28 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
         self.starts: list[int] = []  # heap of the groups' starts
 
     def process_columns(self, keys, values, olds, timestamps, headers):
+        folded = self.fold_batch(keys, values, timestamps, headers)
+        if folded is None:
+            self.drop_closed_windows()
+            return None
+        groups, rec, kept = folded.groups, folded.rec, folded.kept
+        # a Windowed key per group, which its pairs' output rows share
+        windows = object_array([self.window_objects[s] for s in folded.window_starts])
+        group_keys = groups.keys.tolist()
+        windowed = map(
+            tuple.__new__,
+            repeat(Windowed),
+            zip(group_keys, windows[groups.store_of_group].tolist(), strict=True),
+        )
+        out_keys = object_array(list(windowed))[groups.group].tolist()
+        src = (rec if kept is None else kept[rec]).tolist() if self.need_src or headers is not None else None
+        self.drop_closed_windows()
+        return self._outputs(folded.after, folded.before, out_keys, src, headers)
+
+    def fold_batch(self, keys, values, timestamps, headers) -> FoldedBatch | None:
+        """A batch's records folded into the store (late pairs counted, null keys dropped); None when no
+        pair is kept. The closed windows are still held: the caller deletes them (`drop_closed_windows`)
+        once it has read what it needs of them."""
         kept, keys, values, ts = self._split_nulls(keys, values, timestamps, headers, False)
         if not len(keys):
             return None
@@ -586,7 +621,6 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
             )
             rec, start = rec[open_], start[open_]
         if not len(rec):
-            self.drop_closed_windows()
             return None
         window_starts, store_of_pair = np.unique(start, return_inverse=True)
         stores = []
@@ -599,18 +633,7 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
         groups = group_pairs(keys, rec, store_of_pair, stores)
         fields = read_fields(self.layout, values)
         after, before = fold_groups(self.layout, groups, ts[rec], fields, rec, self.send_old_values)
-        # a Windowed key per group, which its pairs' output rows share
-        windows = object_array([self.window_objects[s] for s in window_starts.tolist()])
-        group_keys = groups.keys.tolist()
-        windowed = map(
-            tuple.__new__,
-            repeat(Windowed),
-            zip(group_keys, windows[groups.store_of_group].tolist(), strict=True),
-        )
-        out_keys = object_array(list(windowed))[groups.group].tolist()
-        src = (rec if kept is None else kept[rec]).tolist() if self.need_src or headers is not None else None
-        self.drop_closed_windows()
-        return self._outputs(after, before, out_keys, src, headers)
+        return FoldedBatch(kept, rec, window_starts.tolist(), groups, after, before)
 
     def open_window(self, start: int) -> AggregateRows:
         heappush(self.starts, start)

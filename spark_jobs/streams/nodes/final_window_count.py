@@ -33,7 +33,7 @@ from .aggregations import TimeWindowAggregateNode
 from .base import Batch
 from .key_table import number_by_first_appearance, object_array
 from .suppress import SuppressNode
-from .time_ordered_buffer import Evicted
+from .time_ordered_buffer import Evicted, TimeOrderedKeyValueBuffer
 from .window_rows import WindowRows, dumps_plain
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
@@ -354,21 +354,9 @@ class FinalWindowCount:
             )
         self._finish_count(plan.pairs, keys, values, timestamps)
 
-        # the windows leave, each after its pair's put, in the buffer's order
-        buffer = self.suppress.buffer
-        out = Evicted(with_headers=False)
-        rec = plan.pairs.rec
-        inserted = np.cumsum(plan.delta_count)  # per pair: the entries inserted by the puts up to it
-        accounted = 0
-        count_before = buffer.count
-        gone: list[int] = []
-        for at in plan.passes:
-            buffer.count_inserted(int(inserted[at]) - accounted)
-            accounted = int(inserted[at])
-            limit = buffer.due_limit(int(plan.buffer_observed[at]))
-            gone.append(buffer.evict_due(limit, int(rec[at]), out))
-        buffer.count_inserted(int(inserted[-1]) - accounted)
-        self._put_samples(plan, inserted, gone, count_before)
+        out = evict_at_passes(
+            self.suppress.buffer, plan.passes, plan.delta_count, plan.buffer_observed, plan.pairs.rec
+        )
         return Batch(out.keys, out.values, out.olds, out.timestamps, None, out.src)
 
     def _put_counts(self, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None) -> Window:
@@ -436,19 +424,36 @@ class FinalWindowCount:
             )
         count.advance_to(pairs.observed)
 
-    def _put_samples(self, plan: _Plan, inserted: np.ndarray, gone: list[int], count_before: int) -> None:
-        """The buffer's samples after every put (the entry count then), as the node's would be:
-        `count_before` entries before the batch, `inserted[i]` inserted up to pair i, `gone[k]` evicted by
-        pass k (after the put of pair plan.passes[k])."""
-        m = len(plan.pairs.rec)
-        passes = np.array(plan.passes, np.int64)
-        before = np.searchsorted(passes, np.arange(m), "left")  # the passes before each pair's put
-        count_put = (
-            count_before + inserted - np.concatenate(([0], np.cumsum(np.array(gone, np.int64))))[before]
-        )
-        self.suppress.buffer.add_put_samples(
-            int(plan.buffer_observed[-1]), m, int(count_put.sum()), int(count_put.max())
-        )
+
+def evict_at_passes(
+    buffer: TimeOrderedKeyValueBuffer,
+    passes: list[int],
+    delta_count: np.ndarray,
+    buffer_observed: np.ndarray,
+    src_of_pair: np.ndarray,
+) -> Evicted:
+    """The buffer's evictions and accounting for a batch of puts already applied at once (put_window_rows):
+    the windows leave, each after the put of its pair in `passes` (ascending), in the buffer's order, as its
+    put loop would have them. `delta_count[i]`: 1 where pair i's put inserted an entry; `buffer_observed[i]`:
+    the buffer's observed time after pair i's put; `src_of_pair[i]`: the input row of pair i."""
+    out = Evicted(with_headers=False)
+    inserted = np.cumsum(delta_count)  # per pair: the entries inserted by the puts up to it
+    accounted = 0
+    count_before = buffer.count
+    gone: list[int] = []
+    for at in passes:
+        buffer.count_inserted(int(inserted[at]) - accounted)
+        accounted = int(inserted[at])
+        limit = buffer.due_limit(int(buffer_observed[at]))
+        gone.append(buffer.evict_due(limit, int(src_of_pair[at]), out))
+    buffer.count_inserted(int(inserted[-1]) - accounted)
+    # the samples after every put (the entry count then): `count_before` entries before the batch,
+    # `inserted[i]` inserted up to pair i, `gone[k]` evicted by pass k (after the put of pair passes[k])
+    m = len(delta_count)
+    before = np.searchsorted(np.array(passes, np.int64), np.arange(m), "left")  # the passes before each put
+    count_put = count_before + inserted - np.concatenate(([0], np.cumsum(np.array(gone, np.int64))))[before]
+    buffer.add_put_samples(int(buffer_observed[-1]), m, int(count_put.sum()), int(count_put.max()))
+    return out
 
 
 def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

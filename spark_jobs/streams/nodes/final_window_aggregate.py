@@ -1,0 +1,162 @@
+"""A windowed declared aggregation whose only child is a final suppress, both run in one pass per batch.
+
+`windowed_by(TimeWindows).agg(...).suppress(until_window_closes(unbounded()))` emits one value per key and
+window, when the window closes. Run node by node, the aggregation builds a value dict for every (record,
+window) pair and the buffer puts each one; here the aggregation folds the batch as it does alone
+(`DeclaredWindowAggregateNode.fold_batch`, its values as numpy columns), and only what the buffer keeps
+becomes Python objects: per (window, key) of the batch its value after the batch, the old value of its last
+update and, for an entry new to the buffer, its prior value (the old value of its first update).
+
+The result is the nodes' own, to the metric, for the reasons that nodes/final_window_count.py gives: the
+buffer's observed time after each pair is the running maximum of the aggregation's output timestamps,
+which is never ahead of the aggregation's observed time, and the buffer's window closes at the time the
+aggregation's does (its time limit is the windows' grace), so a window leaves the buffer at the first pair
+whose observed time reaches its close and no pair of it follows (the aggregation drops those). The entries
+are then put with their batch-final values first, and the windows leave in order, each at its pair
+(`evict_at_passes`). A batch with headers, a short one, a buffer that sizes its entries or holds an empty
+window, or a buffer ahead of the aggregation (not fed by it alone) runs node by node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .base import Batch
+from .declared_aggregations import DeclaredWindowAggregateNode, FoldedBatch
+from .final_window_count import evict_at_passes
+from .key_table import object_array
+from .suppress import SuppressNode
+
+# Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
+MIN_ROWS = 256
+
+
+def final_window_aggregate(node: Any) -> FinalWindowAggregate | None:
+    """The fused pair when `node` is a windowed declared aggregation whose only child is an unbounded final
+    suppress that closes its windows when the aggregation does."""
+    if not isinstance(node, DeclaredWindowAggregateNode) or not node.send_old_values:
+        return None
+    if len(node.children) != 1:
+        return None
+    suppress = node.children[0]
+    if not isinstance(suppress, SuppressNode) or not suppress.window_close:
+        return None
+    buffer = suppress.buffer
+    if buffer.bounded or buffer.track_bytes or buffer.duration != node.windows.grace:
+        return None
+    return FinalWindowAggregate(node, suppress)
+
+
+class FinalWindowAggregate:
+    """Runs `aggregate` and its child `suppress` over a batch as the two nodes would, in one pass."""
+
+    def __init__(self, aggregate: DeclaredWindowAggregateNode, suppress: SuppressNode) -> None:
+        self.aggregate = aggregate
+        self.suppress = suppress
+
+    def process_columns(self, keys, values, olds, timestamps, headers) -> Batch | None:
+        """The suppress node's output; its `src` points at this batch's rows (the aggregation's input)."""
+        if not self._fusable(keys, headers):
+            return self._node_by_node(keys, values, olds, timestamps, headers)
+        aggregate = self.aggregate
+        folded = aggregate.fold_batch(keys, values, timestamps, headers)
+        if folded is None:
+            aggregate.drop_closed_windows()
+            return None
+        out = self._put_and_evict(folded)
+        aggregate.drop_closed_windows()
+        return Batch(out.keys, out.values, out.olds, out.timestamps, None, out.src)
+
+    def _fusable(self, keys: list, headers: Any) -> bool:
+        buffer = self.suppress.buffer
+        if headers is not None or len(keys) < MIN_ROWS or buffer.track_bytes:
+            return False
+        if buffer.observed > self.aggregate.observed:
+            return False
+        # an empty window leaves without a metric sample: node by node
+        return all(len(buffer.window_rows(window)) for window in buffer.windows())
+
+    def _node_by_node(self, keys, values, olds, timestamps, headers) -> Batch | None:
+        out = self.aggregate.process_columns(keys, values, olds, timestamps, headers)
+        if out is None or not out.keys:
+            return None
+        final = self.suppress.process_columns(out.keys, out.values, out.olds, out.timestamps, out.headers)
+        # the aggregation's own src is None when nothing reads it (then the suppress's is not read either)
+        return final._replace(src=None if out.src is None else [out.src[i] for i in final.src])
+
+    def _put_and_evict(self, folded: FoldedBatch) -> Any:
+        """The buffer's entries of the batch's (window, key) groups put at once, then its windows leave."""
+        aggregate, buffer = self.aggregate, self.suppress.buffer
+        layout, groups, after, before = aggregate.layout, folded.groups, folded.after, folded.before
+        m = len(folded.rec)
+        ends = np.cumsum(groups.sizes)
+        first_pair = groups.order[ends - groups.sizes]  # per group: its first pair, its last one
+        last_pair = groups.order[ends - 1]
+        n_groups = len(ends)
+
+        # per group: its entry's row in the buffer's window (-1: new), the windows' new keys in the order
+        # of their first put
+        buffer_row = np.full(n_groups, -1, np.int64)
+        windows = []
+        expected = max((len(buffer.window_rows(w)) for w in buffer.windows()), default=0)
+        for start, (lo, hi) in zip(folded.window_starts, groups.store_groups, strict=True):
+            window = aggregate.window_objects[start]
+            in_window = lo + np.argsort(first_pair[lo:hi], kind="stable")
+            entries = buffer.window_rows(window)
+            if entries is not None:
+                buffer_row[in_window] = entries.rows_of(groups.keys[in_window].tolist(), expected)
+            windows.append((window, in_window))
+        new_entry = buffer_row < 0
+
+        ts = after["ts"][last_pair]
+        new_values = object_array(_structs(layout, after, last_pair))
+        old_values = object_array(_structs(layout, before, last_pair))
+        new_at = np.flatnonzero(new_entry)
+        priors = np.empty(n_groups, object)
+        priors[new_at] = _structs(layout, before, first_pair[new_at])
+
+        windows.sort(key=lambda window: int(first_pair[window[1][0]]))  # opened in order of first put
+        for window, in_window in windows:
+            found = buffer_row[in_window]
+            held = found >= 0
+            put, new = in_window[held], in_window[~held]
+            buffer.put_window_rows(
+                window,
+                found[held],
+                [
+                    ts[put],
+                    np.zeros(len(put), np.int64),
+                    new_values[put].tolist(),
+                    old_values[put].tolist(),
+                    [None] * len(put),
+                ],
+                groups.keys[new].tolist(),
+                [
+                    ts[new],
+                    np.zeros(len(new), np.int64),
+                    new_values[new].tolist(),
+                    old_values[new].tolist(),
+                    [None] * len(new),
+                    np.zeros(len(new), np.int64),
+                    priors[new].tolist(),
+                ],
+                None,
+            )
+
+        # the buffer's observed time after each pair's put: the running maximum of the output timestamps
+        buffer_observed = np.maximum(np.maximum.accumulate(after["ts"]), buffer.observed)
+        delta_count = np.zeros(m, np.int64)
+        delta_count[first_pair[new_at]] = 1
+        leaves = np.searchsorted(
+            buffer_observed, [buffer.due_at(window[1]) for window in buffer.windows()], "left"
+        )
+        passes = sorted(set(leaves[leaves < m].tolist()))
+        src = folded.rec if folded.kept is None else folded.kept[folded.rec]
+        return evict_at_passes(buffer, passes, delta_count, buffer_observed, src)
+
+
+def _structs(layout: Any, state: dict[str, np.ndarray], pairs: np.ndarray) -> list[dict]:
+    """The value dicts of the state after (or before) the pairs `pairs`."""
+    return layout.structs(layout.value_columns({name: column[pairs] for name, column in state.items()}))
