@@ -419,15 +419,10 @@ def group_pairs(keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: 
 
 
 def fold_groups(
-    layout: AggregateLayout,
-    groups: _BatchGroups,
-    pair_ts: np.ndarray,
-    fields: dict,
-    pair_rec: np.ndarray,
-    with_olds: bool,
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
-    """Every state column's value after each pair (pair order) and, `with_olds`, before it; the groups'
-    final values put into their stores. `fields`: per value field, its (values, valid) per record."""
+    layout: AggregateLayout, groups: _BatchGroups, pair_ts: np.ndarray, fields: dict, pair_rec: np.ndarray
+) -> GroupFolds:
+    """Every state column's value after each pair, the pairs sorted by group; the groups' final values put
+    into their stores. `fields`: per value field, its (values, valid) per record."""
     order, sizes = groups.order, groups.sizes
     m, n_groups = len(order), len(sizes)
     seg_end = np.cumsum(sizes)
@@ -440,41 +435,70 @@ def fold_groups(
         prior[state.name] = column
     rank = np.arange(m) - np.repeat(seg_start, sizes)
     sorted_rec = pair_rec[order]
-    after: dict[str, np.ndarray] = {}
+    running: dict[str, np.ndarray] = {}
     for state in layout.columns:
         initial = prior[state.name]
         if state.fold == "count":
-            running = np.repeat(initial, sizes) + rank + 1
+            column = np.repeat(initial, sizes) + rank + 1
         elif state.fold == "ts":
-            running = segmented_accumulate(np.maximum, pair_ts[order], sizes, initial)
+            column = segmented_accumulate(np.maximum, pair_ts[order], sizes, initial)
         elif state.fold == "n":
             valid = fields[(state.field, state.reads)][1]
             if valid.all():
-                running = np.repeat(initial, sizes) + rank + 1
+                column = np.repeat(initial, sizes) + rank + 1
             else:
                 counted = valid[sorted_rec].astype(np.int64)
                 total = np.cumsum(counted)
-                running = np.repeat(initial - (total[seg_start] - counted[seg_start]), sizes) + total
+                column = np.repeat(initial - (total[seg_start] - counted[seg_start]), sizes) + total
         else:
             numbers, valid = fields[(state.field, state.reads)]
             values = numbers[sorted_rec]
             if not valid.all():
                 values[~valid[sorted_rec]] = state.initial
             ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum}[state.fold]
-            running = segmented_accumulate(ufunc, values, sizes, initial)
-        after[state.name] = running
+            column = segmented_accumulate(ufunc, values, sizes, initial)
+        running[state.name] = column
     final_at = seg_end - 1
     for store, (lo, hi) in zip(groups.stores, groups.store_groups, strict=True):
-        store.put(groups.rows[lo:hi], {name: running[final_at[lo:hi]] for name, running in after.items()})
-    before = None
-    if with_olds:
+        store.put(groups.rows[lo:hi], {name: column[final_at[lo:hi]] for name, column in running.items()})
+    return GroupFolds(groups, running, prior, seg_start)
+
+
+class GroupFolds:
+    """A batch's groups folded: per state column its value after each pair (`running`, the pairs sorted by
+    group as `groups.order` has them) and per group its value before the batch (`prior`)."""
+
+    __slots__ = ("groups", "running", "prior", "seg_start")
+
+    def __init__(self, groups: _BatchGroups, running: dict, prior: dict, seg_start: np.ndarray) -> None:
+        self.groups = groups
+        self.running = running
+        self.prior = prior
+        self.seg_start = seg_start  # per group: where its pairs begin in `running`
+
+    def after(self) -> dict[str, np.ndarray]:
+        """Per state column its value after each pair, in pair order."""
+        return {name: _unsort(column, self.groups.order) for name, column in self.running.items()}
+
+    def before(self) -> dict[str, np.ndarray]:
+        """Per state column its value before each pair, in pair order."""
         before = {}
-        for name, running in after.items():
-            previous = np.empty_like(running)
-            previous[1:] = running[:-1]
-            previous[seg_start] = prior[name]
-            before[name] = _unsort(previous, order)
-    return {name: _unsort(running, order) for name, running in after.items()}, before
+        for name, column in self.running.items():
+            previous = np.empty_like(column)
+            previous[1:] = column[:-1]
+            previous[self.seg_start] = self.prior[name]
+            before[name] = _unsort(previous, self.groups.order)
+        return before
+
+    def at_last_pairs(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Per state column, per group: its value after its last pair (the batch's), and before it."""
+        last = self.seg_start + self.groups.sizes - 1
+        single = self.groups.sizes == 1
+        finals, olds = {}, {}
+        for name, column in self.running.items():
+            finals[name] = column[last]
+            olds[name] = np.where(single, self.prior[name], column[np.maximum(last - 1, 0)])
+        return finals, olds
 
 
 def _unsort(values: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -490,15 +514,13 @@ def read_fields(layout: AggregateLayout, values: list) -> dict:
 
 class FoldedBatch(NamedTuple):
     """A batch folded by a windowed declared aggregation: its kept (record, window) pairs, in output order
-    (by record, then window start), grouped by (window, key), and every state column's value after each
-    pair and (with old values) before it."""
+    (by record, then window start), grouped by (window, key), and their folds."""
 
     kept: np.ndarray | None  # the aggregated records' rows in the batch (None: every row)
     rec: np.ndarray  # per pair: its record, among the aggregated ones
     window_starts: list[int]  # the windows of the pairs, ascending: the groups' stores, in order
     groups: _BatchGroups
-    after: dict[str, np.ndarray]  # per state column, per pair
-    before: dict[str, np.ndarray] | None
+    folds: GroupFolds
 
 
 class _DeclaredAggregateNode(Node):
@@ -595,7 +617,9 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
         out_keys = object_array(list(windowed))[groups.group].tolist()
         src = (rec if kept is None else kept[rec]).tolist() if self.need_src or headers is not None else None
         self.drop_closed_windows()
-        return self._outputs(folded.after, folded.before, out_keys, src, headers)
+        folds = folded.folds
+        before = folds.before() if self.send_old_values else None
+        return self._outputs(folds.after(), before, out_keys, src, headers)
 
     def fold_batch(self, keys, values, timestamps, headers) -> FoldedBatch | None:
         """A batch's records folded into the store (late pairs counted, null keys dropped); None when no
@@ -632,8 +656,8 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
             stores.append(rows)
         groups = group_pairs(keys, rec, store_of_pair, stores)
         fields = read_fields(self.layout, values)
-        after, before = fold_groups(self.layout, groups, ts[rec], fields, rec, self.send_old_values)
-        return FoldedBatch(kept, rec, window_starts.tolist(), groups, after, before)
+        folds = fold_groups(self.layout, groups, ts[rec], fields, rec)
+        return FoldedBatch(kept, rec, window_starts.tolist(), groups, folds)
 
     def open_window(self, start: int) -> AggregateRows:
         heappush(self.starts, start)
@@ -707,7 +731,8 @@ class DeclaredStreamAggregateNode(_DeclaredAggregateNode):
         rec = np.arange(len(keys))
         groups = group_pairs(keys, rec, np.zeros(len(keys), np.int64), [store])
         fields = read_fields(self.layout, values)
-        after, before = fold_groups(self.layout, groups, ts, fields, rec, True)
+        folds = fold_groups(self.layout, groups, ts, fields, rec)
+        after, before = folds.after(), folds.before()
         src = (rec if kept is None else kept).tolist()
         return self._outputs(after, before, keys, src, headers)
 

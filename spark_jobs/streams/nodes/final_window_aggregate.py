@@ -89,11 +89,10 @@ class FinalWindowAggregate:
     def _put_and_evict(self, folded: FoldedBatch) -> Any:
         """The buffer's entries of the batch's (window, key) groups put at once, then its windows leave."""
         aggregate, buffer = self.aggregate, self.suppress.buffer
-        layout, groups, after, before = aggregate.layout, folded.groups, folded.after, folded.before
+        layout, groups, folds = aggregate.layout, folded.groups, folded.folds
         m = len(folded.rec)
         ends = np.cumsum(groups.sizes)
-        first_pair = groups.order[ends - groups.sizes]  # per group: its first pair, its last one
-        last_pair = groups.order[ends - 1]
+        first_pair = groups.order[ends - groups.sizes]  # per group: its first pair
         n_groups = len(ends)
 
         # per group: its entry's row in the buffer's window (-1: new), the windows' new keys in the order
@@ -110,13 +109,14 @@ class FinalWindowAggregate:
             windows.append((window, in_window))
         new_entry = buffer_row < 0
 
-        ts = after["ts"][last_pair]
-        new_values = object_array(_structs(layout, after, last_pair))
-        old_values = object_array(_structs(layout, before, last_pair))
+        finals, olds = folds.at_last_pairs()
+        ts = finals["ts"]
+        new_values = object_array(_structs(layout, finals))
+        old_values = object_array(_structs(layout, olds))
         new_at = np.flatnonzero(new_entry)
         priors = np.empty(n_groups, object)
-        priors[new_at] = _structs(layout, before, first_pair[new_at])
-
+        # an entry's prior value is the old value of its first put: the group's value before the batch
+        priors[new_at] = _structs(layout, {name: column[new_at] for name, column in folds.prior.items()})
         windows.sort(key=lambda window: int(first_pair[window[1][0]]))  # opened in order of first put
         for window, in_window in windows:
             found = buffer_row[in_window]
@@ -146,7 +146,9 @@ class FinalWindowAggregate:
             )
 
         # the buffer's observed time after each pair's put: the running maximum of the output timestamps
-        buffer_observed = np.maximum(np.maximum.accumulate(after["ts"]), buffer.observed)
+        pair_ts = np.empty(m, np.int64)
+        pair_ts[groups.order] = folds.running["ts"]
+        buffer_observed = np.maximum(np.maximum.accumulate(pair_ts), buffer.observed)
         delta_count = np.zeros(m, np.int64)
         delta_count[first_pair[new_at]] = 1
         leaves = np.searchsorted(
@@ -157,6 +159,6 @@ class FinalWindowAggregate:
         return evict_at_passes(buffer, passes, delta_count, buffer_observed, src)
 
 
-def _structs(layout: Any, state: dict[str, np.ndarray], pairs: np.ndarray) -> list[dict]:
-    """The value dicts of the state after (or before) the pairs `pairs`."""
-    return layout.structs(layout.value_columns({name: column[pairs] for name, column in state.items()}))
+def _structs(layout: Any, state: dict[str, np.ndarray]) -> list[dict]:
+    """The value dicts of rows of state columns (column name -> per row)."""
+    return layout.structs(layout.value_columns(state))
