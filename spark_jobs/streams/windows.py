@@ -91,7 +91,12 @@ class TimeWindows:
     def is_open(self, start: Any, observed: Any) -> Any:
         """Whether the window starting at `start` is still open at the operator time `observed`:
         `closes_at(start) > observed`, written so that int64 arrays cannot overflow."""
-        return start > observed - (self.size + self.grace)
+        return start > self.last_closed_start(observed)
+
+    def last_closed_start(self, observed: Any) -> Any:
+        """The latest start of a window closed at the operator time `observed`: the windows starting at or
+        before it are closed, the later ones open (`is_open`)."""
+        return observed - (self.size + self.grace)
 
     def closes_at(self, start: Any) -> Any:
         """When the window starting at `start` closes: an operator whose time reaches it drops the window's

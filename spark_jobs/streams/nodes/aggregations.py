@@ -121,7 +121,7 @@ class TimeWindowAggregateNode(Node):
     def process_columns(self, keys, values, olds, timestamps, headers):
         windows = self.windows
         size, advance = windows.size, windows.advance
-        close_after = size + windows.grace  # a window closes when end + grace <= observed time
+        is_open, closes_at = windows.is_open, windows.closes_at
         store = self.store
         new_windowed = tuple.__new__
         count = self.aggregation.kind == "count"
@@ -136,7 +136,6 @@ class TimeWindowAggregateNode(Node):
         late_rows: list = []
         late_starts: list = []
         late_observed: list = []  # the observed time when each late pair was dropped
-        lag = size - advance  # the earliest window containing ts starts at ts - lag rounded down to `advance`
         # The open windows of the previous row's timestamp (their rows' index and columns, the Window), the
         # starts of its closed ones, and when it is valid: for timestamps in [slot_lo, slot_hi) (consecutive
         # records mostly are) while observed time stays below slot_closes, the earliest close time among the
@@ -169,19 +168,18 @@ class TimeWindowAggregateNode(Node):
                 if not (slot_lo <= ts < slot_hi and observed < slot_closes):
                     slot_hi = slot_lo  # recomputed below
             if ts < slot_lo or ts >= slot_hi:
-                last = ts - ts % advance
-                first = ts - lag
-                if first < 0:  # windows start at 0 or later: the first stays 0 until ts reaches size
-                    first, slot_lo, slot_hi = 0, last, min(last + advance, size)
-                else:
-                    first -= first % advance
-                    slot_lo, slot_hi = max(last, first + lag), min(last + advance, first + size)
+                starts = [start for start, _ in windows.windows_for(ts)]
+                first, last = starts[0], starts[-1]
+                # the timestamps in the same windows: from where the window before `first` (if any) ends
+                # or `last` starts, to where `last + advance` starts or `first` ends
+                slot_lo = last if first == 0 else max(last, first - advance + size)
+                slot_hi = min(last + advance, first + size)
                 slot, slot_late, slot_closes = [], [], _NEVER_CLOSES
-                for start in range(first, last + 1, advance):
-                    closes = start + close_after
-                    if closes <= observed:
+                for start in starts:
+                    if not is_open(start, observed):
                         slot_late.append(start)
                         continue
+                    closes = closes_at(start)
                     if closes < slot_closes:
                         slot_closes = closes
                     rows = store.open(start)  # created for this row, which goes into every open window
@@ -237,7 +235,7 @@ class TimeWindowAggregateNode(Node):
                 [start + size for start in late_starts],
                 late_observed,
             )
-        self.store.evict_closed(observed - close_after)
+        self._evict_closed()
         return Batch(out_k, out_v, out_o if self.send_old_values else None, out_t, out_h, src)
 
     def advance_to(self, observed: int) -> None:
@@ -245,7 +243,11 @@ class TimeWindowAggregateNode(Node):
         pairs at once): the windows it closed are deleted, as a batch of this node's ends."""
         if observed > self.observed:
             self.observed = observed
-        self.store.evict_closed(self.observed - self.windows.size - self.windows.grace)
+        self._evict_closed()
+
+    def _evict_closed(self) -> None:
+        """Delete the windows closed at the observed time."""
+        self.store.evict_closed(self.windows.last_closed_start(self.observed))
 
     def get(self, windowed_key):
         return self.store.get(windowed_key[0], windowed_key[1][0])
