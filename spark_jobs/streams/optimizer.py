@@ -11,6 +11,9 @@ its output to the children of the chain's last node (`output`).
 - A windowed declared aggregation whose only child is an unbounded final suppress
   (nodes/final_window_aggregate.py): its values stay numpy columns, and only the entries the buffer keeps
   are built as value dicts.
+- A windowed user aggregate or reduce whose only child is an unbounded final suppress
+  (nodes/final_window_user_aggregate.py): the count's plan, each (window, key) group's values folded by the
+  user's functions in one loop, the store and the buffer written once per group.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import NamedTuple
 from .nodes.base import Node
 from .nodes.final_window_aggregate import final_window_aggregate
 from .nodes.final_window_count import final_window_count
+from .nodes.final_window_user_aggregate import final_window_user_aggregate
 
 
 class Rewrite(NamedTuple):
@@ -32,7 +36,7 @@ def rewrites(nodes: Mapping[str, Node]) -> dict[str, Rewrite]:
     """The rewrites of a task's nodes, by the name of the first node of each chain."""
     chosen: dict[str, Rewrite] = {}
     for name, node in nodes.items():
-        fused = final_window_count(node) or final_window_aggregate(node)
+        fused = final_window_count(node) or final_window_aggregate(node) or final_window_user_aggregate(node)
         if fused is not None:
             chosen[name] = Rewrite(fused.suppress, fused.process_columns)
     return chosen

@@ -22,6 +22,8 @@ vouch for (non-string or null keys, headers, timestamps it cannot hold in int64)
 
 from __future__ import annotations
 
+from array import array
+from collections import deque
 from itertools import compress
 from typing import Any, NamedTuple
 
@@ -45,16 +47,24 @@ MIN_KEYS_PICKLED = 1024
 
 def final_window_count(count: Any) -> FinalWindowCount | None:
     """The fused pair when `count` is a windowed count whose only child is an unbounded final suppress."""
-    if not isinstance(count, TimeWindowAggregateNode) or count.aggregation.kind != "count":
+    suppress = final_suppress(count)
+    if suppress is None or count.aggregation.kind != "count":
         return None
-    if len(count.children) != 1 or not count.send_old_values:
+    return FinalWindowCount(count, suppress)
+
+
+def final_suppress(node: Any) -> SuppressNode | None:
+    """The only child of a time-window aggregation `node` when it is an unbounded final suppress."""
+    if not isinstance(node, TimeWindowAggregateNode):
         return None
-    suppress = count.children[0]
+    if len(node.children) != 1 or not node.send_old_values:
+        return None
+    suppress = node.children[0]
     if not isinstance(suppress, SuppressNode) or not suppress.window_close:
         return None
     if suppress.buffer.bounded or suppress.buffer.track_bytes:
         return None  # a bounded buffer may shut down mid-batch; sizing bytes is per entry: node by node
-    return FinalWindowCount(count, suppress)
+    return suppress
 
 
 class _Pairs(NamedTuple):
@@ -90,11 +100,12 @@ class _Plan(NamedTuple):
     pairs: _Pairs
     group: np.ndarray  # per pair: its (window, key) group
     windows: list[_PlanWindow]  # in order of first appearance
-    final: np.ndarray  # per group: the count after the batch
+    final: Any  # per group: the count after the batch (an aggregate's: a list)
+    last_old: Any  # per group: the old value its last put forwarded
     final_ts: np.ndarray  # per group: the row's maximum timestamp after the batch
     count_row: np.ndarray  # per group: its row in the count's window, -1 if new
     buffer_row: np.ndarray  # per group: its row in the buffer's window, -1 if new
-    prior: np.ndarray  # per group: the entry's prior value (the old count at its first put)
+    prior: Any  # per group: the entry's prior value (the old count at its first put)
     delta_count: np.ndarray  # per pair: 1 where the put inserts an entry
     buffer_observed: np.ndarray  # per pair: the buffer's observed time after its put
     passes: list[int]  # the pairs after whose put windows leave the buffer, ascending
@@ -222,11 +233,11 @@ class FinalWindowCount:
         window_groups = np.searchsorted(group_window, np.arange(len(starts) + 1))
 
         n_groups = len(ids)
-        old0 = np.zeros(n_groups, np.int64)  # the count before the batch (its initializer, 0, if new)
+        old0 = self._no_values(n_groups)  # the value before the batch (the initializer's, 0, if new)
         ts0 = np.full(n_groups, -1, np.int64)  # the row's maximum timestamp before the batch
         count_row = np.full(n_groups, -1, np.int64)
         buffer_row = np.full(n_groups, -1, np.int64)
-        prior = np.zeros(n_groups, np.int64)
+        prior = self._no_values(n_groups)
         plan_windows: list[_PlanWindow] = []
         buffer = suppress.buffer
         expected_keys = self._expected_keys()
@@ -258,10 +269,10 @@ class FinalWindowCount:
                 old = found >= 0
                 if wkeys is not None and old.any():
                     new_counts = list(compress(wkeys, (~old).tolist()))
-                aggs, max_ts = (np.frombuffer(column, np.int64) for column in rows.columns)
-                old0[in_window[old]] = aggs[found[old]]
+                max_ts = np.frombuffer(rows.columns[1], np.int64)
                 ts0[in_window[old]] = max_ts[found[old]]
-                del aggs, max_ts  # an array exporting its buffer cannot grow
+                del max_ts  # an array exporting its buffer cannot grow
+                _put(old0, in_window[old], _gather(rows.columns[0], found[old]))
             if same_rows:  # a key's entry is in its count row
                 held = found >= 0
                 new_entries = new_counts
@@ -283,12 +294,10 @@ class FinalWindowCount:
                 buffer_row[in_window] = found
                 if held.any():
                     rows_held = found[held]
-                    columns = entries.columns  # COUNT_ENTRY_COLUMNS: ts, size, new, old, hdr | base, prior
-                    prior[in_window[held]] = np.frombuffer(columns[6], np.int64)[rows_held]
+                    # (COUNT_)ENTRY_COLUMNS: ts, size, new, old, hdr | base, prior
+                    _put(prior, in_window[held], _gather(entries.columns[6], rows_held))
             plan_windows.append(_PlanWindow(window_start, in_window, new_counts, new_entries))
         new_entry = buffer_row < 0
-        prior[new_entry] = old0[new_entry]  # an entry's first put has the old count as its prior value
-
         # the buffer's puts (an unbounded buffer: no sizes, see nodes/time_ordered_buffer.py)
         delta_count = ((rank == 0) & new_entry[group]).astype(np.int64)
         buffer_observed = np.maximum(np.maximum.accumulate(np.maximum(pair_ts, ts0[group])), buffer.observed)
@@ -297,13 +306,17 @@ class FinalWindowCount:
         passes = self._passes(buffer_observed, plan_windows, group_first, group_last)
         if passes is None:
             return None
-        final = old0 + sizes
+        # the values: from here on the plan is kept (an aggregation's functions are called)
+        final, last_old, first_old = self._results(old0, sizes, group, pairs)
+        new_entries = np.flatnonzero(new_entry)  # an entry's first put has its old value as prior value
+        _put(prior, new_entries, _gather(first_old, new_entries))
         final_ts = np.maximum(ts0, group_max_ts)
         return _Plan(
             pairs,
             group,
             plan_windows,
             final,
+            last_old,
             final_ts,
             count_row,
             buffer_row,
@@ -342,6 +355,21 @@ class FinalWindowCount:
                 return None  # a pair after its window left: not what the count lets through
         return sorted({at for at in leaves.values() if at < m})
 
+    # -- the values: a count's, in numpy ------------------------------------------------------------------
+
+    def _no_values(self, n: int) -> Any:
+        """Per group a value not yet known (a count: its initializer's 0)."""
+        return np.zeros(n, np.int64)
+
+    def _results(
+        self, old0: Any, sizes: np.ndarray, group: np.ndarray, pairs: _Pairs
+    ) -> tuple[Any, Any, Any]:
+        """Per group, from `old0` (its value before the batch), the value after the batch, the old value
+        its last put forwarded and the one its first put forwarded; `sizes`: its pairs, `group`: per pair
+        its group (nodes/final_window_aggregate.py for an aggregation's)."""
+        final = old0 + sizes
+        return final, final - 1, old0
+
     # -- applying the plan --------------------------------------------------------------------------------
 
     def _apply(self, plan: _Plan, keys: list, values: list, timestamps: list) -> Batch:
@@ -369,9 +397,9 @@ class FinalWindowCount:
         store.put_batch(
             start,
             found[held],
-            [plan.final[groups], plan.final_ts[groups]],
+            [_gather(plan.final, groups), plan.final_ts[groups]],
             plan_window.new_counts,
-            [plan.final[new], plan.final_ts[new]],
+            [_gather(plan.final, new), plan.final_ts[new]],
             pickled_keys,
         )
         return store.window(start)
@@ -379,27 +407,32 @@ class FinalWindowCount:
     def _put_entries(
         self, window: Window, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None
     ) -> None:
-        """The buffer's entries of one window, with their values after the batch (COUNT_ENTRY_COLUMNS: ts,
-        size, new, old, hdr | base, prior; the new value is the count, the old one the count before; no
-        sizes in an unbounded buffer)."""
+        """The buffer's entries of one window, with their values after the batch ((COUNT_)ENTRY_COLUMNS: ts,
+        size, new, old, hdr | base, prior; the new value is the final one, the old one what the last put
+        forwarded; no sizes in an unbounded buffer)."""
         in_window = plan_window.groups
         found = plan.buffer_row[in_window]
         held = found >= 0
         groups, new = in_window[held], in_window[~held]
-        final, new_final = plan.final[groups], plan.final[new]
         self.suppress.buffer.put_window_rows(
             window,
             found[held],
-            [plan.final_ts[groups], np.zeros(len(groups), np.int64), final, final - 1, [None] * len(groups)],
+            [
+                plan.final_ts[groups],
+                np.zeros(len(groups), np.int64),
+                _gather(plan.final, groups),
+                _gather(plan.last_old, groups),
+                [None] * len(groups),
+            ],
             plan_window.new_entries,
             [
                 plan.final_ts[new],
                 np.zeros(len(new), np.int64),
-                new_final,
-                new_final - 1,
+                _gather(plan.final, new),
+                _gather(plan.last_old, new),
                 [None] * len(new),
                 np.zeros(len(new), np.int64),
-                plan.prior[new],
+                _gather(plan.prior, new),
             ],
             pickled_keys,
         )
@@ -454,6 +487,23 @@ def evict_at_passes(
     count_put = count_before + inserted - np.concatenate(([0], np.cumsum(np.array(gone, np.int64))))[before]
     buffer.add_put_samples(int(buffer_observed[-1]), m, int(count_put.sum()), int(count_put.max()))
     return out
+
+
+def _gather(values: Any, at: np.ndarray) -> Any:
+    """values[at]: an int64 array or column (array("q")) by numpy, a list by a list of its items."""
+    if type(values) is np.ndarray:
+        return values[at]
+    if type(values) is array:
+        return np.frombuffer(values, np.int64)[at]  # a copy: the view goes with it
+    return list(map(values.__getitem__, at.tolist()))
+
+
+def _put(target: Any, at: np.ndarray, values: Any) -> None:
+    """target[at] = values: an int64 array by numpy, a list item by item."""
+    if type(target) is np.ndarray:
+        target[at] = values
+    else:
+        deque(map(target.__setitem__, at.tolist(), values), maxlen=0)
 
 
 def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

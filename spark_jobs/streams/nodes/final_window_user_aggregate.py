@@ -1,0 +1,162 @@
+"""A windowed `aggregate` or `reduce` whose only child is a final suppress, both run in one pass per batch.
+
+The plan is FinalWindowCount's (nodes/final_window_count.py): a batch's (record, window) pairs in numpy
+arrays, grouped by window and key, each group's store row and buffer entry looked up and written once,
+the buffer's windows leaving at the pairs where the nodes' would, and only the entries that leave built as
+output. What differs is the values: the user's functions make them, in one Python loop over the pairs in
+the node's order, the initializer called where the node's row is missing and the aggregator once per
+pair, as the node calls them; each group's aggregate so far is kept by group number instead of in the
+store, and only what the store and the buffer keep of a batch (a group's last value, the old values of its
+first and last puts) is written.
+
+A result of None is a tombstone: the node's store deletes the row and the key's next record in the
+window starts from the initializer again, in a new row. The fold stops there and the batch is run by the
+nodes themselves, their aggregation replaying the fold's results (the functions are not called twice):
+rows that die and come back are the node's business.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+
+from .aggregations import Aggregation, TimeWindowAggregateNode
+from .base import Batch
+from .final_window_count import FinalWindowCount, _Pairs, final_suppress
+from .suppress import SuppressNode
+
+_NO_ROW = object()  # a group's value while its key has no live row in the count's window
+
+
+def final_window_user_aggregate(node: Any) -> FinalWindowUserAggregate | None:
+    """The fused pair when `node` is a windowed aggregate or reduce whose only child is an unbounded final
+    suppress."""
+    suppress = final_suppress(node)
+    if suppress is None or node.aggregation.kind == "count":
+        return None
+    return FinalWindowUserAggregate(node, suppress)
+
+
+class _Tombstone(Exception):
+    """A fold's result was None: the batch goes node by node, replaying the fold's results by pair."""
+
+    def __init__(self, steps: list[tuple]) -> None:
+        super().__init__("a tombstone in the batch")
+        self.steps = steps
+
+
+class _Replay:
+    """The aggregation of a node replaying a fold's (old, new) pair by pair in the node's order: the old
+    value is what the initializer gives (called when the row is missing), the new one the aggregator's."""
+
+    def __init__(self, steps: list[tuple]) -> None:
+        self.steps = steps
+        self.at = 0
+
+    def initializer(self) -> Any:
+        return self.steps[self.at][0]
+
+    def aggregator(self, key: Any, value: Any, agg: Any) -> Any:
+        new = self.steps[self.at][1]
+        self.at += 1
+        return new
+
+
+def _run(first: Any, last_old: Any, last_new: Any, n: int) -> list[tuple]:
+    """(old, new) of `n` puts of one row that the suppress buffer sees as the fold's: what it keeps of a
+    key's puts in a batch is the first old value (the entry's prior value) and the last old and new values
+    (nodes/time_ordered_buffer.py), and no window leaves between a group's puts (FinalWindowCount._passes).
+    The aggregates between them are not kept by the fold (see `_results`): the puts between carry the last
+    old value. A row's run ends at its last pair, or at a None result (then `last_new` is None)."""
+    if n == 1:
+        return [(first, last_new)]
+    return [(first, last_old), *repeat((last_old, last_old), n - 2), (last_old, last_new)]
+
+
+class FinalWindowUserAggregate(FinalWindowCount):
+    """Runs a windowed `aggregate` (or `reduce`) and its child final suppress over a batch as the two nodes
+    would, in one pass."""
+
+    def __init__(self, aggregate: TimeWindowAggregateNode, suppress: SuppressNode) -> None:
+        self.count = aggregate  # FinalWindowCount's name for the aggregation node
+        self.suppress = suppress
+        self._keys: list = []
+        self._values: list = []
+
+    def process_columns(self, keys, values, olds, timestamps, headers) -> Batch | None:
+        self._keys, self._values = keys, values
+        try:
+            return super().process_columns(keys, values, olds, timestamps, headers)
+        except _Tombstone as tombstone:
+            return self._replayed(tombstone, keys, values, olds, timestamps, headers)
+        finally:
+            self._keys = self._values = []
+
+    def _replayed(self, tombstone: _Tombstone, keys, values, olds, timestamps, headers) -> Batch | None:
+        node = self.count
+        aggregation = node.aggregation
+        replay = _Replay(tombstone.steps)
+        node.aggregation = Aggregation(aggregation.kind, replay.initializer, replay.aggregator)
+        try:
+            out = self._node_by_node(keys, values, olds, timestamps, headers)
+        finally:
+            node.aggregation = aggregation
+        if replay.at != len(replay.steps):
+            raise RuntimeError(
+                f"{node.name}: the node made {replay.at} of the batch's {len(replay.steps)} pairs"
+            )
+        return out
+
+    def _no_values(self, n: int) -> list:
+        return [_NO_ROW] * n
+
+    def _results(
+        self, old0: list, sizes: np.ndarray, group: np.ndarray, pairs: _Pairs
+    ) -> tuple[list, list, list]:
+        """Each group's fold over its pairs, in the node's order of pairs (by record: the records' values are
+        read in the order they lie in memory): the initializer first when the key has no row (new to the
+        window), then the aggregator per pair. Only each group's first old value, last old value and last
+        result are kept: the aggregates between are freed as the fold goes, as the node's loop frees them.
+        A None result (a tombstone) ends the fold: the batch is replayed through the node (`_Tombstone`)."""
+        initializer, aggregator = self.count.aggregation.initializer, self.count.aggregation.aggregator
+        keys, values = self._keys, self._values
+        rec = pairs.rec.tolist()
+        current = list(old0)  # per group its aggregate so far (_NO_ROW: none)
+        first_old = list(old0)
+        last_old: list = [None] * len(old0)
+        folding = zip(group.tolist(), map(keys.__getitem__, rec), map(values.__getitem__, rec), strict=True)
+        for g, key, value in folding:
+            agg = current[g]
+            if agg is _NO_ROW:
+                agg = first_old[g] = initializer()
+            last_old[g] = agg
+            agg = current[g] = aggregator(key, value, agg)
+            if agg is None:
+                rest = list(folding)
+                raise _Tombstone(
+                    self._replay_steps(group, len(rec) - len(rest), current, first_old, last_old, rest)
+                )
+        return current, last_old, first_old
+
+    def _replay_steps(
+        self, group: np.ndarray, done: int, current: list, first_old: list, last_old: list, rest: list
+    ) -> list[tuple]:
+        """(old, new) per pair for the node to replay, after the pair `done - 1` gave None: the pairs up to
+        it by their groups' first and last values (`_run`), the `rest` folded pair by pair, the
+        initializer again after each None."""
+        initializer, aggregator = self.count.aggregation.initializer, self.count.aggregation.aggregator
+        folded = group[:done].tolist()
+        runs = {g: iter(_run(first_old[g], last_old[g], current[g], n)) for g, n in Counter(folded).items()}
+        steps = [next(runs[g]) for g in folded]
+        current[folded[-1]] = _NO_ROW
+        for g, key, value in rest:
+            agg = current[g]
+            if agg is _NO_ROW:
+                agg = initializer()
+            new = aggregator(key, value, agg)
+            steps.append((agg, new))
+            current[g] = _NO_ROW if new is None else new
+        return steps

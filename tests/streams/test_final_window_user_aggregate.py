@@ -1,0 +1,130 @@
+"""A windowed aggregate or reduce + final suppress run in one pass (nodes/final_window_user_aggregate.py, the
+rewrite optimizer.py chooses when a task wires its nodes) gives what the two nodes give one after the
+other: outputs in order, late records, buffer metrics and exported state; the user's functions called as
+often as the node calls them."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spark_jobs.streams import BufferConfig, StreamsBuilder, StreamTask, Suppressed, TimeWindows
+from spark_jobs.streams.nodes.final_window_user_aggregate import FinalWindowUserAggregate
+
+from .test_final_window_count import TOPIC, Pair, batches
+
+
+def _initial() -> tuple:
+    return (0, 0)
+
+
+def _add(key, value, agg: tuple) -> tuple:
+    """A tuple aggregate: count and sum (a tuple, which numpy would make into a row of an array)."""
+    return (agg[0] + 1, agg[1] + value)
+
+
+def _add_or_delete(key, value, agg: tuple) -> tuple | None:
+    """Deletes the key's row (a tombstone) on every seventh value: the key's next record starts afresh."""
+    return None if value % 7 == 3 else (agg[0] + 1, agg[1] + value)
+
+
+def _biggest(agg: int, value: int) -> int:
+    return max(agg, value)
+
+
+AGGREGATIONS = {
+    "aggregate": lambda windowed: windowed.aggregate(_initial, _add),
+    "tombstones": lambda windowed: windowed.aggregate(_initial, _add_or_delete),
+    "reduce": lambda windowed: windowed.reduce(_biggest),
+}
+
+
+def aggregate_topology(
+    kind: str, size: int, advance: int, grace: int, other_branch: bool = False, calls=None
+):
+    windows = TimeWindows.of_size_and_grace(size, grace)
+    if advance != size:
+        windows = windows.advance_by(advance)
+    builder = StreamsBuilder()
+    stream = builder.stream(TOPIC)
+    windowed = stream.group_by_key().windowed_by(windows)
+    if calls is not None:  # counts the user's calls
+
+        def initial():
+            calls["initializer"] += 1
+            return _initial()
+
+        def add(key, value, agg):
+            calls["aggregator"] += 1
+            return _add_or_delete(key, value, agg)
+
+        table = windowed.aggregate(initial, add)
+    else:
+        table = AGGREGATIONS[kind](windowed)
+    finals = table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()).with_name("finals"))
+    finals.to_stream().map_values(lambda v: (v, "final")).to("finals")
+    if other_branch:
+        stream.map_values(lambda v: v).to("echo")
+    return builder.build()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(sorted(AGGREGATIONS)),
+    shape=st.sampled_from(
+        [(10, 10, 0), (10, 10, 5), (20, 5, 4), (15, 10, 20), (30, 30, 2), (1000, 1000, 100)]
+    ),
+    runs=batches(),
+    other_branch=st.booleans(),
+    moves=st.lists(st.booleans(), min_size=6, max_size=6),
+    keys_pickled_from=st.sampled_from([1, 3, 10**9]),
+)
+def test_fused_equals_node_by_node(kind, shape, runs, other_branch, moves, keys_pickled_from) -> None:
+    size, advance, grace = shape
+    Pair(lambda: aggregate_topology(kind, size, advance, grace, other_branch), keys_pickled_from).check(
+        runs, moves
+    )
+
+
+def test_the_optimizer_rewrites_an_unbounded_final_aggregate() -> None:
+    from spark_jobs.streams.optimizer import rewrites
+
+    chosen = rewrites(StreamTask(aggregate_topology("aggregate", 10, 5, 0)).nodes)
+    assert len(chosen) == 1
+    (rewrite,) = chosen.values()
+    assert isinstance(rewrite.process_columns.__self__, FinalWindowUserAggregate)
+
+
+def test_the_functions_are_called_as_often_as_the_node_calls_them(monkeypatch) -> None:
+    """Once per (record, window) pair for the aggregator, once per missing row for the initializer, a
+    tombstone's batch included (its results replayed through the node, not computed again)."""
+    passes = []
+    real_apply, real_replayed = FinalWindowUserAggregate._apply, FinalWindowUserAggregate._replayed
+    monkeypatch.setattr(
+        FinalWindowUserAggregate, "_apply", lambda self, *a: passes.append("fused") or real_apply(self, *a)
+    )
+    monkeypatch.setattr(
+        FinalWindowUserAggregate,
+        "_replayed",
+        lambda self, *a: passes.append("replayed") or real_replayed(self, *a),
+    )
+    fused_calls: Counter = Counter()
+    node_calls: Counter = Counter()
+    pair = Pair(lambda: aggregate_topology("tombstones", 20, 5, 4))
+    pair.fused = StreamTask(aggregate_topology("tombstones", 20, 5, 4, calls=fused_calls))
+    pair.nodes = StreamTask(aggregate_topology("tombstones", 20, 5, 4, calls=node_calls))
+    keys = ["a", "b", "a", "c", "a", "b", "a", "a", "c", "b"] * 3
+    fused, nodes = pair.run(keys, list(range(0, 60, 2)))  # values 0..29: tombstones at 3, 10, 17, 24
+    assert passes == ["replayed"]
+    assert fused == nodes
+    assert fused_calls == node_calls
+    # timestamps 0..58 by 2 in windows of 20 advancing by 5: 1 window each for 0..4, 2 for 5..9, 3 for
+    # 10..14, 4 from 15 on
+    assert node_calls["aggregator"] == 3 * 1 + 2 * 2 + 3 * 3 + 22 * 4
+    fused, nodes = pair.run(keys[:3], [60, 61, 62])  # values 0, 1, 2: no tombstone
+    assert passes == ["replayed", "fused"]
+    assert fused == nodes
+    assert fused_calls == node_calls
+    assert pair.fused.metrics() == pair.nodes.metrics()
