@@ -27,7 +27,8 @@ Shapes (the topologies are the ones `bench/spark_bench.py` runs on Spark, from `
   adder)` computing count, sum and max of the temperature, suppressed until the window closes;
 - hopping_builtin: the same with declared aggregations (`bench.jobs.hopping_builtin`);
 - running_count: `bench.jobs.running_count`, `group_by_key().count()` without windows (a KTable);
-- session_count: session windows (1-minute inactivity gap, 2 minutes grace), count;
+- session_count: `bench.jobs.session_count`, session windows (1-minute inactivity gap, 2 minutes grace),
+  count;
 - stream_table_join: a table of one record per key is processed first (not timed), then the readings
   join it;
 - stream_stream_join: readings joined with a second stream (one record for every nine readings) within
@@ -51,10 +52,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.jobs import hopping_stats, running_count  # noqa: E402
+from bench.jobs import hopping_stats, running_count, session_count  # noqa: E402
 from bench.results import Recorder  # noqa: E402
 from spark_jobs.jobs import window_finals  # noqa: E402
-from spark_jobs.streams import JoinWindows, SessionWindows, StreamsBuilder, StreamTask  # noqa: E402
+from spark_jobs.streams import JoinWindows, StreamsBuilder, StreamTask  # noqa: E402
 
 READINGS = "sensor-readings"
 REGISTRY = "sensor-registry"
@@ -145,10 +146,7 @@ def readings_and_visits(data, micro: int) -> Feed:
 
 
 def session_count_topology():
-    builder = StreamsBuilder()
-    windows = SessionWindows.of_inactivity_gap_and_grace(SESSION_GAP_MS, GRACE_MS)
-    builder.stream(READINGS).group_by_key().windowed_by(windows).count().to_stream().to("session-counts")
-    return builder.build()
+    return session_count.build_topology(gap=SESSION_GAP_MS, grace=GRACE_MS)
 
 
 def stream_table_join_topology():
