@@ -98,6 +98,8 @@ class FinalWindowAggregate:
         # per group: its entry's row in the buffer's window (-1: new), the windows' new keys in the order
         # of their first put
         buffer_row = np.full(n_groups, -1, np.int64)
+        single = groups.sizes == 1
+        old_values = np.empty(n_groups, object)
         windows = []
         expected = max((len(buffer.window_rows(w)) for w in buffer.windows()), default=0)
         for start, (lo, hi) in zip(folded.window_starts, groups.store_groups, strict=True):
@@ -105,18 +107,29 @@ class FinalWindowAggregate:
             in_window = lo + np.argsort(first_pair[lo:hi], kind="stable")
             entries = buffer.window_rows(window)
             if entries is not None:
-                buffer_row[in_window] = entries.rows_of(groups.keys[in_window].tolist(), expected)
+                found = entries.rows_of(groups.keys[in_window].tolist(), expected)
+                buffer_row[in_window] = found
+                # a held entry's value is the aggregation's before the batch: a group of one pair has it as
+                # the old value of its put, the very object (as the put loop would pass it on)
+                reused = single[in_window] & (found >= 0)
+                if reused.any():
+                    held_values = entries.columns[2]  # ENTRY_COLUMNS: ts, size, new, ...
+                    old_values[in_window[reused]] = [held_values[row] for row in found[reused].tolist()]
             windows.append((window, in_window))
         new_entry = buffer_row < 0
 
         finals, olds = folds.at_last_pairs()
         ts = finals["ts"]
         new_values = object_array(_structs(layout, finals))
-        old_values = object_array(_structs(layout, olds))
-        new_at = np.flatnonzero(new_entry)
+        built = np.flatnonzero(~(single & ~new_entry))
+        old_values[built] = _structs(layout, {name: column[built] for name, column in olds.items()})
+        # an entry's prior value is the old value of its first put: the group's value before the batch, the
+        # old value's very object for a group of one pair
         priors = np.empty(n_groups, object)
-        # an entry's prior value is the old value of its first put: the group's value before the batch
-        priors[new_at] = _structs(layout, {name: column[new_at] for name, column in folds.prior.items()})
+        new_single = np.flatnonzero(new_entry & single)
+        priors[new_single] = old_values[new_single]
+        new_more = np.flatnonzero(new_entry & ~single)
+        priors[new_more] = _structs(layout, {name: column[new_more] for name, column in folds.prior.items()})
         windows.sort(key=lambda window: int(first_pair[window[1][0]]))  # opened in order of first put
         for window, in_window in windows:
             found = buffer_row[in_window]
@@ -150,7 +163,7 @@ class FinalWindowAggregate:
         pair_ts[groups.order] = folds.running["ts"]
         buffer_observed = np.maximum(np.maximum.accumulate(pair_ts), buffer.observed)
         delta_count = np.zeros(m, np.int64)
-        delta_count[first_pair[new_at]] = 1
+        delta_count[first_pair[new_entry]] = 1
         leaves = np.searchsorted(
             buffer_observed, [buffer.due_at(window[1]) for window in buffer.windows()], "left"
         )
