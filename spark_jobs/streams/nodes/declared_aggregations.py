@@ -34,11 +34,7 @@ from .store_log import StoreLog
 INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 _FLOAT = np.dtype(np.float64)
 _INT = np.dtype(np.int64)
-KEY_VALUE_GROUP = "kv"
-# A batch whose pairs fall in more windows than this has its keys numbered once (`group_pairs`): a key then
-# recurs across windows, and each window looks up its distinct keys only. In fewer, every window holds most
-# of the batch's keys, and numbering them first would be a pass more.
-MANY_WINDOWS = 3  # the one group of a non-windowed aggregation's store
+KEY_VALUE_GROUP = "kv"  # the one group of a non-windowed aggregation's store
 
 
 class StateColumn:
@@ -395,26 +391,11 @@ def group_pairs(keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: 
     by_store = np.argsort(store_of_pair, kind="stable")  # in record order within a store
     store_ends = np.cumsum(np.bincount(store_of_pair, minlength=len(stores)))
     pair_row = np.empty(len(rec), np.int64)
-    if str_keys and len(stores) > MANY_WINDOWS:
-        # the batch's keys numbered once; each store then looks up its distinct keys, not every pair's
-        # (str keys only: equal keys of other types may be other objects, and a store keeps the first)
-        number, distinct = number_by_first_appearance(keys, 0)
-        row_of_number = np.empty(len(distinct), np.int64)
-        lo = 0
-        for store, hi in zip(stores, store_ends.tolist(), strict=True):
-            at = by_store[lo:hi]
-            numbers = number[rec[at]]
-            held, first = np.unique(numbers, return_index=True)
-            in_order = held[np.argsort(first)]  # the store's keys in order of first appearance
-            row_of_number[in_order] = store.rows_for(distinct[in_order], True)
-            pair_row[at] = row_of_number[numbers]
-            lo = hi
-    else:
-        lo = 0
-        for store, hi in zip(stores, store_ends.tolist(), strict=True):
-            at = by_store[lo:hi]
-            pair_row[at] = store.rows_for(key_objects[rec[at]], str_keys)
-            lo = hi
+    lo = 0
+    for store, hi in zip(stores, store_ends.tolist(), strict=True):
+        at = by_store[lo:hi]
+        pair_row[at] = store.rows_for(key_objects[rec[at]], str_keys)
+        lo = hi
     base = np.cumsum([0] + [len(store) for store in stores])  # the stores' rows numbered one after another
     pair_group_id = base[store_of_pair] + pair_row
     # one stable sort: the pairs by group, in record order within a group
