@@ -174,6 +174,7 @@ class StreamStreamJoinNode(Node):
         state.next_seq += len(valid)
         out: list[tuple[Any, Any, int, int]] = []
         stream_time = state.stream_time
+        stream_times: list[int] = []  # this node's stream time as each valid record was processed
         at = 0  # the next valid record
         for i in range(len(keys)):
             ts = timestamps[i]
@@ -182,6 +183,7 @@ class StreamStreamJoinNode(Node):
             if at == len(valid) or valid[at] != i:
                 continue  # a null key or value: counted below
             key, value, partners, seq = keys[i], values[i], partners_of[at], seqs[at]
+            stream_times.append(stream_time)
             at += 1
             if ts == stream_time:
                 self._emit_expired_waiting(out, i)
@@ -200,7 +202,7 @@ class StreamStreamJoinNode(Node):
         if expired:  # out of the store's retention (Kafka drops the put)
             late = LateRows()
             for n in expired:
-                late.add(valid[n], valid_keys[n], values[valid[n]], valid_ts[n], None, None, stream_time)
+                late.add(valid[n], valid_keys[n], values[valid[n]], valid_ts[n], None, None, stream_times[n])
             late.report(self)
         return Batch(
             [r[0] for r in out],
