@@ -105,7 +105,7 @@ class _Plan(NamedTuple):
     final_ts: np.ndarray  # per group: the row's maximum timestamp after the batch
     count_row: np.ndarray  # per group: its row in the count's window, -1 if new
     buffer_row: np.ndarray  # per group: its row in the buffer's window, -1 if new
-    prior: Any  # per group: the entry's prior value (the old count at its first put)
+    prior: Any  # per group new to the buffer: the entry's prior value (the old value at its first put)
     delta_count: np.ndarray  # per pair: 1 where the put inserts an entry
     buffer_observed: np.ndarray  # per pair: the buffer's observed time after its put
     passes: list[int]  # the pairs after whose put windows leave the buffer, ascending
@@ -290,12 +290,8 @@ class FinalWindowCount:
                     found = entries.rows_of(wkeys, expected_keys)
                     held = found >= 0
                     new_entries = list(compress(wkeys, (~held).tolist()))
-            if entries is not None:
+            if entries is not None:  # a held entry keeps its prior value (a fixed column): not read
                 buffer_row[in_window] = found
-                if held.any():
-                    rows_held = found[held]
-                    # (COUNT_)ENTRY_COLUMNS: ts, size, new, old, hdr | base, prior
-                    _put(prior, in_window[held], _gather(entries.columns[6], rows_held))
             plan_windows.append(_PlanWindow(window_start, in_window, new_counts, new_entries))
         new_entry = buffer_row < 0
         # the buffer's puts (an unbounded buffer: no sizes, see nodes/time_ordered_buffer.py)
