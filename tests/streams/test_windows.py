@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from spark_jobs.streams import (
     SessionWindows,
     SlidingWindows,
@@ -185,3 +189,31 @@ def test_non_windowed_aggregations_skip_null_keys_and_values() -> None:
     pipe_all(driver, "input", [("a", "x", 5), (None, "x", 6), ("a", None, 7), ("a", "y", 3)])
     assert read(driver, "output") == [["a", 1, 5], ["a", 2, 5]]  # a late record does not lower the time
     assert driver.metrics()["dropped-records-total"] == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    shape=st.tuples(st.integers(1, 40), st.integers(1, 40), st.integers(0, 30)).filter(
+        lambda s: s[1] <= s[0]
+    ),
+    timestamps=st.lists(st.integers(0, 300), max_size=40),
+)
+def test_the_node_keeps_the_pairs_of_open_windows_as_time_windows_pairs_says(shape, timestamps) -> None:
+    """The windowed aggregation's loop (its windows per record reused while they stay open) keeps exactly
+    the (record, window) pairs that TimeWindows.pairs finds open at the node's observed time."""
+    size, advance, grace = shape
+    windows = TimeWindows.of_size_and_grace(size, grace).advance_by(advance)
+    builder = StreamsBuilder()
+    builder.stream("input").group_by_key().windowed_by(windows).count().to_stream().to("output")
+    driver = TopologyTestDriver(builder.build())
+    topic = driver.create_input_topic("input")
+    for i, ts in enumerate(timestamps):
+        topic.pipe_input(f"k{i % 3}", i, ts)
+    kept = [(r.key[0], r.key[1][0]) for r in driver.create_output_topic("output").read_records_to_list()]
+    ts = np.array(timestamps, np.int64)
+    rec, start, open_ = windows.pairs(ts, np.maximum.accumulate(ts) if len(ts) else ts)
+    expected = [
+        (f"k{r % 3}", s) for r, s, o in zip(rec.tolist(), start.tolist(), open_.tolist(), strict=True) if o
+    ]
+    assert kept == expected
+    assert driver.metrics()["dropped-records-total"] == int((~open_).sum())
