@@ -19,6 +19,7 @@ from spark_jobs.streams import (
     StreamTask,
 )
 from spark_jobs.streams.nodes.kv_store import KeyValueStore
+from spark_jobs.streams.nodes.window_stores import JoinWindowStore
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
 from .helpers import WorkerCopies, drain
@@ -308,6 +309,43 @@ def test_a_stream_stream_join_exports_the_records_of_the_batch() -> None:
     export = task.export_state()
     assert exported_entries(export, "KSTREAM-JOIN") <= 5 + 5  # the 5 keys' records, and their partners'
     assert sum(map(len, export.parts.values())) < 5000
+
+
+def test_a_join_store_exports_the_records_put_not_the_lists_of_their_keys() -> None:
+    """k records put to keys that hold many records each: the export writes those k records only."""
+    store = JoinWindowStore("left", retention=100)
+    keys = [f"key-{i}" for i in range(50)]
+    for round_ in range(10):
+        store.put_batch(keys, [round_] * 50, [round_] * 50, list(range(round_ * 50, round_ * 50 + 50)))
+    store.export_parts(changed_only=False)
+    store.put_batch(keys[:3], ["x"] * 3, [20, 21, 22], [900, 901, 902])
+    parts, _ = store.export_parts(changed_only=True)
+    written = [
+        (key, ts, seq, value)
+        for saved, _ in parts.values()
+        for key, ts, seq, value in zip(saved["keys"], *saved["columns"], strict=True)
+    ]
+    assert written == [("key-0", 20, 900, "x"), ("key-1", 21, 901, "x"), ("key-2", 22, 902, "x")]
+    assert store.export_parts(changed_only=True)[0] == {}
+
+
+def test_a_join_store_segment_past_the_retention_loses_its_parts_and_a_load_leaves_its_records_out() -> None:
+    store = JoinWindowStore("left", retention=80)  # segments of 10
+    store.put_batch(["a", "b"], [1, 2], [5, 15], [0, 1])
+    _, names = store.export_parts(changed_only=False)
+    assert sorted(names) == ["left0.0", "left1.0"]
+    store.put_batch(["c"], [3], [96], [2])  # the clock at 96: segment 0 (times up to 9) expired
+    parts, names = store.export_parts(changed_only=True)
+    assert sorted(names) == ["left1.0", "left9.0"] and list(parts) == ["left9.0"]
+    store.put_batch(["c"], [4], [101], [3])  # segment 1 expired too; "b" (15) kept in memory until fetched
+    _, names = store.export_parts(changed_only=True)
+    assert sorted(names) == ["left10.0", "left9.0"]
+    assert sorted(store.entries) == ["a", "b", "c"]
+    loaded = JoinWindowStore("left", retention=80)
+    loaded.store_time = store.store_time
+    loaded.apply_parts(round_trip(store.state_parts()), [])
+    assert list(loaded.items()) == list(store.items()) == [("c", 96, 3), ("c", 101, 4)]
+    assert sorted(loaded.entries) == ["c"]
 
 
 # -- the key-value store --------------------------------------------------------------------------------------

@@ -63,7 +63,7 @@ class StreamJoinState:
         or outer join waiting for a partner (`join_waiting:left`, `join_waiting:right`); a record's window
         is its timestamp."""
         for store in self.stores:
-            name = f"join_window:{store.kv.prefix}"
+            name = f"join_window:{store.prefix}"
             for key, ts, value in store.items():
                 yield StateRow(name, key, ts, ts, value, ts)
         entries = self.waiting_store.entries
@@ -78,8 +78,8 @@ class StreamJoinState:
         return entries, len(self.timestamps)
 
     # State parts: "" holds the clocks and the sequence, the stores' parts their entries.
-    def _kv_stores(self) -> tuple[KeyValueStore, ...]:
-        return self.stores[0].kv, self.stores[1].kv, self.waiting_store
+    def _kv_stores(self) -> tuple[JoinWindowStore | KeyValueStore, ...]:
+        return self.stores[0], self.stores[1], self.waiting_store
 
     def _scalars(self) -> tuple[int, int, int, int]:
         return self.stream_time, self.stores[0].store_time, self.stores[1].store_time, self.next_seq

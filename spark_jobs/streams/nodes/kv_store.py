@@ -316,13 +316,14 @@ class TimestampedKeyValueStore(KeyValueStore):
 
 
 def split_parts(
-    stores: Iterable[KeyValueStore], parts: Mapping[str, Any], removed: list[str]
-) -> list[tuple[KeyValueStore, tuple[dict[str, Any], list[str]]]]:
-    """A node's parts and removed part names, per store of the node (by the stores' prefixes)."""
+    stores: Iterable[Any], parts: Mapping[str, Any], removed: list[str]
+) -> list[tuple[Any, tuple[dict[str, Any], list[str]]]]:
+    """A node's parts and removed part names, per store of the node (by the stores' `prefix`: a part is
+    `<prefix><group>.<n>`, the group a number, negative for a join store's segment before time 0)."""
     by_prefix = {store.prefix: (store, ({}, [])) for store in stores}
 
     def of(name: str) -> tuple[dict[str, Any], list[str]]:
-        prefix = name.rsplit(".", 1)[0].rstrip("0123456789")
+        prefix = name.rsplit(".", 1)[0].rstrip("0123456789").removesuffix("-")
         found = by_prefix.get(prefix)
         if found is None:
             raise ValueError(f"state part {name!r} belongs to none of the stores {sorted(by_prefix)}")

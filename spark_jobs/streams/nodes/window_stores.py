@@ -8,12 +8,14 @@ node's state size (`Node.state_size`, read every micro-batch) needs no pass over
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator, Mapping
 from heapq import heapify, heappop, heappush
 from typing import Any
 
 from .kv_store import KeyValueStore
+from .store_log import StoreLog
 
 
 class WindowCounts:
@@ -266,58 +268,131 @@ class SlidingWindowStore:
 
 
 _AFTER_EVERY_SEQ = float("inf")
+SEGMENTS = 8  # a join store saves its records by segment of event time: its retention spans this many
+
+
+class _Segment:
+    """A join store's segment: the records its parts hold, as the columns of the parts that wrote them
+    (`chunks`: keys, timestamps, seqs, values), and how many of them the last export wrote."""
+
+    __slots__ = ("chunks", "records", "new")
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[list, array, array, list]] = []
+        self.records = 0
+        self.new = 0
+
+    def __len__(self) -> int:
+        return self.records
+
+    def changes(self) -> int:
+        return self.new
+
+    def add(self, chunk: tuple[list, array, array, list]) -> None:
+        self.chunks.append(chunk)
+        self.records += len(chunk[0])
+
+    def columns(self, more: tuple[list, array, array, list] | None = None) -> tuple[list, array, array, list]:
+        """Every record of the chunks (and `more`), as one chunk."""
+        chunks = self.chunks if more is None else [*self.chunks, more]
+        if len(chunks) == 1:
+            return chunks[0]
+        keys: list = []
+        stamps, seqs = array("q"), array("q")
+        values: list = []
+        for chunk in chunks:
+            keys += chunk[0]
+            stamps += chunk[1]
+            seqs += chunk[2]
+            values += chunk[3]
+        return keys, stamps, seqs, values
 
 
 class JoinWindowStore:
     """One side of a stream-stream join: key -> its records `(timestamp, seq, value)`, sorted. Records at or
-    before `store_time - retention` are expired: neither found nor put; a fetch deletes those of its key."""
+    before `store_time - retention` are expired: neither found nor put; a fetch deletes those of its key.
+
+    Saved as Kafka's segmented window stores keep their records, by segment of event time (`interval`, a
+    SEGMENTS-th of the retention), each a group of a StoreLog (nodes/store_log.py). A record goes to the
+    segment of the store's clock as it is put (at or after its own timestamp's: the segment expires no
+    earlier than the record, and a batch's records fall into runs, one per segment). A record only joins
+    the store or leaves it by expiry, so a delta holds the records put into its segment since the last
+    export and no part removes a record: a segment past the retention loses its parts whole, and a store
+    loaded from parts leaves out the records its clock expired (neither found nor listed anyway). An export
+    touches the batch's records only, never the lists of the keys they joined; a segment keeps the columns
+    of its parts for a new base. Saved form: `{"keys": [...], "columns": [timestamps, seqs, values]}`, a
+    record per position."""
 
     def __init__(self, prefix: str, retention: int, union: dict[int, int] | None = None) -> None:
+        self.prefix = prefix
         self.retention = retention
+        self.interval = max(1, -(-retention // SEGMENTS))
         self.store_time = -1  # the max timestamp put
-        self.kv = KeyValueStore(prefix)
+        self.entries: dict[Any, list[tuple[int, int, Any]]] = {}
         self.counts = WindowCounts(union)  # per timestamp; `union` shared with the join's other stores
+        self._segments: dict[int, _Segment] = {}  # the segments the parts hold
+        self._new: tuple[list, list, list, list] = ([], [], [], [])  # keys, timestamps, seqs, values put
+        self._runs: list[
+            tuple[int, int]
+        ] = []  # (position in `_new`, segment) where a segment's records start
+        self.log = StoreLog()
 
     def put_batch(self, keys: list, values: list, timestamps: list, seqs: list) -> list[int]:
         """Put records in order; the positions of those not put (expired already: the store's clock had
         passed them by the retention, counting the earlier records of the batch)."""
-        kv, retention, add = self.kv, self.retention, self.counts.add
+        entries, retention, add, interval = self.entries, self.retention, self.counts.add, self.interval
         store_time = self.store_time
+        new, runs = self._new, self._runs
+        at = len(new[0])
+        if not runs:
+            runs.append((at, store_time // interval))
+        next_segment = (store_time // interval + 1) * interval  # the clock's next segment starts there
         expired: list[int] = []
         for n, (key, value, ts, seq) in enumerate(zip(keys, values, timestamps, seqs, strict=True)):
             if ts > store_time:
                 store_time = ts
+                if ts >= next_segment:
+                    segment = ts // interval
+                    next_segment = (segment + 1) * interval
+                    runs.append((at + n - len(expired), segment))
             if ts <= store_time - retention:
                 expired.append(n)
                 continue
-            rows = kv.get(key)
+            rows = entries.get(key)
             if rows is None:
-                kv.put(key, [(ts, seq, value)])
+                entries[key] = [(ts, seq, value)]
             else:
                 insort(rows, (ts, seq, value))
-                kv.touch(key)
             add(ts, ts)
         self.store_time = store_time
+        if expired:
+            skip = set(expired)
+            kept = [n for n in range(len(keys)) if n not in skip]
+            keys, values = [keys[n] for n in kept], [values[n] for n in kept]
+            timestamps, seqs = [timestamps[n] for n in kept], [seqs[n] for n in kept]
+        new[0].extend(keys)
+        new[1].extend(timestamps)
+        new[2].extend(seqs)
+        new[3].extend(values)
         return expired
 
     def fetch_batch(self, keys: list, times_from: list, times_to: list) -> list[list[tuple[int, int, Any]]]:
         """Per key its records with timestamps in [time from, time to] (both inclusive), oldest first."""
-        kv, limit = self.kv, self.store_time - self.retention
+        entries, limit = self.entries, self.store_time - self.retention
         self.counts.expire(limit)  # the records deleted below need no count
         found: list[list[tuple[int, int, Any]]] = []
         for key, time_from, time_to in zip(keys, times_from, times_to, strict=True):
-            rows = kv.get(key)
+            rows = entries.get(key)
             if not rows:
                 found.append([])
                 continue
             cut = bisect_right(rows, (limit, _AFTER_EVERY_SEQ))
             if cut:  # expired: deleted for good
                 if cut == len(rows):
-                    kv.delete(key)
+                    del entries[key]
                     found.append([])
                     continue
                 del rows[:cut]
-                kv.touch(key)
             time_from = max(time_from, limit + 1)
             found.append(
                 rows[bisect_left(rows, (time_from,)) : bisect_right(rows, (time_to, _AFTER_EVERY_SEQ))]
@@ -327,7 +402,7 @@ class JoinWindowStore:
     def items(self) -> Iterator[tuple[Any, int, Any]]:
         """(key, timestamp, value) of every live record (an expired one may wait for a fetch)."""
         limit = self.store_time - self.retention
-        for key, rows in self.kv.items():
+        for key, rows in self.entries.items():
             for ts, _, value in rows:
                 if ts > limit:
                     yield key, ts, value
@@ -340,6 +415,137 @@ class JoinWindowStore:
     def recount(self) -> None:
         """Count the entries again (after a catch-up)."""
         self.counts.clear()
-        for rows in self.kv.entries.values():
+        for rows in self.entries.values():
             for ts, _, _ in rows:
                 self.counts.add(ts, ts)
+
+    # -- saving ---------------------------------------------------------------------------------------------
+
+    def _expired_segment(self, segment: int) -> bool:
+        return (segment + 1) * self.interval - 1 <= self.store_time - self.retention
+
+    def _name(self, segment: int) -> str:
+        return f"{self.prefix}{segment}"
+
+    def _segment_named(self, name: str) -> int:
+        number = name[len(self.prefix) :]
+        if not name.startswith(self.prefix) or not number.lstrip("-").isdigit():
+            raise ValueError(f"state part {name!r} is not a part of store {self.prefix!r}")
+        return int(number)
+
+    def _new_chunks(self) -> dict[int, tuple[list, array, array, list]]:
+        """The records put since the last export, per segment (slices of the batch's columns)."""
+        keys, stamps, seqs, values = self._new
+        runs = self._runs
+        chunks: dict[int, tuple[list, array, array, list]] = {}
+        if not keys:
+            return chunks
+        bounds = [at for at, _ in runs[1:]] + [len(keys)]
+        for (lo, segment), hi in zip(runs, bounds, strict=True):
+            if hi > lo and not self._expired_segment(segment):
+                if lo == 0 and hi == len(keys):
+                    chunks[segment] = (keys, array("q", stamps), array("q", seqs), values)
+                else:
+                    chunks[segment] = (
+                        keys[lo:hi],
+                        array("q", stamps[lo:hi]),
+                        array("q", seqs[lo:hi]),
+                        values[lo:hi],
+                    )
+        return chunks
+
+    @staticmethod
+    def _saved(chunk: tuple[list, array, array, list]) -> dict[str, Any]:
+        keys, stamps, seqs, values = chunk
+        return {"keys": keys, "columns": [stamps, seqs, values]}
+
+    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        """Parts new or changed since the last export (every part unless `changed_only`), and the names of
+        every current part."""
+        chunks = self._new_chunks()
+        self._new, self._runs = ([], [], [], []), []
+        segments, log = self._segments, self.log
+        for segment in segments.values():
+            segment.new = 0
+        for number, chunk in chunks.items():
+            segment = segments.get(number)
+            if segment is None:
+                segment = segments[number] = _Segment()
+            segment.add(chunk)
+            segment.new = len(chunk[0])
+            log.touch(number)
+        for number in [n for n in segments if self._expired_segment(n)]:
+            del segments[number]
+            log.drop(number)
+
+        def save(number: int, put: Any) -> dict[str, Any]:
+            if put is not None:
+                return self._saved(chunks[number])
+            segment = segments[number]
+            whole = segment.columns()
+            segment.chunks = [whole]  # a new base: the parts hold these records only
+            return self._saved(whole)
+
+        return log.export(segments, changed_only, self._name, save, _Segment.changes)
+
+    def state_parts(self) -> dict[str, Any]:
+        """A base per segment, leaving the export history alone (a snapshot)."""
+        chunks = self._new_chunks()
+        segments = self._segments
+        numbers = [n for n in segments.keys() | chunks.keys() if not self._expired_segment(n)]
+
+        def base(number: int) -> dict[str, Any]:
+            segment = segments.get(number)
+            if segment is None:
+                return self._saved(chunks[number])
+            return self._saved(segment.columns(chunks.get(number)))
+
+        return StoreLog.bases(dict.fromkeys(numbers), self._name, base)
+
+    def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
+        """Catch up with the parts exported since (see StoreLog.catch_up); the join node sets the store's
+        clock first, and recounts (`recount`) after."""
+        if self._new[0]:
+            raise ValueError(f"store {self.prefix!r}: changes not exported, cannot catch up")
+        self._runs = []
+        dropped, steps = self.log.catch_up(parts, removed, self._segment_named)
+        entries, segments = self.entries, self._segments
+        for number in dropped:  # its records go (gone, or in its new base)
+            segment = segments.pop(number, None)
+            if segment is not None:
+                keys, stamps, seqs, _ = segment.columns()
+                records = set(zip(stamps, seqs, strict=True))
+                for key in set(keys):
+                    rows = [row for row in entries.get(key, ()) if (row[0], row[1]) not in records]
+                    if rows:
+                        entries[key] = rows
+                    else:
+                        entries.pop(key, None)
+        for number, saved, removed_keys in steps:
+            keys, columns = saved["keys"], saved["columns"]
+            if (
+                removed_keys
+                or len(columns) != 3
+                or not len(keys) == len(columns[0]) == len(columns[1]) == len(columns[2])
+            ):
+                raise ValueError(f"state part {self._name(number)!r}: not a join store's records")
+            for key, ts, seq, value in zip(keys, *columns, strict=True):
+                rows = entries.get(key)
+                if rows is None:
+                    entries[key] = [(ts, seq, value)]
+                else:
+                    insort(rows, (ts, seq, value))
+            segment = segments.get(number)
+            if segment is None:
+                segment = segments[number] = _Segment()
+            segment.add((keys, array("q", columns[0]), array("q", columns[1]), columns[2]))
+        for number in [n for n in segments if self._expired_segment(n)]:
+            del segments[number]  # its parts go at the next export
+        limit = self.store_time - self.retention
+        for key in list(entries):
+            rows = entries[key]
+            cut = bisect_right(rows, (limit, _AFTER_EVERY_SEQ))
+            if cut == len(rows):
+                del entries[key]
+            elif cut:
+                del rows[:cut]
