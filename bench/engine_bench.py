@@ -5,9 +5,9 @@
                                  [--profile SHAPE:KEYS]
 
 One StreamTask on one core (this process), fed `--records` records in micro-batches of `--micro-batch`
-(each in calls of `--batch` records to `process_batch`, each call followed by `drain_output`), and after
-each micro-batch `export_state()`, as the Spark runtime exports what changed before it keeps the live task
-for the next micro-batch. Printed per shape and key count: records/s of CPU time (processing plus
+(each in calls of `--batch` records to `process_batch`, each call followed by `drain_output` and
+`drain_late`), and after each micro-batch `export_state()`, as the Spark runtime exports what changed before
+it keeps the live task for the next micro-batch. Printed per shape and key count: records/s of CPU time (processing plus
 exports), the export's share of that time (over the run, and the largest of one micro-batch), and the
 rate at the largest key count over the rate at the smallest. The key counts take turns `--repeat` times
 and the run with the least CPU time counts: a slow spell of a shared machine then does not decide a ratio.
@@ -248,6 +248,7 @@ def run_shape(topology, feed: Feed, batch: int) -> Run:
                     hi = lo + batch
                     task.process_batch(topic, keys[lo:hi], values[lo:hi], timestamps[lo:hi])
                     run.output_records += len(task.drain_output())
+                    task.drain_late()  # as the runtime drains them with the output (else every export keeps them)
         with Timer() as exporting:
             task.export_state()
         run.processing_cpu += processing.cpu
