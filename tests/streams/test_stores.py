@@ -18,7 +18,7 @@ from spark_jobs.streams import (
     StreamsBuilder,
     StreamTask,
 )
-from spark_jobs.streams.nodes.kv_store import KeyValueStore
+from spark_jobs.streams.nodes.kv_store import KeyValueStore, TimestampedKeyValueStore
 from spark_jobs.streams.nodes.window_stores import JoinWindowStore
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
@@ -309,6 +309,23 @@ def test_a_stream_stream_join_exports_the_records_of_the_batch() -> None:
     export = task.export_state()
     assert exported_entries(export, "KSTREAM-JOIN") <= 5 + 5  # the 5 keys' records, and their partners'
     assert sum(map(len, export.parts.values())) < 5000
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[3, 0, -7], [True, 2, False], [1.5, 2, 3], [2**70, 1, 2], ["a", None, (1, 2)]],
+    ids=["ints", "bools among ints", "floats", "beyond int64", "objects"],
+)
+def test_a_timestamped_store_loads_its_values_as_they_were_put(values) -> None:
+    store = TimestampedKeyValueStore("t")
+    store.put_batch({f"k{i}": (value, 10 + i) for i, value in enumerate(values)})
+    parts, _ = store.export_parts(changed_only=False)
+    loaded = TimestampedKeyValueStore("t")
+    loaded.apply_parts(round_trip(parts), [])
+    assert loaded.entries == store.entries
+    assert {key: type(entry[0]) for key, entry in loaded.entries.items()} == {
+        f"k{i}": type(value) for i, value in enumerate(values)
+    }
 
 
 def test_a_join_store_exports_the_records_put_not_the_lists_of_their_keys() -> None:

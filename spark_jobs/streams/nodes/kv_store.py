@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import islice
+from itertools import chain, islice, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -34,6 +34,7 @@ import numpy as np
 
 from .store_log import StoreLog
 
+_first = itemgetter(0)
 GROUPS = 32  # hash groups of a store: an export writes a delta or a base per group changed
 
 
@@ -76,7 +77,7 @@ class KeyValueStore:
         self._foreign: dict[Any, int] = {}  # key -> its group, where that is not its hash's
         self._pending: dict[int, tuple[list, list]] = {}  # the export's groups: (keys, entries) put
         self._saved = 0  # keys the groups hold (every key but those new since the last export)
-        self.log = StoreLog()
+        self.log = StoreLog(list)  # the keys put per group, recorded at the export only (see StoreLog)
 
     # -- operations -----------------------------------------------------------------------------------------
 
@@ -182,7 +183,7 @@ class KeyValueStore:
             saved = members.get(group)
             if saved is None:
                 saved = members[group] = {}
-            saved.update(dict.fromkeys(_pick(new, at)))
+            saved.update(zip(_pick(new, at), repeat(None)))
         self._saved += len(new)
         changed = self._changed
         self._changed = {}
@@ -202,7 +203,7 @@ class KeyValueStore:
         columns = self.columns(entries)  # one pass over the entries, then gathered by group
         for group, at in self._by_group(keys):
             group_keys = _pick(keys, at)
-            log.puts(group).update(dict.fromkeys(group_keys))
+            log.puts(group).extend(group_keys)
             self._pending[group] = (group_keys, [_gather(column, at) for column in columns])
 
     def _name(self, group: int) -> str:
@@ -306,6 +307,14 @@ class TimestampedKeyValueStore(KeyValueStore):
     def columns(self, entries: list) -> list:
         if not entries:
             return [[], array("q")]
+        try:  # ints (a count's): both columns from one pass over the entries, in C
+            flat = array("q", chain.from_iterable(entries))
+        except (TypeError, OverflowError):
+            flat = None
+        if flat is not None and len(flat) == 2 * len(entries):
+            pairs = np.frombuffer(flat, np.int64)
+            if set(map(type, map(_first, entries))) <= {int}:  # not bools: they would load as ints
+                return [array("q", pairs[0::2].tobytes()), array("q", pairs[1::2].tobytes())]
         values, stamps = zip(*entries, strict=True)  # one pass over the entries, in C
         return [int_column(values), array("q", stamps)]
 

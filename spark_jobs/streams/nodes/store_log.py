@@ -11,7 +11,8 @@ parts.
 
 The store records what a batch changes: `puts(group)` is a dict (of the store's choosing) of the entries put,
 `remove(group, key)` records a key removed (and drops it from the puts), `drop(group)` a group that left
-whole. A store that flags its changed entries itself (WindowRows, nodes/window_rows.py) only marks the
+whole. A store that records its puts only as it exports (KeyValueStore, nodes/kv_store.py), after every
+removal, may keep them in a list (`StoreLog(list)`): a key is then put once per export. A store that flags its changed entries itself (WindowRows, nodes/window_rows.py) only marks the
 group with `touch(group)` and gives `export` a count of its changes. The export asks the store for the saved form of a group's entries (`Save`). A part is
 `(saved entries, removed keys)`; the saved entries hold their keys first, or under "keys", or (WindowRows)
 the rows changed under "rows".
@@ -58,6 +59,8 @@ class StoreLog:
         """Record that `key` left `group`: what was put of it since the last export goes too."""
         put = self.put.get(group)
         if put:
+            if type(put) is list:
+                raise AssertionError("a store recording its puts in a list removed a key it had put")
             put.pop(key, None)
         removed = self.removed.get(group)
         if removed is None:
