@@ -44,6 +44,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """A count that may be 0."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
 def parse_inputs(given: list[str], topics: tuple[str, ...]) -> str | dict[str, str]:
     """`--input` values -> a folder (one-input job given DIR) or {topic: folder}; an unknown, missing or
     repeated topic, or a bare DIR for a job with several inputs, is an error naming it."""
@@ -107,11 +118,12 @@ def build_parser(prog: str, description: str, options: list[JobOption]) -> argpa
     )
     run.add_argument(
         "--live-spark-tasks",
-        type=positive_int,
-        default=2,
+        type=non_negative_int,
+        default=0,
         metavar="N",
         help="Spark tasks whose task state a Python worker keeps live between micro-batches, caught up "
-        "from the changes when it runs them again (default 2); each costs its partitions' state in memory",
+        "from the changes when it runs them again; each costs its partitions' state in every worker's "
+        "memory (default 0: a task's state is read from the store at each micro-batch)",
     )
     run.add_argument(
         "--processing-interval",

@@ -120,12 +120,14 @@ class RunConfig:
     # Spark tasks of the stateful stage whose partitions a Python worker keeps live between micro-batches.
     # Spark gives a task to whichever worker is idle: a worker that kept a task it ran before catches it up
     # from the parts written since, where one that did not reads its whole state. Each one kept costs the
-    # memory of its partitions' state; 2 (the default) keeps every task of a local[2] run in both workers.
-    live_spark_tasks: int = 2
+    # memory of its partitions' state in every worker, all the time; 0 (the default) keeps none: a worker
+    # holds one partition's state at a time, read from the store at each micro-batch (for a state that is
+    # slow to read compared with a micro-batch's work, 2 keeps every task of a local[2] run live).
+    live_spark_tasks: int = 0
 
     def __post_init__(self):
-        if self.live_spark_tasks < 1:
-            raise UserError("live_spark_tasks must be at least 1")
+        if self.live_spark_tasks < 0:
+            raise UserError("live_spark_tasks must be at least 0")
         if self.trigger not in TRIGGERS:
             raise UserError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
         if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:

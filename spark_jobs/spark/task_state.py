@@ -7,7 +7,7 @@ and state of any size fits. A micro-batch writes only the parts whose bytes chan
 a part no longer has); a small *meta* value holds a version counter and the manifest: every part's chunk
 count and the version that wrote it, and the last versions saved, each with a random token.
 
-Between micro-batches the live task stays in the Python worker (`LIVE`, keyed by checkpoint id and
+Between micro-batches the live task stays in the Python worker (`WORKER_TASKS`, keyed by checkpoint id and
 partition) with the version and token it saved. The next micro-batch uses it as it is if the store holds
 that version and token; if the store holds a later version whose history lists them (another worker ran
 the partition since: Spark hands tasks to whichever worker is idle), the task is caught up from the parts
@@ -219,7 +219,7 @@ class LiveTasks:
 
 
 # This worker process's live tasks.
-LIVE = LiveTasks()
+WORKER_TASKS = LiveTasks()
 
 
 def new_task_state(topology, partition: int, initial_wall_clock_ms: int) -> TaskState:
@@ -235,7 +235,7 @@ def load(
     partition: int,
     initial_wall_clock_ms: int,
     cache_key: tuple | None = None,
-    live: LiveTasks = LIVE,
+    live: LiveTasks = WORKER_TASKS,
 ) -> tuple[TaskState, StateLoad]:
     """The task state of a partition (new if the store is empty) and how it was got: the live task kept
     under `cache_key` if the store holds its version, that task caught up if the store holds a later
@@ -331,7 +331,7 @@ def save(
     cache_key: tuple | None = None,
     chunk_bytes: int | None = None,
     live_tasks: int | None = None,
-    live: LiveTasks = LIVE,
+    live: LiveTasks = WORKER_TASKS,
 ) -> StateWrite:
     """Write the parts that changed since the store's version, then the meta with the next version, and
     keep the live task under `cache_key` in `live`, with at most `live_tasks` of its checkpoint."""

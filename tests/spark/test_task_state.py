@@ -227,6 +227,24 @@ def test_a_worker_keeps_the_live_tasks_of_its_limit_and_drops_the_least_recently
     assert (checkpoint, 3) in live.held()  # the bound is per checkpoint
 
 
+def test_a_worker_with_no_live_tasks_keeps_none_and_reads_each_batch_from_the_store():
+    """`live_tasks` = 0 (the runtime's default): a worker keeps no task state of the checkpoint between
+    micro-batches, and the next micro-batch restores the state the store holds."""
+    spec = JobSpec(SENSOR_ALERTS, {}, 2)
+    store = task_state.DictPartStore()
+    live = task_state.LiveTasks()
+    key = ("ckpt-none", 1)
+    sources = []
+    for timestamp in (1_000, 2_000):
+        state, loaded = task_state.load(store, spec.topology(), 1, INITIAL_WALL_CLOCK_MS, key, live)
+        sources.append(loaded.source)
+        run_task_batch(spec, 1, state, _inputs([("a", {"temperature": 1.0}, timestamp)]))
+        task_state.save(store, state, key, live_tasks=0, live=live)
+        assert live.held() == []
+    assert sources == [task_state.NEW, task_state.RESTORED]
+    assert RunConfig("in", "out", "ckpt").live_spark_tasks == 0
+
+
 def test_missing_chunks_are_an_error_naming_the_part(tiny_chunks):
     spec = JobSpec(SENSOR_ALERTS, {}, 1)
     store = task_state.DictPartStore()
