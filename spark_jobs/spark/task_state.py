@@ -36,9 +36,11 @@ if TYPE_CHECKING:  # imported where used: the stateful processor's module stays 
 # bases and deltas (nodes/store_log.py), in the engine's state layout of the same number (runtime/task.py).
 STATE_LAYOUT = "task-parts-v4"
 
-# Upper bound of one stored value (Arrow and the state store cap one cell at 2 GB; smaller entries keep
-# memory per row modest). Tests set a tiny value to force many chunks.
-STATE_CHUNK_BYTES = 16 * 2**20
+# Upper bound of one stored value (Arrow and the state store cap one cell at 2 GB). Small entries keep the
+# JVM's memory low: a value of many megabytes is a humongous object for the JVM's G1 collector (at least half
+# a heap region, 512 KB under a 1 GB heap) and one RocksDB block of its own, copied whole through JNI, and
+# the memory those copies leave behind stays with the JVM. Tests set a tiny value to force many chunks.
+STATE_CHUNK_BYTES = 256 * 2**10
 
 RUNTIME_PART = "runtime"
 ENGINE_PART_PREFIX = "task/"
