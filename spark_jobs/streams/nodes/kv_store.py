@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import chain, islice, repeat
+from itertools import islice, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -34,7 +34,6 @@ import numpy as np
 
 from .store_log import StoreLog
 
-_first = itemgetter(0)
 GROUPS = 32  # hash groups of a store: an export writes a delta or a base per group changed
 
 
@@ -307,14 +306,6 @@ class TimestampedKeyValueStore(KeyValueStore):
     def columns(self, entries: list) -> list:
         if not entries:
             return [[], array("q")]
-        try:  # ints (a count's): both columns from one pass over the entries, in C
-            flat = array("q", chain.from_iterable(entries))
-        except (TypeError, OverflowError):
-            flat = None
-        if flat is not None and len(flat) == 2 * len(entries):
-            pairs = np.frombuffer(flat, np.int64)
-            if set(map(type, map(_first, entries))) <= {int}:  # not bools: they would load as ints
-                return [array("q", pairs[0::2].tobytes()), array("q", pairs[1::2].tobytes())]
         values, stamps = zip(*entries, strict=True)  # one pass over the entries, in C
         return [int_column(values), array("q", stamps)]
 
