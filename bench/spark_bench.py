@@ -6,7 +6,9 @@
 
 Each run is its own process (`python bench/spark_bench.py --one SIDE ...`: its own local[2] JVM and
 Python workers), timed from launch to exit, as a scheduled spark-submit pays it, with the peak of the
-summed RSS of its process tree (driver, JVM, Python workers), sampled every 200 ms. Every side of a shape
+summed RSS of its process tree (driver, JVM, Python workers), sampled every 200 ms, and where its time
+outside the run went (`session_start_seconds`: imports and the session's start; `stop_seconds`: stopping
+the session). Every side of a shape
 reads the same generated files (`generate_events`, 100k events a file, `--max-files-per-trigger` files a
 micro-batch) and writes Parquet.
 
@@ -241,6 +243,7 @@ def parquet_rows(output: Path) -> int:
 
 def one_run(args) -> int:
     """--one SIDE: a single run in this process's own local[2] session; prints its result as JSON."""
+    began = time.monotonic()
     from spark_jobs.spark.session import local_spark_session, stop_session
 
     spark = local_spark_session(
@@ -249,6 +252,7 @@ def one_run(args) -> int:
         shuffle_partitions=SHUFFLE_PARTITIONS,
         extra_conf={"spark.ui.enabled": "false"},
     )
+    session_s = time.monotonic() - began
     scratch = Path(args.scratch)
     scratch.mkdir(parents=True, exist_ok=True)
     try:
@@ -262,7 +266,11 @@ def one_run(args) -> int:
             result = run_native(spark, name, Path(args.input), scratch, args.max_files_per_trigger, settings)
             result["settings"] = settings
     finally:
+        stopping = time.monotonic()
         stop_session(spark)  # both sides: what our jobs call (spark_jobs.spark.cli)
+    # Where the process's time outside the run went: imports and the session's start, and its stop.
+    result["session_start_seconds"] = round(session_s, 2)
+    result["stop_seconds"] = round(time.monotonic() - stopping, 2)
     print(json.dumps(result))
     return 0
 
