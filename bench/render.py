@@ -1,12 +1,14 @@
 """Figures from the benchmark records: the tables of docs/performance.md and the charts in docs/img/.
 
-    python bench/render.py [--results-dir bench/results] [--doc docs/performance.md] [--img docs/img]
+    python bench/render.py [--results-dir bench/results] [--doc docs/performance.md --doc README.md]
+                           [--img docs/img]
 
 Reads every record (`bench/results/*.jsonl`, see bench/results.py) and keeps, per benchmark, shape, side
-and key count, the figure of the latest run. In the document, the text between
-`<!-- generated: NAME -->` and `<!-- end generated: NAME -->` is replaced by the table NAME (engine, spark,
-enrichment); everything else is left as written. Each table row points to its run, listed under the table
-with its date, commit, load and the command that reproduces it. Charts are SVG, written directly: records/s
+and key count, the figure of the latest run. In each document, the text between `<!-- generated: NAME -->`
+and `<!-- end generated: NAME -->` is replaced by the table NAME (engine, spark, enrichment, and summary:
+the README's digest of the latest figures); everything else is left as written. Each table row of
+docs/performance.md points to its run, listed under the table with its date, commit, load and the command
+that reproduces it. Charts are SVG, written directly: records/s
 against key count (log scale), one line per side.
 """
 
@@ -198,12 +200,47 @@ def enrichment_table(records: list[dict]) -> list[str]:
     return [*lines, "", *runs.lines()]
 
 
-TABLES = {"engine": engine_table, "spark": spark_table, "enrichment": enrichment_table}
+def summary_table(records: list[dict]) -> list[str]:
+    """The README's digest: per shape, the engine's records/s at its fewest and most keys, and on Spark
+    ours over tuned native at each key count; the full tables are in docs/performance.md."""
+    engine = {
+        (f.key[0], f.key[2]): f.row["records_per_s"] for f in latest(records, "engine") if f.key[1] == "ours"
+    }
+    spark: dict[tuple, dict[str, float]] = {}
+    for f in latest(records, "spark"):
+        spark.setdefault((f.key[0], f.key[2]), {})[f.key[1]] = f.row.get("events_per_s")
+    shapes = sorted({shape for shape, _ in [*engine, *spark]}, key=_shape_order)
+    if not shapes:
+        return ["No benchmark run recorded yet: `python bench/engine_bench.py`."]
+    engine_keys = sorted({keys for _, keys in engine})
+    spark_keys = sorted({keys for _, keys in spark})
+    header = ["shape"]
+    header += [f"engine records/s (CPU), {keys:,} keys" for keys in engine_keys]
+    header += [f"Spark ours / native, {keys:,} keys" for keys in spark_keys]
+    lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
+    for shape in shapes:
+        cells = [shape]
+        cells += [_rate(engine.get((shape, keys))) for keys in engine_keys]
+        for keys in spark_keys:
+            sides = spark.get((shape, keys), {})
+            cells.append(_ratio(sides.get("ours"), sides.get("native")))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+TABLES = {
+    "engine": engine_table,
+    "spark": spark_table,
+    "enrichment": enrichment_table,
+    "summary": summary_table,
+}
 
 
 def chart_links(name: str, chart_names: list[str]) -> list[str]:
     """Markdown images of the charts that belong to table `name` (docs/img/ seen from docs/)."""
-    if name == "engine":
+    if name == "summary":
+        mine = []
+    elif name == "engine":
         mine = [c for c in chart_names if c == "engine.svg"]
     elif name == "enrichment":
         mine = [c for c in chart_names if c == "spark-enrichment.svg"]
@@ -361,10 +398,10 @@ def charts(records: list[dict]) -> dict[str, str]:
     return out
 
 
-def render(results_dir: Path, doc: Path, img: Path) -> list[Path]:
+def render(results_dir: Path, docs: list[Path], img: Path) -> list[Path]:
     records = read_records(results_dir)
     written = []
-    if doc.exists():
+    for doc in docs:
         doc.write_text(fill(doc.read_text(), records))
         written.append(doc)
     img.mkdir(parents=True, exist_ok=True)
@@ -377,16 +414,23 @@ def render(results_dir: Path, doc: Path, img: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR)
-    parser.add_argument("--doc", type=Path, default=REPO_ROOT / "docs" / "performance.md")
+    parser.add_argument(
+        "--doc",
+        type=Path,
+        action="append",
+        help="a document to fill (repeatable; default docs/performance.md and README.md)",
+    )
     parser.add_argument("--img", type=Path, default=REPO_ROOT / "docs" / "img")
     args = parser.parse_args(argv)
-    if not args.doc.exists():
-        print(
-            f"error: {args.doc} does not exist (its text around the generated tables is written by hand)",
-            file=sys.stderr,
-        )
-        return 2
-    for path in render(args.results_dir, args.doc, args.img):
+    docs = args.doc or [REPO_ROOT / "docs" / "performance.md", REPO_ROOT / "README.md"]
+    for doc in docs:
+        if not doc.exists():
+            print(
+                f"error: {doc} does not exist (its text around the generated tables is written by hand)",
+                file=sys.stderr,
+            )
+            return 2
+    for path in render(args.results_dir, docs, args.img):
         print(f"wrote {path}")
     return 0
 

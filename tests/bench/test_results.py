@@ -129,6 +129,15 @@ def test_the_spark_table_gives_ours_over_native_and_over_untuned_native():
     ]
 
 
+def test_the_summary_gives_engine_rates_and_spark_ratios_per_shape():
+    lines = render.summary_table(FIXTURE)
+    assert lines[0] == (
+        "| shape | engine records/s (CPU), 200 keys | engine records/s (CPU), 250,000 keys "
+        "| Spark ours / native, 200 keys | Spark ours / native, 100,000 keys |"
+    )
+    assert "| count | 1,000,000 | 500,000 | 1.50 | 0.50 |" in lines
+
+
 def test_rendering_replaces_only_the_generated_blocks():
     document = (
         "# Title\nhand text\n<!-- generated: engine -->\nstale\n<!-- end generated: engine -->\n"
