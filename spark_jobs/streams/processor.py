@@ -43,6 +43,11 @@ class Processor:
 
     Schedules created after `init` survive a restore only if their punctuator is a bound method of the
     processor (it is re-bound by name); other late schedules make `snapshot()` raise.
+
+    A forwarded record's key, value and headers belong to the nodes below from then on: do not change
+    those objects afterwards (forward a new object instead). The task may run the nodes below over a
+    batch of forwards after `process` has seen the batch (runtime/task.py), and writes sinks' rows as
+    they are when the output is drained.
     """
 
     def init(self, context: ProcessorContext) -> None:

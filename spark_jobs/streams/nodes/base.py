@@ -194,8 +194,42 @@ class SinkNode(Node):
         return Batch(keys, values, None, timestamps, headers, None)
 
 
+class ForwardBuffer:
+    """A user processor's forwards over a batch, held instead of run: the task runs the processor's children
+    over them as columns once the processor has seen the batch (runtime/task.py). Per forward: the input
+    row it came from (`src`, the task sets `row`) and the child it goes to (`targets`: None while every
+    forward went to every child)."""
+
+    __slots__ = ("keys", "values", "timestamps", "headers", "src", "targets", "row")
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.keys: list = []
+        self.values: list = []
+        self.timestamps: list = []
+        self.headers: list = []
+        self.src: list[int] = []
+        self.targets: list[int | None] | None = None
+        self.row = 0
+
+    def add(self, key: Any, value: Any, timestamp: int, headers: Any, target: int | None) -> None:
+        if target is not None and self.targets is None:
+            self.targets = [None] * len(self.keys)
+        self.keys.append(key)
+        self.values.append(value)
+        self.timestamps.append(timestamp)
+        self.headers.append(headers)
+        self.src.append(self.row)
+        if self.targets is not None:
+            self.targets.append(target)
+
+
 class UserProcessorNode(Node):
-    """Hosts a user `Processor`; forwarding is synchronous and depth-first, so it always runs row by row."""
+    """Hosts a user `Processor`. Forwarding is synchronous and depth-first: its children run a forward
+    before `forward` returns, unless the task holds its forwards in a `ForwardBuffer` (`forwards`) to run
+    them as columns, where that cannot change anything (runtime/task.py)."""
 
     columnar = False
 
@@ -208,6 +242,7 @@ class UserProcessorNode(Node):
         self.current_timestamp = -1
         self.child_runners: list[SerialRunner] = []
         self.child_runner_by_name: dict[str, SerialRunner] = {}
+        self.forwards: ForwardBuffer | None = None  # set by the task while it holds the forwards
 
     def init(self, task_context: TaskContext) -> None:
         super().init(task_context)
@@ -252,6 +287,11 @@ class UserProcessorNode(Node):
                 )
             targets = (runner,)
         key, value, headers = record.key, record.value, record.headers
+        if self.forwards is not None:
+            named = to is not None and to.child_name is not None
+            target = list(self.child_runner_by_name).index(to.child_name) if named else None
+            self.forwards.add(key, value, timestamp, headers, target)
+            return
         for runner in targets:
             runner(key, value, None, timestamp, headers)
 

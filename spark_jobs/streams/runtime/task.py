@@ -10,7 +10,10 @@ columns where that cannot change anything:
   every node returns (see nodes/base.py).
 - User processors that are children of such a source ("islands") run row by row, in lockstep, with the
   task's stream time set for each row as it would be record by record; their state depends on nothing
-  else. If one of them creates or cancels a schedule, the batch is cut after that row.
+  else. If one of them creates or cancels a schedule, the batch is cut after that row. Where no user
+  processor is below an island, the task holds the island's forwards over the batch and runs its
+  children as columns over them (`_island_children_runner` says why that changes nothing); otherwise
+  the island's forwards cascade row by row.
 - STREAM_TIME punctuation may run between two records, so a batch is cut right after every record at
   which a schedule falls due.
 - Other sources are processed record by record, each node's outputs cascading row by row.
@@ -27,7 +30,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from ..nodes.base import Node, SinkNode, SourceNode, UserProcessorNode
+from ..nodes.base import ForwardBuffer, Node, SinkNode, SourceNode, UserProcessorNode
 from ..optimizer import rewrites
 from ..records import Record, Windowed, make_record, make_windowed
 from ..timeutil import INT64_MAX, Duration, to_millis
@@ -709,11 +712,12 @@ class StreamTask:
     def _source_runner(self, source: Node) -> Callable:
         """Runs a batch from `source`: islands row by row in lockstep, then the columnar children; returns
         the output columns in depth-first order and how many input rows were consumed."""
-        islands = [
-            (i, self._serial_runners[c.name])
-            for i, c in enumerate(source.children)
-            if isinstance(c, UserProcessorNode)
-        ]
+        islands = []  # (child index, serial runner, its children's batch runner or None, its buffer)
+        for i, child in enumerate(source.children):
+            if isinstance(child, UserProcessorNode):
+                below = self._island_children_runner(child)
+                buffer = ForwardBuffer() if below is not None else None
+                islands.append((i, self._serial_runners[child.name], child, below, buffer))
         columnar = [
             (i, self._columnar_runner(c, len(source.children) > 1))
             for i, c in enumerate(source.children)
@@ -729,6 +733,10 @@ class StreamTask:
                 version = punctuation.version
                 base = stream_time = self.stream_time
                 late = self.late
+                for _, _, node, _, buffer in islands:
+                    if buffer is not None:
+                        buffer.clear()
+                        node.forwards = buffer
                 try:
                     for i in range(n):
                         late.row = i
@@ -736,7 +744,11 @@ class StreamTask:
                         if ts > stream_time:
                             self.stream_time = stream_time = ts
                         h = None if headers is None else headers[i]
-                        for (rows, src), (_, serial) in zip(collected, islands, strict=False):
+                        for (rows, src), (_, serial, _, _, buffer) in zip(collected, islands, strict=False):
+                            if buffer is not None:
+                                buffer.row = i
+                                serial(keys[i], values[i], _NO_OLD, ts, h)
+                                continue
                             self._collector = rows
                             mark = len(rows)
                             serial(keys[i], values[i], _NO_OLD, ts, h)
@@ -752,11 +764,17 @@ class StreamTask:
                     self._collector = self._rows
                     self.stream_time = base  # the task advances it after the batch
                     late.row = None
-                results += [
-                    (index, batching.rows_to_columns(rows), src)
-                    for (index, _), (rows, src) in zip(islands, collected, strict=False)
-                    if rows
-                ]
+                    for _, _, node, _, _ in islands:
+                        node.forwards = None
+                for (index, _, _, below, buffer), (rows, src) in zip(islands, collected, strict=False):
+                    if buffer is None:
+                        if rows:
+                            results.append((index, batching.rows_to_columns(rows), src))
+                    elif buffer.keys:
+                        cols, src = below(buffer)
+                        buffer.clear()  # the batch's rows go with it
+                        if cols is not None:
+                            results.append((index, cols, src))
             for index, run_child in columnar:
                 cols, src = run_child(keys, values, None, timestamps, headers)
                 if cols is not None:
@@ -769,6 +787,68 @@ class StreamTask:
             return batching.merge([(cols, src) for _, cols, src in results], False)[0], n
 
         return run_source
+
+    def _island_children_runner(self, island: UserProcessorNode) -> Callable | None:
+        """A function running an island's children as columns over the forwards its processor made in a
+        batch (a `ForwardBuffer`); returns the sinks' columns in depth-first order and the input row each
+        output row descends from. None where they must run row by row: a user processor below the island.
+
+        Record by record, the island's children run each forward before the processor sees the next record.
+        Holding the forwards changes nothing there: the processor reads no state of the nodes below it
+        (its own attributes, the task's clocks and topic, which the batch sets per row), the nodes below
+        read no state that the source's tree changes (`_can_batch`), and punctuation, the one other way
+        into those nodes, runs only between chunks (`_process_columnar` cuts a chunk after the record at
+        which a schedule falls due, and after a record at which a processor changes the schedules). The
+        children then see exactly the rows they see record by record, in the same order; a forward to a
+        named child goes to that child's rows only, and the merge by forward (`src`) restores the
+        depth-first order: forward by forward, children in order."""
+        stack = list(island.children)
+        while stack:
+            below = stack.pop()
+            if isinstance(below, UserProcessorNode) or not below.columnar:
+                return None
+            stack.extend(below.children)
+        runners = [self._columnar_runner(child, True) for child in island.children]
+        path = self.late.path  # late rows map back through the forwards' src (runtime/late.py)
+
+        def run_children(buffer: ForwardBuffer) -> tuple[Columns | None, list | None]:
+            keys, values, timestamps, src, targets = (
+                buffer.keys,
+                buffer.values,
+                buffer.timestamps,
+                buffer.src,
+                buffer.targets,
+            )
+            headers = None if all(h is None for h in buffer.headers) else buffer.headers
+            olds = [None] * len(keys)  # as a forward reaches a child record by record
+            results = []
+            path.append(src)
+            for c, run_child in enumerate(runners):
+                if targets is None:
+                    picked = None
+                    cols, child_src = run_child(keys, values, olds, timestamps, headers)
+                else:
+                    picked = [j for j, target in enumerate(targets) if target is None or target == c]
+                    if not picked:
+                        continue
+                    path.append(picked)
+                    cols, child_src = run_child(
+                        [keys[j] for j in picked],
+                        [values[j] for j in picked],
+                        [None] * len(picked),
+                        [timestamps[j] for j in picked],
+                        None if headers is None else [headers[j] for j in picked],
+                    )
+                    path.pop()
+                if cols is not None:
+                    results.append((cols, batching.compose(picked, child_src)))
+            path.pop()
+            if not results:
+                return EMPTY
+            cols, forward_src = results[0] if len(results) == 1 else batching.merge(results, True)
+            return cols, batching.compose(src, forward_src)
+
+        return run_children
 
     def _columnar_runner(self, node: Node, need_src: bool) -> Callable:
         """A function processing a batch at `node`; returns the sinks' columns in depth-first order and,
