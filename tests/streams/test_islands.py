@@ -2,7 +2,8 @@
 changes nothing: topologies with a user processor in front of joins, aggregations and branches, fed batches
 cut anywhere (their state handed between worker copies), give exactly the output (seqs, topics, headers),
 late records, state and metrics of the task run record by record on the serial path, where every forward
-cascades depth first before the processor sees the next record.
+cascades depth first before the processor sees the next record. Each late record names the input record it
+descends from (its origin).
 
 The processors forward none, one or two records per input (one with an earlier timestamp, late for the
 windows below), keep state of their own, add headers, forward to one child by name, and punctuate (stream
@@ -178,7 +179,7 @@ def _observed(task: StreamTask) -> tuple[list, list]:
     rows = list(zip(out.seqs, out.topics, out.keys, out.values, out.timestamps, out.window_starts,
                     out.window_ends, out.headers, strict=True))  # fmt: skip
     late = [
-        (r.node, r.topic, r.key, r.value, r.timestamp, r.window_start, r.window_end, r.stream_time)
+        (r.node, r.topic, r.origin, r.key, r.value, r.timestamp, r.window_start, r.window_end, r.stream_time)
         for r in task.drain_late()
     ]
     return rows, late
@@ -199,21 +200,22 @@ def record_by_record(shape: str, records) -> tuple:
         task_module.rewrites, task_module._can_batch = original_rewrites, original_can_batch
     assert not any(task._columnar.values())
     rows, late = [], []
-    for topic, key, value, ts in records:
-        task.process(topic, key, value, ts)
+    for i, (topic, key, value, ts) in enumerate(records):
+        task.process_batch(topic, [key], [value], [ts], origins=[i])
         more_rows, more_late = _observed(task)
         rows += more_rows
         late += more_late
     return rows, late, _state(task), task.metrics()
 
 
-def _runs(chunk):
+def _runs(chunk, first: int):
+    """Consecutive records of one topic, each with its index in the input (its origin)."""
     runs: list[tuple[str, list]] = []
-    for record in chunk:
+    for i, record in enumerate(chunk, first):
         if runs and runs[-1][0] == record[0]:
-            runs[-1][1].append(record)
+            runs[-1][1].append((*record, i))
         else:
-            runs.append((record[0], [record]))
+            runs.append((record[0], [(*record, i)]))
     return runs
 
 
@@ -226,8 +228,14 @@ def in_batches(shape: str, records, cuts, owners) -> tuple:
     for i, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
         owner = owners[i % len(owners)]
         task = copies.task_for(owner)
-        for topic, run in _runs(records[lo:hi]):
-            task.process_batch(topic, [r[1] for r in run], [r[2] for r in run], [r[3] for r in run])
+        for topic, run in _runs(records[lo:hi], lo):
+            task.process_batch(
+                topic,
+                [r[1] for r in run],
+                [r[2] for r in run],
+                [r[3] for r in run],
+                origins=[r[4] for r in run],
+            )
         more_rows, more_late = _observed(task)
         rows += more_rows
         late += more_late
