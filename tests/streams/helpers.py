@@ -173,3 +173,22 @@ class WorkerCopies:
         self.written.append(set(export.parts))
         self.names_after.append(set(self.store))
         self.copies[owner] = (task, len(self.written))
+
+
+def check_any_batching(in_batches, record_by_record, inputs, property_settings) -> None:
+    """Hypothesis: inputs drawn from `inputs`, cut into batches anywhere and run by worker copies taking
+    turns (`in_batches(records, cuts, owners)`), give what `record_by_record(records)` gives."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    @property_settings
+    @given(
+        data=st.data(),
+        cuts=st.lists(st.integers(0, 80), max_size=6),
+        owners=st.lists(st.integers(0, 2), min_size=1, max_size=4),
+    )
+    def check(data, cuts, owners):
+        records = data.draw(inputs)
+        assert in_batches(records, cuts, owners) == record_by_record(records)
+
+    check()

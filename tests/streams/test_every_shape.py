@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from bench.jobs import hopping_builtin, hopping_stats, running_count, session_count
@@ -23,7 +23,7 @@ from spark_jobs.streams import JoinWindows, StreamsBuilder
 from spark_jobs.streams.runtime import task as task_module
 from spark_jobs.streams.runtime.task import StreamTask
 
-from .helpers import WorkerCopies
+from .helpers import WorkerCopies, check_any_batching
 
 READINGS = "sensor-readings"
 REGISTRY = "sensor-registry"
@@ -148,17 +148,12 @@ def in_batches(shape: str, records, cuts, owners) -> tuple:
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_any_batching_with_state_handed_between_workers_equals_the_plain_nodes_record_by_record(shape):
-    @PROPERTY
-    @given(
-        data=st.data(),
-        cuts=st.lists(st.integers(0, 80), max_size=6),
-        owners=st.lists(st.integers(0, 2), min_size=1, max_size=4),
+    check_any_batching(
+        lambda records, cuts, owners: in_batches(shape, records, cuts, owners),
+        lambda records: record_by_record(shape, records),
+        inputs(shape),
+        PROPERTY,
     )
-    def check(data, cuts, owners):
-        records = data.draw(inputs(shape))
-        assert in_batches(shape, records, cuts, owners) == record_by_record(shape, records)
-
-    check()
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))

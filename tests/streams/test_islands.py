@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from spark_jobs.streams import (
@@ -32,7 +32,7 @@ from spark_jobs.streams.nodes.base import UserProcessorNode
 from spark_jobs.streams.runtime import task as task_module
 from spark_jobs.streams.runtime.task import StreamTask
 
-from .helpers import WorkerCopies
+from .helpers import WorkerCopies, check_any_batching
 
 READINGS, REGISTRY, VISITS = "readings", "registry", "visits"
 
@@ -263,17 +263,12 @@ def _measure_below_islands(shape: str, monkeypatch, sizes: list) -> None:
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_any_batching_below_a_user_processor_equals_the_serial_path_record_by_record(shape):
-    @PROPERTY
-    @given(
-        data=st.data(),
-        cuts=st.lists(st.integers(0, 80), max_size=6),
-        owners=st.lists(st.integers(0, 2), min_size=1, max_size=4),
+    check_any_batching(
+        lambda records, cuts, owners: in_batches(shape, records, cuts, owners),
+        lambda records: record_by_record(shape, records),
+        inputs(shape),
+        PROPERTY,
     )
-    def check(data, cuts, owners):
-        records = data.draw(inputs(shape))
-        assert in_batches(shape, records, cuts, owners) == record_by_record(shape, records)
-
-    check()
 
 
 def _fixed_input(shape: str) -> list:
