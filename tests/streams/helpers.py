@@ -192,3 +192,101 @@ def check_any_batching(in_batches, record_by_record, inputs, property_settings) 
         assert in_batches(records, cuts, owners) == record_by_record(records)
 
     check()
+
+
+# -- batch against record by record, for whole topologies (test_every_shape.py, test_islands.py) ----------
+
+
+def record_stream(topics: Sequence[str], values):
+    """Hypothesis strategy: (topic, key, value, timestamp) records whose timestamps drift upwards with jumps
+    back (late records), null keys among them; `values` draws the values."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def draw_records(draw):
+        out, now = [], 0
+        for _ in range(draw(st.integers(0, 80))):
+            now += draw(st.integers(0, 6))
+            ts = max(0, now - draw(st.sampled_from([0, 0, 0, 2, 9, 40])))
+            key = draw(st.sampled_from(["a", "b", "c", None]))
+            out.append((draw(st.sampled_from(list(topics))), key, draw(values), ts))
+        return out
+
+    return draw_records()
+
+
+def observed(task: StreamTask) -> tuple[list, list]:
+    """What the task emitted since the last call: output rows and late records (with their origins)."""
+    out = task.drain_output()
+    rows = list(zip(out.seqs, out.topics, out.keys, out.values, out.timestamps, out.window_starts,
+                    out.window_ends, out.headers, strict=True))  # fmt: skip
+    late = [
+        (r.node, r.topic, r.origin, r.key, r.value, r.timestamp, r.window_start, r.window_end, r.stream_time)
+        for r in task.drain_late()
+    ]
+    return rows, late
+
+
+def state_of(task: StreamTask) -> list:
+    return sorted(repr(row) for node in task.nodes.values() for row in node.state_rows())
+
+
+def plain_task(topology: Topology, serial: bool = False) -> StreamTask:
+    """A task without the optimizer's rewrites; `serial`: every source on the serial path too."""
+    from spark_jobs.streams.runtime import task as task_module
+
+    original_rewrites, original_can_batch = task_module.rewrites, task_module._can_batch
+    task_module.rewrites = lambda nodes: {}
+    if serial:
+        task_module._can_batch = lambda source, nodes: False
+    try:
+        task = StreamTask(topology)
+    finally:
+        task_module.rewrites, task_module._can_batch = original_rewrites, original_can_batch
+    if serial:
+        assert not any(task._columnar.values())
+    return task
+
+
+def one_by_one(task: StreamTask, records) -> tuple:
+    """Each record alone (its index as origin); the outputs, late records, state and metrics."""
+    rows, late = [], []
+    for i, (topic, key, value, ts) in enumerate(records):
+        task.process_batch(topic, [key], [value], [ts], origins=[i])
+        more_rows, more_late = observed(task)
+        rows += more_rows
+        late += more_late
+    return rows, late, state_of(task), task.metrics()
+
+
+def topic_runs(chunk, first: int):
+    """Consecutive records of one topic, each with its index in the input (its origin), as the runtime
+    hands a task each input's run of records."""
+    runs: list[tuple[str, list]] = []
+    for i, record in enumerate(chunk, first):
+        if runs and runs[-1][0] == record[0]:
+            runs[-1][1].append((*record, i))
+        else:
+            runs.append((record[0], [(*record, i)]))
+    return runs
+
+
+def in_batches(topology: Topology, records, cuts, owners) -> tuple:
+    """Batches cut at `cuts`, each run by a worker copy (owner) that catches up from the parts the previous
+    batches exported; the outputs, late records, state and metrics."""
+    copies = WorkerCopies(topology)
+    bounds = sorted({0, len(records), *(c for c in cuts if c <= len(records))})
+    rows, late, task = [], [], None
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        owner = owners[i % len(owners)]
+        task = copies.task_for(owner)
+        for topic, run in topic_runs(records[lo:hi], lo):
+            keys, values, timestamps = [r[1] for r in run], [r[2] for r in run], [r[3] for r in run]
+            task.process_batch(topic, keys, values, timestamps, origins=[r[4] for r in run])
+        more_rows, more_late = observed(task)
+        rows += more_rows
+        late += more_late
+        copies.export(owner, task)
+    if task is None:
+        task = StreamTask(topology)
+    return rows, late, state_of(task), task.metrics()

@@ -1,6 +1,6 @@
 """Every shape a user writes runs the same whatever the batching: the task fed batches cut anywhere (and
 its state exported and imported between batches, as Spark's workers hand it on) gives exactly the output,
-late records and state of the plain nodes fed one record at a time, with no optimizer rewrite.
+late records (with their input records), state and metrics of the plain nodes fed one record at a time, with no optimizer rewrite.
 
 Shapes (the topologies the benchmarks run, with small windows): the windowed count under a final suppress,
 hopping windows with a user aggregate and with declared aggregations under a final suppress, a running
@@ -20,10 +20,9 @@ from hypothesis import strategies as st
 from bench.jobs import hopping_builtin, hopping_stats, running_count, session_count
 from spark_jobs.jobs import window_finals
 from spark_jobs.streams import JoinWindows, StreamsBuilder
-from spark_jobs.streams.runtime import task as task_module
-from spark_jobs.streams.runtime.task import StreamTask
 
-from .helpers import WorkerCopies, check_any_batching
+from .helpers import check_any_batching, one_by_one, plain_task, record_stream
+from .helpers import in_batches as batched
 
 READINGS = "sensor-readings"
 REGISTRY = "sensor-registry"
@@ -70,80 +69,18 @@ values = st.one_of(
 timestamps = st.integers(0, 300)
 
 
-@st.composite
-def inputs(draw, shape: str):
-    """(topic, key, value, timestamp) records; timestamps drift upwards with jumps back (late records)."""
-    topics = TOPICS.get(shape, [READINGS])
-    size = draw(st.integers(0, 80))
-    out, now = [], 0
-    for _ in range(size):
-        now += draw(st.integers(0, 6))
-        ts = max(0, now - draw(st.sampled_from([0, 0, 0, 2, 9, 40])))
-        key = draw(st.sampled_from(["a", "b", "c", None]))
-        out.append((draw(st.sampled_from(topics)), key, draw(values), ts))
-    return out
-
-
-def _runs(chunk):
-    """Consecutive records of one topic, as the runtime hands a task each input's run of records."""
-    runs: list[tuple[str, list]] = []
-    for record in chunk:
-        if runs and runs[-1][0] == record[0]:
-            runs[-1][1].append(record)
-        else:
-            runs.append((record[0], [record]))
-    return runs
-
-
-def _observed(task: StreamTask) -> tuple:
-    out = task.drain_output()
-    rows = list(zip(out.seqs, out.topics, out.keys, out.values, out.timestamps, out.window_starts,
-                    out.window_ends, strict=True))  # fmt: skip
-    late = [
-        (r.node, r.topic, r.key, r.value, r.timestamp, r.window_start, r.window_end, r.stream_time)
-        for r in task.drain_late()
-    ]
-    return rows, late
-
-
-def _state(task: StreamTask) -> list:
-    return sorted(repr(row) for node in task.nodes.values() for row in node.state_rows())
+def inputs(shape: str):
+    return record_stream(TOPICS.get(shape, [READINGS]), values)
 
 
 def record_by_record(shape: str, records) -> tuple:
     """The plain nodes, one record at a time, no rewrite."""
-    original = task_module.rewrites
-    task_module.rewrites = lambda nodes: {}
-    try:
-        task = StreamTask(SHAPES[shape]())
-    finally:
-        task_module.rewrites = original
-    rows, late = [], []
-    for topic, key, value, ts in records:
-        task.process(topic, key, value, ts)
-        more_rows, more_late = _observed(task)
-        rows += more_rows
-        late += more_late
-    return rows, late, _state(task)
+    return one_by_one(plain_task(SHAPES[shape]()), records)
 
 
 def in_batches(shape: str, records, cuts, owners) -> tuple:
-    """The task as the runtime drives it: batches cut at `cuts`, each batch run by a worker copy (owner)
-    that catches up from the parts the previous batches exported."""
-    copies = WorkerCopies(SHAPES[shape]())
-    bounds = sorted({0, len(records), *(c for c in cuts if c <= len(records))})
-    rows, late, task = [], [], None
-    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        owner = owners[i % len(owners)]
-        task = copies.task_for(owner)
-        for topic, run in _runs(records[lo:hi]):
-            task.process_batch(topic, [r[1] for r in run], [r[2] for r in run], [r[3] for r in run])
-        more_rows, more_late = _observed(task)
-        rows += more_rows
-        late += more_late
-        copies.export(owner, task)
-    state = _state(task) if task is not None else _state(StreamTask(SHAPES[shape]()))
-    return rows, late, state
+    """The task as the runtime drives it: batches cut anywhere, state handed between worker copies."""
+    return batched(SHAPES[shape](), records, cuts, owners)
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
@@ -166,8 +103,8 @@ def test_the_scenario_is_not_vacuous(shape):
         # a pause in the middle ends every session; some records arrive long after their window or session
         ts = (i if i < 60 else i + 100) if i % 11 else (max(0, i - 40) if i < 60 else 30)
         records.append((topic, "abc"[i % 3], value, ts))
-    rows, late, state = record_by_record(shape, records)
+    rows, late, state, metrics = record_by_record(shape, records)
     assert rows and state
     if shape not in ("running_count", "stream_table_join"):  # neither has windows to be late for
         assert late
-    assert in_batches(shape, records, [1, 2, 50, 51, 90], [0, 1, 0, 2]) == (rows, late, state)
+    assert in_batches(shape, records, [1, 2, 50, 51, 90], [0, 1, 0, 2]) == (rows, late, state, metrics)

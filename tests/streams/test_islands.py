@@ -29,10 +29,10 @@ from spark_jobs.streams import (
     To,
 )
 from spark_jobs.streams.nodes.base import UserProcessorNode
-from spark_jobs.streams.runtime import task as task_module
 from spark_jobs.streams.runtime.task import StreamTask
 
-from .helpers import WorkerCopies, check_any_batching
+from .helpers import check_any_batching, one_by_one, plain_task, record_stream
+from .helpers import in_batches as batched
 
 READINGS, REGISTRY, VISITS = "readings", "registry", "visits"
 
@@ -161,88 +161,18 @@ values = st.one_of(
 )
 
 
-@st.composite
-def inputs(draw, shape: str):
-    """(topic, key, value, timestamp) records; timestamps drift upwards with jumps back (late records)."""
-    topics = TOPICS.get(shape, [READINGS])
-    out, now = [], 0
-    for _ in range(draw(st.integers(0, 80))):
-        now += draw(st.integers(0, 6))
-        ts = max(0, now - draw(st.sampled_from([0, 0, 0, 2, 9, 40])))
-        key = draw(st.sampled_from(["a", "b", "c", None]))
-        out.append((draw(st.sampled_from(topics)), key, draw(values), ts))
-    return out
-
-
-def _observed(task: StreamTask) -> tuple[list, list]:
-    out = task.drain_output()
-    rows = list(zip(out.seqs, out.topics, out.keys, out.values, out.timestamps, out.window_starts,
-                    out.window_ends, out.headers, strict=True))  # fmt: skip
-    late = [
-        (r.node, r.topic, r.origin, r.key, r.value, r.timestamp, r.window_start, r.window_end, r.stream_time)
-        for r in task.drain_late()
-    ]
-    return rows, late
-
-
-def _state(task: StreamTask) -> list:
-    return sorted(repr(row) for node in task.nodes.values() for row in node.state_rows())
+def inputs(shape: str):
+    return record_stream(TOPICS.get(shape, [READINGS]), values)
 
 
 def record_by_record(shape: str, records) -> tuple:
     """Every source on the serial path (each node's outputs cascading row by row), no rewrite."""
-    original_rewrites, original_can_batch = task_module.rewrites, task_module._can_batch
-    task_module.rewrites = lambda nodes: {}
-    task_module._can_batch = lambda source, nodes: False
-    try:
-        task = StreamTask(SHAPES[shape]())
-    finally:
-        task_module.rewrites, task_module._can_batch = original_rewrites, original_can_batch
-    assert not any(task._columnar.values())
-    rows, late = [], []
-    for i, (topic, key, value, ts) in enumerate(records):
-        task.process_batch(topic, [key], [value], [ts], origins=[i])
-        more_rows, more_late = _observed(task)
-        rows += more_rows
-        late += more_late
-    return rows, late, _state(task), task.metrics()
-
-
-def _runs(chunk, first: int):
-    """Consecutive records of one topic, each with its index in the input (its origin)."""
-    runs: list[tuple[str, list]] = []
-    for i, record in enumerate(chunk, first):
-        if runs and runs[-1][0] == record[0]:
-            runs[-1][1].append((*record, i))
-        else:
-            runs.append((record[0], [(*record, i)]))
-    return runs
+    return one_by_one(plain_task(SHAPES[shape](), serial=True), records)
 
 
 def in_batches(shape: str, records, cuts, owners) -> tuple:
-    """Batches cut at `cuts`, each run by a worker copy (owner) that catches up from the parts the previous
-    batches exported."""
-    copies = WorkerCopies(SHAPES[shape]())
-    bounds = sorted({0, len(records), *(c for c in cuts if c <= len(records))})
-    rows, late, task = [], [], None
-    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        owner = owners[i % len(owners)]
-        task = copies.task_for(owner)
-        for topic, run in _runs(records[lo:hi], lo):
-            task.process_batch(
-                topic,
-                [r[1] for r in run],
-                [r[2] for r in run],
-                [r[3] for r in run],
-                origins=[r[4] for r in run],
-            )
-        more_rows, more_late = _observed(task)
-        rows += more_rows
-        late += more_late
-        copies.export(owner, task)
-    if task is None:
-        task = StreamTask(SHAPES[shape]())
-    return rows, late, _state(task), task.metrics()
+    """Batches cut anywhere, each run by a worker copy that catches up from the previous exports."""
+    return batched(SHAPES[shape](), records, cuts, owners)
 
 
 def _measure_below_islands(shape: str, monkeypatch, sizes: list) -> None:
