@@ -157,9 +157,9 @@ def spark_table(records: list[dict]) -> list[str]:
     for f in figures:
         cells.setdefault((f.key[0], f.key[2]), {})[f.key[1]] = f
     lines = [
-        "| shape | keys | ours events/s | native events/s | ours / native | native untuned events/s "
+        "| shape | keys | events | ours events/s | native events/s | ours / native | native untuned events/s "
         "| ours / untuned | peak MB ours / native | run |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for (shape, keys), sides in sorted(
         cells.items(), key=lambda item: (_shape_order(item[0][0]), item[0][1])
@@ -168,12 +168,23 @@ def spark_table(records: list[dict]) -> list[str]:
         peak = {side: f.row.get("peak_rss_mb") for side, f in sides.items()}
         refs = " ".join(dict.fromkeys(runs.ref(f.record) for f in sides.values()))
         memory = f"{_rate(peak.get('ours'))} / {_rate(peak.get('native'))}"
+        datasets = " / ".join(dict.fromkeys(_dataset(f.record) for f in sides.values()))
         lines.append(
-            f"| {shape} | {keys:,} | {_rate(rate.get('ours'))} | {_rate(rate.get('native'))} | "
+            f"| {shape} | {keys:,} | {datasets} | {_rate(rate.get('ours'))} | {_rate(rate.get('native'))} | "
             f"{_ratio(rate.get('ours'), rate.get('native'))} | {_rate(rate.get('native_untuned'))} | "
             f"{_ratio(rate.get('ours'), rate.get('native_untuned'))} | {memory} | {refs} |"
         )
     return [*lines, "", *runs.lines()]
+
+
+def _dataset(record: dict) -> str:
+    """A Spark record's input: its events, and the event time they span when the run set it (else the
+    generator's sensor rates set it: less as keys grow)."""
+    settings = record.get("settings", {})
+    events = settings.get("events")
+    minutes = settings.get("minutes")
+    text = f"{events:,}" if events else "?"
+    return text if minutes is None else f"{text} over {minutes:g} min"
 
 
 def enrichment_table(records: list[dict]) -> list[str]:

@@ -1,7 +1,8 @@
 """Spark benchmark, end to end: our jobs on the Spark runtime against native Spark Structured Streaming.
 
     python bench/spark_bench.py [--shapes count,hopping_user,hopping_builtin,running_count]
-                                [--keys 200 100000 1000000] [--events N] [--max-files-per-trigger N]
+                                [--keys 200 100000 1000000] [--events N] [--minutes M]
+                                [--max-files-per-trigger N]
                                 [--partitions N] [--untuned] [--repeat N] [--results-dir DIR]
 
 Each run is its own process (`python bench/spark_bench.py --one SIDE ...`: its own local[2] JVM and
@@ -105,11 +106,13 @@ class PeakMemory:
         self._thread.join()
 
 
-def dataset(events: int, keys: int, files: int) -> Path:
-    """Generated once per size, then reused: the same files for every run."""
+def dataset(events: int, keys: int, files: int, minutes: float | None = None) -> Path:
+    """Generated once per size, then reused: the same files for every run. `minutes`: the event time the
+    events span (default: what the generator's sensor rates give, which shrinks as keys grow)."""
     from spark_jobs.jobs import generate_events
 
-    directory = WORK / f"events-{events}-sensors-{keys}-files-{files}"
+    span = "" if minutes is None else f"-minutes-{minutes:g}"
+    directory = WORK / f"events-{events}-sensors-{keys}-files-{files}{span}"
     facts = directory / "_generated.json"
     if facts.exists() and json.loads(facts.read_text())["events"] == events:
         return directory
@@ -118,6 +121,7 @@ def dataset(events: int, keys: int, files: int) -> Path:
     generate_events.main(
         ["--output", str(directory), "--events", str(events), "--sensors", str(keys), "--files", str(files)]
         + ["--late-fraction", "0.01"]
+        + ([] if minutes is None else ["--minutes", str(minutes)])
     )
     print(f"  generated {events:,} events in {files} files in {time.monotonic() - started:.0f} s", flush=True)
     return directory
@@ -363,6 +367,12 @@ def parse_args(argv):
     )
     parser.add_argument("--events", type=int, default=2_000_000)
     parser.add_argument(
+        "--minutes",
+        type=float,
+        help="event time the events span (default: the generator's sensor rates; at 100k keys and more "
+        "that is under one 10-minute window, so no window closes)",
+    )
+    parser.add_argument(
         "--max-files-per-trigger",
         type=int,
         default=10,
@@ -387,6 +397,8 @@ def parse_args(argv):
         parser.exit(2, f"error: unknown shapes {unknown}; known: {', '.join(SHAPES)}\n")
     if min([*args.keys, args.events, args.repeat, args.partitions]) < 1:
         parser.exit(2, "error: --keys, --events, --repeat and --partitions must be at least 1\n")
+    if args.minutes is not None and not args.minutes > 0:
+        parser.exit(2, "error: --minutes must be more than 0\n")
     return args
 
 
@@ -407,12 +419,13 @@ def main(argv: list[str] | None = None) -> int:
             skipped[shape] = reason
             print(f"{shape}: skipped, {reason}", flush=True)
     for keys in args.keys:
-        input_dir = dataset(args.events, keys, files)
+        input_dir = dataset(args.events, keys, files, args.minutes)
         for shape in args.shape_names:
             if shape not in skipped:
                 figures += compare(shape, keys, input_dir, sides, args, native_cache)
     settings = {
         "events": args.events,
+        "minutes": args.minutes,
         "files": files,
         "max_files_per_trigger": args.max_files_per_trigger,
         "keys": args.keys,

@@ -2,10 +2,12 @@
 
     python -m spark_jobs.jobs.generate_events --output DIR [--events N] [--sensors N] [--files N]
         [--late-fraction F] [--bad-fraction F] [--seed S] [--format jsonl|parquet] [--start ISO8601]
+        [--minutes M]
 
 - Sensors emit at different rates (log-uniform, from one reading every few minutes to several per
   minute), so some 2-minute windows hold fewer than 4 readings; about one sensor in eight goes silent
-  for good partway through.
+  for good partway through. `--minutes` spreads the events over that much event time instead (every
+  sensor's rate scaled alike), so that many sensors still span many windows.
 - Records arrive (= file order) by event time plus a small random delay, so they are out of order by up
   to ~30 s; a `--late-fraction` of them arrive 6 to 20 minutes late, beyond window plus grace.
 - A `--bad-fraction` of extra lines are bad records, cycling through every kind the job quarantines.
@@ -82,14 +84,17 @@ def generate(
     late_fraction: float,
     seed: int,
     start_ms: int,
+    minutes: float | None = None,
 ) -> dict:
-    """Columns of the valid readings in arrival order, plus facts about them."""
+    """Columns of the valid readings in arrival order, plus facts about them; `minutes`: the event time
+    they span (default: what the sensors' rates give for `events`)."""
     rng = np.random.default_rng(seed)
     names = np.array([f"sensor-{i:04d}" for i in range(1, sensors + 1)])
     rates = np.exp(rng.uniform(np.log(RATE_PER_MIN[0]), np.log(RATE_PER_MIN[1]), sensors))  # per minute
     silent = rng.random(sensors) < SILENT_SENSOR_FRACTION
-    # Span such that the expected count matches `events`; silent sensors stop between 30% and 80% of it.
-    span_min = events / rates.sum()
+    # Span such that the expected count matches `events` (or as asked: the rates scale alike); silent
+    # sensors stop between 30% and 80% of it.
+    span_min = events / rates.sum() if minutes is None else minutes
     stop_at = np.where(silent, rng.uniform(0.3, 0.8, sensors), 1.0) * span_min
     weights = rates * stop_at
     per_sensor = rng.multinomial(events, weights / weights.sum())
@@ -260,11 +265,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--start", default=DEFAULT_START, help=f"first event time, ISO 8601 (default {DEFAULT_START})"
     )
+    parser.add_argument(
+        "--minutes", type=float, help="event time the events span (default: as the sensors' rates give)"
+    )
     args = parser.parse_args(argv)
     if args.events < 0 or args.sensors < 1 or args.files < 1:
         parser.error("--events >= 0, --sensors >= 1 and --files >= 1")
+    if args.minutes is not None and not args.minutes > 0:
+        parser.error("--minutes > 0")
     start_ms = parse_start(args.start)
-    generated = generate(args.events, args.sensors, args.late_fraction, args.seed, start_ms)
+    generated = generate(args.events, args.sensors, args.late_fraction, args.seed, start_ms, args.minutes)
     written = write_files(args.output, generated, args.files, args.bad_fraction, args.format, args.seed)
     facts = {
         "events": args.events,

@@ -48,7 +48,7 @@ def test_the_results_directory_is_the_option_then_the_environment_then_bench_res
     assert results_dir().parts[-2:] == ("bench", "results")
 
 
-def _record(benchmark, date, figures, command="python bench/x.py"):
+def _record(benchmark, date, figures, command="python bench/x.py", settings=None):
     return {
         "benchmark": benchmark,
         "date": date,
@@ -60,7 +60,7 @@ def _record(benchmark, date, figures, command="python bench/x.py"):
         "python": "3.11.7",
         "spark": "4.0.0",
         "command": command,
-        "settings": {},
+        "settings": settings or {},
         "figures": figures,
     }
 
@@ -105,6 +105,14 @@ FIXTURE = [
             _spark("count", "native", 100000, 300_000),
         ],
         "python bench/spark_bench.py --untuned",
+        {"events": 3_000_000, "minutes": None},
+    ),
+    _record(
+        "spark",
+        "2026-01-03T00:00:00Z",
+        [_spark("hopping_user", "ours", 100000, 90_000), _spark("hopping_user", "native", 100000, 60_000)],
+        "python bench/spark_bench.py --minutes 60",
+        {"events": 3_000_000, "minutes": 60},
     ),
 ]
 
@@ -122,10 +130,11 @@ def test_the_engine_table_shows_the_latest_run_per_shape_and_key_count():
 
 
 def test_the_spark_table_gives_ours_over_native_and_over_untuned_native():
-    rows = [line for line in render.spark_table(FIXTURE) if line.startswith("| count")]
+    rows = [line for line in render.spark_table(FIXTURE) if line.startswith(("| count", "| hopping"))]
     assert rows == [
-        "| count | 200 | 300,000 | 200,000 | 1.50 | 100,000 | 3.00 | 3,000 / 2,000 | [1] |",
-        "| count | 100,000 | 150,000 | 300,000 | 0.50 | – | – | 1,000 / 1,000 | [1] |",
+        "| count | 200 | 3,000,000 | 300,000 | 200,000 | 1.50 | 100,000 | 3.00 | 3,000 / 2,000 | [1] |",
+        "| count | 100,000 | 3,000,000 | 150,000 | 300,000 | 0.50 | – | – | 1,000 / 1,000 | [1] |",
+        "| hopping_user | 100,000 | 3,000,000 over 60 min | 90,000 | 60,000 | 1.50 | – | – | 1,000 / 1,000 | [2] |",
     ]
 
 
@@ -152,7 +161,7 @@ def test_rendering_replaces_only_the_generated_blocks():
 
 def test_charts_are_valid_svg_with_a_line_per_side():
     charts = render.charts(FIXTURE)
-    assert sorted(charts) == ["engine.svg", "spark-count.svg"]
+    assert sorted(charts) == ["engine.svg", "spark-count.svg", "spark-hopping_user.svg"]
     root = ET.fromstring(charts["spark-count.svg"])
     assert root.tag == f"{SVG}svg"
     lines = root.findall(f"{SVG}polyline")

@@ -105,3 +105,21 @@ def test_prints_a_short_summary_whatever_the_number_of_sensors(tmp_path, capsys)
     assert printed["files_written"] == 2 and printed["events"] == 20000
     assert printed["manifest"] == str(tmp_path / "_generated.json")
     assert len(json.dumps(printed)) < 1000
+
+
+def test_minutes_spreads_the_events_over_that_much_event_time():
+    start = generate_events.parse_start(generate_events.DEFAULT_START)
+    by_rates = generate_events.generate(30_000, 10_000, 0.0, 42, start)
+    spread = generate_events.generate(30_000, 10_000, 0.0, 42, start, minutes=120)
+    assert (by_rates["end_ms"] - start) / 60_000 < 15  # three readings per sensor span a few minutes
+    assert 115 < (spread["end_ms"] - start) / 60_000 <= 120
+    assert len(spread["keys"]) == 30_000
+
+
+def test_minutes_must_be_positive(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exit_info:
+        generate_events.main(["--output", str(tmp_path), "--minutes", "0"])
+    assert exit_info.value.code == 2
+    assert "--minutes > 0" in capsys.readouterr().err
