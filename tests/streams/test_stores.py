@@ -352,17 +352,53 @@ def test_a_join_store_segment_past_the_retention_loses_its_parts_and_a_load_leav
     _, names = store.export_parts(changed_only=False)
     assert sorted(names) == ["left0.0", "left1.0"]
     store.put_batch(["c"], [3], [96], [2])  # the clock at 96: segment 0 (times up to 9) expired
+    assert sorted(store.entries) == ["b", "c"]  # "a", put in segment 0, leaves memory
     parts, names = store.export_parts(changed_only=True)
     assert sorted(names) == ["left1.0", "left9.0"] and list(parts) == ["left9.0"]
-    store.put_batch(["c"], [4], [101], [3])  # segment 1 expired too; "b" (15) kept in memory until fetched
+    store.put_batch(["c"], [4], [101], [3])  # segment 1 expired too: "b" (15), put in it, leaves memory
     _, names = store.export_parts(changed_only=True)
     assert sorted(names) == ["left10.0", "left9.0"]
-    assert sorted(store.entries) == ["a", "b", "c"]
+    assert sorted(store.entries) == ["c"]
     loaded = JoinWindowStore("left", retention=80)
     loaded.store_time = store.store_time
     loaded.apply_parts(round_trip(store.state_parts()), [])
     assert list(loaded.items()) == list(store.items()) == [("c", 96, 3), ("c", 101, 4)]
     assert sorted(loaded.entries) == ["c"]
+
+
+@PROPERTY
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 40)), max_size=8), st.booleans()
+        ),
+        max_size=12,
+    ),
+    st.integers(10, 60),
+)
+def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(batches, retention) -> None:
+    """Batches of puts with a clock that moves on (each batch a step later, records up to 40 late), some
+    followed by a fetch of every key: a fetch finds exactly the live records put, and whether fetched or
+    not, the store holds no record older than its retention and a segment before its expiry limit."""
+    store = JoinWindowStore("left", retention=retention)
+    put: list[tuple[str, int, int]] = []  # (key, timestamp, seq) of every record put
+    seq = 0
+    for step, (batch, fetch) in enumerate(batches):
+        keys = [key for key, _ in batch]
+        stamps = [max(0, step * 25 - late) for _, late in batch]
+        seqs = list(range(seq, seq + len(batch)))
+        seq += len(batch)
+        expired = set(store.put_batch(keys, list(seqs), stamps, seqs))
+        put += [
+            (k, t, n) for i, (k, t, n) in enumerate(zip(keys, stamps, seqs, strict=True)) if i not in expired
+        ]
+        limit = store.store_time - retention
+        oldest = min((ts for rows in store.entries.values() for ts, _, _ in rows), default=limit + 1)
+        assert oldest > limit - retention - store.interval
+        if fetch:
+            for key in "abcd":
+                live = [(t, n, n) for k, t, n in sorted(put, key=lambda r: r[1:]) if k == key and t > limit]
+                assert store.fetch_batch([key], [0], [10**6]) == [live]
 
 
 # -- the key-value store --------------------------------------------------------------------------------------

@@ -310,7 +310,9 @@ class _Segment:
 
 class JoinWindowStore:
     """One side of a stream-stream join: key -> its records `(timestamp, seq, value)`, sorted. Records at or
-    before `store_time - retention` are expired: neither found nor put; a fetch deletes those of its key.
+    before `store_time - retention` are expired: neither found nor put; a fetch deletes those of its key,
+    and once the clock expires a segment, a put deletes those of the keys put in it (`_purge`), so that
+    the store holds about a retention of records, as Kafka's segmented store does.
 
     Saved as Kafka's segmented window stores keep their records, by segment of event time (`interval`, a
     SEGMENTS-th of the retention), each a group of a StoreLog (nodes/store_log.py). A record goes to the
@@ -335,6 +337,7 @@ class JoinWindowStore:
         self._runs: list[
             tuple[int, int]
         ] = []  # (position in `_new`, segment) where a segment's records start
+        self._purged = -1  # the segments up to this one have no record left in `entries`
         self.log = StoreLog()
 
     def put_batch(self, keys: list, values: list, timestamps: list, seqs: list) -> list[int]:
@@ -374,7 +377,45 @@ class JoinWindowStore:
         new[1].extend(timestamps)
         new[2].extend(seqs)
         new[3].extend(values)
+        if self._last_expired_segment() > self._purged:
+            self._purge()
         return expired
+
+    def _last_expired_segment(self) -> int:
+        """The last segment whose whole span the clock has expired (`_expired_segment`)."""
+        return (self.store_time - self.retention + 1) // self.interval - 1
+
+    def _purge(self) -> None:
+        """Delete the expired records of the keys put in the segments expired since the last purge: every
+        record put in such a segment is expired (a record's segment is that of the clock as it was put)."""
+        last, purged = self._last_expired_segment(), self._purged
+        keys: set = set()
+        for number, segment in self._segments.items():
+            if purged < number <= last:
+                for chunk in segment.chunks:
+                    keys.update(chunk[0])
+        new_keys, runs = self._new[0], self._runs
+        bounds = [at for at, _ in runs[1:]] + [len(new_keys)]
+        for (lo, number), hi in zip(runs, bounds, strict=True):
+            if number > last:
+                break
+            if number > purged:
+                keys.update(new_keys[lo:hi])
+        self._cut_expired(keys)
+        self._purged = last
+
+    def _cut_expired(self, keys) -> None:
+        """Delete the expired records of `keys` (a key left without records goes)."""
+        entries, limit = self.entries, (self.store_time - self.retention, _AFTER_EVERY_SEQ)
+        for key in keys:
+            rows = entries.get(key)
+            if rows is None:
+                continue
+            cut = bisect_right(rows, limit)
+            if cut == len(rows):
+                del entries[key]
+            elif cut:
+                del rows[:cut]
 
     def fetch_batch(self, keys: list, times_from: list, times_to: list) -> list[list[tuple[int, int, Any]]]:
         """Per key its records with timestamps in [time from, time to] (both inclusive), oldest first."""
@@ -541,11 +582,5 @@ class JoinWindowStore:
             segment.add((keys, array("q", columns[0]), array("q", columns[1]), columns[2]))
         for number in [n for n in segments if self._expired_segment(n)]:
             del segments[number]  # its parts go at the next export
-        limit = self.store_time - self.retention
-        for key in list(entries):
-            rows = entries[key]
-            cut = bisect_right(rows, (limit, _AFTER_EVERY_SEQ))
-            if cut == len(rows):
-                del entries[key]
-            elif cut:
-                del rows[:cut]
+        self._cut_expired(list(entries))
+        self._purged = self._last_expired_segment()
