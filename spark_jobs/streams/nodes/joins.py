@@ -8,6 +8,7 @@ call; its results come in the order of Kafka's record-by-record processing."""
 from __future__ import annotations
 
 from bisect import insort
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,8 +30,8 @@ class StreamJoinState:
         self.windows = windows
         retention = windows.before + windows.after + windows.grace
         self.stream_time = -1
-        # the timestamps of the stores' live entries, each counted once (state_size)
-        self.timestamps: dict[int, int] = {}
+        # the timestamps of the stores' live entries, with their count in every store (state_size)
+        self.timestamps: Counter[int] = Counter()
         self.stores = (
             JoinWindowStore("left", retention, self.timestamps),
             JoinWindowStore("right", retention, self.timestamps),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right, insort
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from heapq import heapify, heappop, heappush
 from typing import Any
@@ -23,8 +24,8 @@ class WindowCounts:
     live while its bound (a session's end, a sliding window's start, a joined record's timestamp) is above
     the store's expiry limit (`store_time - retention`). That limit only grows, so `expire` drops a window
     at or below it for good: its entries are neither listed nor put again, and their physical deletion
-    needs no count. `union` (window -> how many counters hold it) is shared by the counters of one node's
-    stores, whose windows are counted once (Node.state_size)."""
+    needs no count. `union` (window -> the live entries of every counter sharing it) is shared by the
+    counters of one node's stores, whose windows are counted once (Node.state_size)."""
 
     __slots__ = ("counts", "entries", "_bounds", "_union")
 
@@ -41,12 +42,12 @@ class WindowCounts:
             self.counts[window] = 1
             if bound is not None:
                 heappush(self._bounds, (bound, window))
-            union = self._union
-            if union is not None:
-                union[window] = union.get(window, 0) + 1
         else:
             self.counts[window] = n + 1
         self.entries += 1
+        union = self._union
+        if union is not None:
+            union[window] = union.get(window, 0) + 1
 
     def remove(self, window: Any) -> None:
         """One entry fewer in `window` (nothing where the window expired already)."""
@@ -55,34 +56,95 @@ class WindowCounts:
             return
         self.entries -= 1
         if n == 1:
-            self._drop(window)
+            del self.counts[window]
         else:
             self.counts[window] = n - 1
+        if self._union is not None:
+            _uncount(self._union, window, 1)
 
     def expire(self, limit: int) -> None:
         """Drop the windows whose bound is at or below `limit`."""
         bounds, counts = self._bounds, self.counts
         while bounds and bounds[0][0] <= limit:
             window = heappop(bounds)[1]
-            n = counts.get(window)
+            n = counts.pop(window, None)
             if n is not None:
                 self.entries -= n
-                self._drop(window)
-
-    def _drop(self, window: Any) -> None:
-        del self.counts[window]
-        union = self._union
-        if union is not None:
-            if union[window] == 1:
-                del union[window]
-            else:
-                union[window] -= 1
+                if self._union is not None:
+                    _uncount(self._union, window, n)
 
     def clear(self) -> None:
-        for window in list(self.counts):
-            self._drop(window)
+        if self._union is not None:
+            for window, n in self.counts.items():
+                _uncount(self._union, window, n)
+        self.counts = {}
         self.entries = 0
         self._bounds = []
+
+
+def _uncount(union: dict[Any, int], window: Any, n: int) -> None:
+    """`n` entries of `window` fewer in a union of counters."""
+    left = union[window] - n
+    if left:
+        union[window] = left
+    else:
+        del union[window]
+
+
+class TimestampCounts:
+    """A join store's live records per timestamp, as WindowCounts counts windows (a record's window is its
+    timestamp, which is also its bound), kept a batch at a time: `add_batch` counts a batch's timestamps
+    and `expire` drops those at or below the limit, from the store's timestamps in order (`_order`, sorted
+    with the batches added since merged in). `union` (timestamp -> live records of every counter sharing
+    it) is a Counter shared with the join's other counters."""
+
+    __slots__ = ("counts", "entries", "_order", "_fresh", "_union")
+
+    def __init__(self, union: Counter | None = None) -> None:
+        self.counts: Counter = Counter()  # timestamp -> its live records (> 0)
+        self.entries = 0
+        self._order: list[int] = []  # the counted timestamps (one per record), sorted
+        self._fresh: list[int] = []  # the timestamps added since `_order` was sorted
+        self._union = union
+
+    def add_batch(self, timestamps: list[int]) -> None:
+        """A record more at each of `timestamps`, none of which has expired."""
+        self.counts.update(timestamps)
+        if self._union is not None:
+            self._union.update(timestamps)
+        self._fresh += timestamps
+        self.entries += len(timestamps)
+
+    def expire(self, limit: int) -> None:
+        """Drop the timestamps at or below `limit`."""
+        order, fresh = self._order, self._fresh
+        if fresh:
+            fresh.sort()
+            if order and fresh[0] < order[-1]:  # merge: what follows the batch's first goes again in order
+                at = bisect_right(order, fresh[0])
+                fresh += order[at:]
+                fresh.sort()
+                del order[at:]
+            order += fresh
+            self._fresh = []
+        cut = bisect_right(order, limit)
+        if not cut:
+            return
+        counts, union = self.counts, self._union
+        for ts in order[:cut]:
+            n = counts.pop(ts, None)
+            if n is not None and union is not None:
+                _uncount(union, ts, n)
+        del order[:cut]
+        self.entries -= cut
+
+    def clear(self) -> None:
+        if self._union is not None:
+            for ts, n in self.counts.items():
+                _uncount(self._union, ts, n)
+        self.counts = Counter()
+        self.entries = 0
+        self._order, self._fresh = [], []
 
 
 def _session_order(session: list) -> tuple[int, int]:
@@ -325,13 +387,13 @@ class JoinWindowStore:
     of its parts for a new base. Saved form: `{"keys": [...], "columns": [timestamps, seqs, values]}`, a
     record per position."""
 
-    def __init__(self, prefix: str, retention: int, union: dict[int, int] | None = None) -> None:
+    def __init__(self, prefix: str, retention: int, union: Counter | None = None) -> None:
         self.prefix = prefix
         self.retention = retention
         self.interval = max(1, -(-retention // SEGMENTS))
         self.store_time = -1  # the max timestamp put
         self.entries: dict[Any, list[tuple[int, int, Any]]] = {}
-        self.counts = WindowCounts(union)  # per timestamp; `union` shared with the join's other stores
+        self.counts = TimestampCounts(union)  # per timestamp; `union` shared with the join's other stores
         self._segments: dict[int, _Segment] = {}  # the segments the parts hold
         self._new: tuple[list, list, list, list] = ([], [], [], [])  # keys, timestamps, seqs, values put
         self._runs: list[
@@ -343,7 +405,7 @@ class JoinWindowStore:
     def put_batch(self, keys: list, values: list, timestamps: list, seqs: list) -> list[int]:
         """Put records in order; the positions of those not put (expired already: the store's clock had
         passed them by the retention, counting the earlier records of the batch)."""
-        entries, retention, add, interval = self.entries, self.retention, self.counts.add, self.interval
+        entries, retention, interval = self.entries, self.retention, self.interval
         store_time = self.store_time
         new, runs = self._new, self._runs
         at = len(new[0])
@@ -366,13 +428,13 @@ class JoinWindowStore:
                 entries[key] = [(ts, seq, value)]
             else:
                 insort(rows, (ts, seq, value))
-            add(ts, ts)
         self.store_time = store_time
         if expired:
             skip = set(expired)
             kept = [n for n in range(len(keys)) if n not in skip]
             keys, values = [keys[n] for n in kept], [values[n] for n in kept]
             timestamps, seqs = [timestamps[n] for n in kept], [seqs[n] for n in kept]
+        self.counts.add_batch(timestamps)
         new[0].extend(keys)
         new[1].extend(timestamps)
         new[2].extend(seqs)
@@ -456,9 +518,7 @@ class JoinWindowStore:
     def recount(self) -> None:
         """Count the entries again (after a catch-up)."""
         self.counts.clear()
-        for rows in self.entries.values():
-            for ts, _, _ in rows:
-                self.counts.add(ts, ts)
+        self.counts.add_batch([ts for rows in self.entries.values() for ts, _, _ in rows])
 
     # -- saving ---------------------------------------------------------------------------------------------
 
