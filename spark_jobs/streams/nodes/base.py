@@ -196,34 +196,34 @@ class SinkNode(Node):
 
 class ForwardBuffer:
     """A user processor's forwards over a batch, held instead of run: the task runs the processor's children
-    over them as columns once the processor has seen the batch (runtime/task.py). Per forward: the input
-    row it came from (`src`, the task sets `row`) and the child it goes to (`targets`: None while every
-    forward went to every child)."""
+    over them as columns once the processor has seen the batch (runtime/task.py). Per forward: the record
+    with the timestamp it goes with (`records`), the input row it came from (`src`, the task sets `row`)
+    and the child it goes to (`targets`: None while every forward went to every child)."""
 
-    __slots__ = ("keys", "values", "timestamps", "headers", "src", "targets", "row")
+    __slots__ = ("records", "src", "targets", "row")
 
     def __init__(self) -> None:
         self.clear()
 
     def clear(self) -> None:
-        self.keys: list = []
-        self.values: list = []
-        self.timestamps: list = []
-        self.headers: list = []
+        self.records: list[Record] = []
         self.src: list[int] = []
         self.targets: list[int | None] | None = None
         self.row = 0
 
-    def add(self, key: Any, value: Any, timestamp: int, headers: Any, target: int | None) -> None:
-        if target is not None and self.targets is None:
-            self.targets = [None] * len(self.keys)
-        self.keys.append(key)
-        self.values.append(value)
-        self.timestamps.append(timestamp)
-        self.headers.append(headers)
+    def add(self, record: Record, target: int | None) -> None:
+        targets = self.targets
+        if target is not None and targets is None:
+            targets = self.targets = [None] * len(self.records)
+        self.records.append(record)
         self.src.append(self.row)
-        if self.targets is not None:
-            self.targets.append(target)
+        if targets is not None:
+            targets.append(target)
+
+    def columns(self) -> tuple[list, list, list, list | None]:
+        """The forwards' keys, values, timestamps and headers (None where no forward has headers)."""
+        keys, values, timestamps, headers = (list(column) for column in zip(*self.records, strict=True))
+        return keys, values, timestamps, None if headers.count(None) == len(headers) else headers
 
 
 class UserProcessorNode(Node):
@@ -265,6 +265,10 @@ class UserProcessorNode(Node):
             self.current_timestamp = previous
 
     def forward(self, record: Record, to: To | str | None) -> None:
+        forwards = self.forwards
+        if to is None and forwards is not None and type(record) is Record and record[2] is not None:
+            forwards.add(record, None)  # to every child, with its own (valid) timestamp: held as it is
+            return
         if not isinstance(record, Record):
             raise TypeError(f"forward() takes a Record, got {type(record).__name__}")
         timestamp = record.timestamp
@@ -287,10 +291,10 @@ class UserProcessorNode(Node):
                 )
             targets = (runner,)
         key, value, headers = record.key, record.value, record.headers
-        if self.forwards is not None:
+        if forwards is not None:
             named = to is not None and to.child_name is not None
             target = list(self.child_runner_by_name).index(to.child_name) if named else None
-            self.forwards.add(key, value, timestamp, headers, target)
+            forwards.add(make_record(key, value, timestamp, headers), target)
             return
         for runner in targets:
             runner(key, value, None, timestamp, headers)

@@ -186,7 +186,7 @@ class StreamStreamJoinNode(Node):
             key, value, partners, seq = keys[i], values[i], partners_of[at], seqs[at]
             stream_times.append(stream_time)
             at += 1
-            if ts == stream_time:
+            if ts == stream_time and state.waiting:
                 self._emit_expired_waiting(out, i)
             for other_ts, other_seq, other_value in partners:
                 if self.other_outer:  # the partner is no longer waiting for a join

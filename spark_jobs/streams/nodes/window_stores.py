@@ -88,7 +88,7 @@ def _uncount(union: dict[Any, int], window: Any, n: int) -> None:
     if left:
         union[window] = left
     else:
-        del union[window]
+        union.pop(window)  # a Counter's `del` is a Python method
 
 
 class TimestampCounts:

@@ -730,6 +730,10 @@ class StreamTask:
             results: list[tuple[int, Columns, list | None]] = []
             if islands:
                 collected: list[tuple[list, list]] = [([], []) for _ in islands]
+                # islands whose forwards are held: each row's forwards go to its buffer, nothing runs below
+                held = [(serial, buffer) for _, serial, _, _, buffer in islands if buffer is not None]
+                if len(held) < len(islands):
+                    held = None
                 version = punctuation.version
                 base = stream_time = self.stream_time
                 late = self.late
@@ -739,21 +743,28 @@ class StreamTask:
                         node.forwards = buffer
                 try:
                     for i in range(n):
-                        late.row = i
                         ts = timestamps[i]
                         if ts > stream_time:
                             self.stream_time = stream_time = ts
-                        h = None if headers is None else headers[i]
-                        for (rows, src), (_, serial, _, _, buffer) in zip(collected, islands, strict=False):
-                            if buffer is not None:
+                        key, value, h = keys[i], values[i], None if headers is None else headers[i]
+                        if held is not None:
+                            for serial, buffer in held:
                                 buffer.row = i
-                                serial(keys[i], values[i], _NO_OLD, ts, h)
-                                continue
-                            self._collector = rows
-                            mark = len(rows)
-                            serial(keys[i], values[i], _NO_OLD, ts, h)
-                            if len(rows) > mark:
-                                src += repeat(i, len(rows) - mark)
+                                serial(key, value, _NO_OLD, ts, h)
+                        else:
+                            late.row = i
+                            for (rows, src), (_, serial, _, _, buffer) in zip(
+                                collected, islands, strict=True
+                            ):
+                                if buffer is not None:
+                                    buffer.row = i
+                                    serial(key, value, _NO_OLD, ts, h)
+                                    continue
+                                self._collector = rows
+                                mark = len(rows)
+                                serial(key, value, _NO_OLD, ts, h)
+                                if len(rows) > mark:
+                                    src += repeat(i, len(rows) - mark)
                         if punctuation.version != version:
                             if i + 1 < n:
                                 n = i + 1
@@ -770,7 +781,7 @@ class StreamTask:
                     if buffer is None:
                         if rows:
                             results.append((index, batching.rows_to_columns(rows), src))
-                    elif buffer.keys:
+                    elif buffer.records:
                         cols, src = below(buffer)
                         buffer.clear()  # the batch's rows go with it
                         if cols is not None:
@@ -812,14 +823,8 @@ class StreamTask:
         path = self.late.path  # late rows map back through the forwards' src (runtime/late.py)
 
         def run_children(buffer: ForwardBuffer) -> tuple[Columns | None, list | None]:
-            keys, values, timestamps, src, targets = (
-                buffer.keys,
-                buffer.values,
-                buffer.timestamps,
-                buffer.src,
-                buffer.targets,
-            )
-            headers = None if all(h is None for h in buffer.headers) else buffer.headers
+            keys, values, timestamps, headers = buffer.columns()
+            src, targets = buffer.src, buffer.targets
             olds = [None] * len(keys)  # as a forward reaches a child record by record
             results = []
             path.append(src)
