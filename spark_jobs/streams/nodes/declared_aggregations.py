@@ -166,39 +166,80 @@ def _is_int64(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and INT64_MIN <= x <= INT64_MAX
 
 
+class SegmentedFold:
+    """Left folds of segments that lie one after another (`sizes`, each at least 1), as a loop would fold
+    them (for floats to the last bit: no reassociation), planned once for every column folded over them.
+
+    Step r folds the r-th element of every segment longer than r into its accumulator: the segments sorted
+    longest first, those are a prefix, so each step is one gather and one ufunc call over it, and the steps
+    together touch each element once. Once few segments remain, each folds the rest of its elements on
+    its own (`ufunc.accumulate`), so that a long segment costs one call, not one per element.
+    """
+
+    __slots__ = ("sizes", "by_size", "steps", "tail", "tail_from")
+
+    # below this many segments still growing, each folds the rest of its elements on its own
+    TAIL_SEGMENTS = 8
+
+    def __init__(self, sizes: np.ndarray) -> None:
+        self.sizes = sizes
+        starts = np.cumsum(sizes) - sizes
+        self.by_size = np.argsort(-sizes, kind="stable")  # the segments, longest first
+        longest_first = sizes[self.by_size]
+        starts = starts[self.by_size]
+        longest = int(longest_first[0]) if len(sizes) else 0
+        # per r: how many segments are longer than r (a prefix of the longest first)
+        longer = np.searchsorted(-longest_first, -np.arange(longest + 1), "left").tolist()
+        # per step: (segments longer than r, those longer than r + 1, where their r-th elements are)
+        self.steps: list[tuple[int, int, np.ndarray]] = []
+        r = 0
+        while r < longest and (r == 0 or longer[r] > self.TAIL_SEGMENTS):
+            self.steps.append((longer[r], longer[r + 1], starts[: longer[r]] + r))
+            r += 1
+        self.tail_from = r
+        # the segments still growing after the steps: (position longest first, first element, end)
+        self.tail = [
+            (i, int(starts[i]) + r, int(starts[i] + longest_first[i]))
+            for i in range(longer[r] if r < longest else 0)
+        ]
+
+    def fold(
+        self, ufunc: np.ufunc, values: np.ndarray, initial: np.ndarray, running: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Per segment, `ufunc` folded from its `initial` over its elements: the result, and the result
+        before its last element; with `running`, per element the result up to it."""
+        order = self.by_size
+        acc = initial[order]
+        before = np.empty_like(acc)
+        out = np.empty(len(values), values.dtype) if running else None
+        with np.errstate(over="ignore", invalid="ignore"):
+            for longer, longer_next, at in self.steps:
+                before[longer_next:longer] = acc[longer_next:longer]  # their last element comes now
+                folded = ufunc(acc[:longer], values[at])
+                acc[:longer] = folded
+                if running:
+                    out[at] = folded
+            for i, lo, hi in self.tail:
+                segment = np.empty(hi - lo + 1, values.dtype)
+                segment[0] = acc[i]
+                segment[1:] = values[lo:hi]
+                ufunc.accumulate(segment, out=segment)
+                acc[i], before[i] = segment[-1], segment[-2]
+                if running:
+                    out[lo:hi] = segment[1:]
+        final = np.empty_like(acc)
+        final[order] = acc
+        previous = np.empty_like(before)
+        previous[order] = before
+        return final, previous, out
+
+
 def segmented_accumulate(
     ufunc: np.ufunc, values: np.ndarray, sizes: np.ndarray, initial: np.ndarray
 ) -> np.ndarray:
     """`values` holds segments one after another (`sizes`, each at least 1); per element, `ufunc` folded
-    left to right from its segment's `initial` over the segment's elements up to it, as a loop would (for
-    floats to the last bit: no reassociation). Segments of similar length share a matrix, a row each, which
-    `ufunc.accumulate` runs along; padding follows the elements, so it never reaches them."""
-    out = np.empty(len(values), values.dtype)
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
-    length_class = np.zeros(len(sizes), np.int64)
-    above = sizes > 1
-    length_class[above] = np.ceil(np.log2(sizes[above])).astype(np.int64)
-    for cls in np.unique(length_class).tolist():
-        segments = np.flatnonzero(length_class == cls)
-        if cls == 0:  # segments of one element
-            at = starts[segments]
-            with np.errstate(over="ignore", invalid="ignore"):
-                out[at] = ufunc(initial[segments], values[at])
-            continue
-        lengths = sizes[segments]
-        width = int(lengths.max())
-        matrix = np.zeros((len(segments), width + 1), values.dtype)
-        matrix[:, 0] = initial[segments]
-        total = int(lengths.sum())
-        row = np.repeat(np.arange(len(segments)), lengths)
-        col = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths) + 1
-        at = np.repeat(starts[segments], lengths) + col - 1
-        matrix[row, col] = values[at]
-        with np.errstate(over="ignore", invalid="ignore"):
-            ufunc.accumulate(matrix, axis=1, out=matrix)
-        out[at] = matrix[row, col]
-    return out
+    left to right from its segment's `initial` over the segment's elements up to it, as a loop would."""
+    return SegmentedFold(sizes).fold(ufunc, values, initial, running=True)[2]
 
 
 class AggregateRows:
@@ -382,47 +423,57 @@ class _BatchGroups:
 
 
 def group_pairs(keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: list) -> _BatchGroups:
-    """Groups of the pairs `(rec, store_of_pair)` (record, index into `stores`): one per (store, key). Each
-    pair's key is looked up in its store once (numbering the batch's keys first, then looking up each
-    store's distinct keys, costs more even at a few keys); a store's new keys get rows in order of first
-    appearance among its pairs."""
+    """Groups of the pairs `(rec, store_of_pair)` (record, index into `stores`): one per (store, key). The
+    batch's keys are numbered once, the pairs sorted by (store, key number) in one stable sort, and each
+    store looks up its groups' keys only, not its pairs'; a store's new keys get rows in order of first
+    appearance among its pairs. A group's key is the key object of its first pair."""
     key_objects = object_array(keys)
     str_keys = set(map(type, keys)) == {str}
-    by_store = np.argsort(store_of_pair, kind="stable")  # in record order within a store
-    store_ends = np.cumsum(np.bincount(store_of_pair, minlength=len(stores)))
-    pair_row = np.empty(len(rec), np.int64)
-    lo = 0
-    for store, hi in zip(stores, store_ends.tolist(), strict=True):
-        at = by_store[lo:hi]
-        pair_row[at] = store.rows_for(key_objects[rec[at]], str_keys)
-        lo = hi
-    base = np.cumsum([0] + [len(store) for store in stores])  # the stores' rows numbered one after another
-    pair_group_id = base[store_of_pair] + pair_row
-    # one stable sort: the pairs by group, in record order within a group
-    order = np.argsort(pair_group_id, kind="stable")
-    sorted_ids = pair_group_id[order]
+    key_number, n_keys = _number_keys(key_objects, str_keys)
+    code = store_of_pair * n_keys + key_number[rec]
+    # one stable sort: the pairs by group, in record order within a group (a radix sort for small codes)
+    order = np.argsort(code.astype(np.uint16) if len(stores) * n_keys <= 1 << 16 else code, kind="stable")
+    sorted_code = code[order]
     starts_group = np.empty(len(order), bool)
     starts_group[:1] = True
-    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=starts_group[1:])
+    np.not_equal(sorted_code[1:], sorted_code[:-1], out=starts_group[1:])
     group_at = np.flatnonzero(starts_group)
-    ids, first = sorted_ids[group_at], order[group_at]
+    first = order[group_at]  # per group: its first pair
     sizes = np.diff(np.append(group_at, len(order)))
     group = np.empty(len(order), np.int64)
     group[order] = np.cumsum(starts_group) - 1
-    store_of_group = np.searchsorted(base, ids, side="right") - 1
-    bounds = np.searchsorted(ids, base).tolist()
+    store_of_group = sorted_code[group_at] // n_keys
+    bounds = np.searchsorted(store_of_group, np.arange(len(stores) + 1)).tolist()
     store_groups = list(zip(bounds[:-1], bounds[1:], strict=True))
-    rows = ids - base[store_of_group]
-    return _BatchGroups(
-        group, order, sizes, stores, store_groups, rows, key_objects[rec[first]], store_of_group
-    )
+    group_keys = key_objects[rec[first]]
+    rows = np.empty(len(first), np.int64)
+    for store, (lo, hi) in zip(stores, store_groups, strict=True):
+        in_store = lo + np.argsort(first[lo:hi], kind="stable")  # by first appearance
+        rows[in_store] = store.rows_for(group_keys[in_store], str_keys)
+    return _BatchGroups(group, order, sizes, stores, store_groups, rows, group_keys, store_of_group)
+
+
+def _number_keys(keys: np.ndarray, str_keys: bool) -> tuple[np.ndarray, int]:
+    """Per key (an object array) a number, the same for equal keys: 0.. in order of first appearance."""
+    table = KeyTable.new(len(keys)) if str_keys else None
+    if table is not None:
+        numbers, distinct = table.number(keys)
+    else:
+        numbers, distinct = number_by_first_appearance(keys.tolist(), 0)
+    return numbers, max(len(distinct), 1)
 
 
 def fold_groups(
-    layout: AggregateLayout, groups: _BatchGroups, pair_ts: np.ndarray, fields: dict, pair_rec: np.ndarray
+    layout: AggregateLayout,
+    groups: _BatchGroups,
+    pair_ts: np.ndarray,
+    fields: dict,
+    pair_rec: np.ndarray,
+    running: bool = True,
 ) -> GroupFolds:
-    """Every state column's value after each pair, the pairs sorted by group; the groups' final values put
-    into their stores. `fields`: per value field, its (values, valid) per record."""
+    """Every state column's value per group after its last pair and before it, and with `running` after
+    each pair (the pairs sorted by group); the groups' final values put into their stores. `fields`: per
+    value field, its (values, valid) per record."""
     order, sizes = groups.order, groups.sizes
     m, n_groups = len(order), len(sizes)
     seg_end = np.cumsum(sizes)
@@ -433,47 +484,66 @@ def fold_groups(
         for store, (lo, hi) in zip(groups.stores, groups.store_groups, strict=True):
             column[lo:hi] = store.columns[state.name][groups.rows[lo:hi]]
         prior[state.name] = column
-    rank = np.arange(m) - np.repeat(seg_start, sizes)
+    plan = SegmentedFold(sizes)
+    rank = np.arange(m) - np.repeat(seg_start, sizes) if running else None
     sorted_rec = pair_rec[order]
-    running: dict[str, np.ndarray] = {}
+    finals: dict[str, np.ndarray] = {}
+    befores: dict[str, np.ndarray] = {}
+    runs: dict[str, np.ndarray] = {}
     for state in layout.columns:
         initial = prior[state.name]
-        if state.fold == "count":
-            column = np.repeat(initial, sizes) + rank + 1
-        elif state.fold == "ts":
-            column = segmented_accumulate(np.maximum, pair_ts[order], sizes, initial)
+        valid = fields[(state.field, state.reads)][1] if state.field is not None else None
+        if state.fold == "count" or (state.fold == "n" and valid.all()):
+            final = initial + sizes
+            before = final - 1
+            run = np.repeat(initial, sizes) + rank + 1 if running else None
         elif state.fold == "n":
-            valid = fields[(state.field, state.reads)][1]
-            if valid.all():
-                column = np.repeat(initial, sizes) + rank + 1
-            else:
-                counted = valid[sorted_rec].astype(np.int64)
-                total = np.cumsum(counted)
-                column = np.repeat(initial - (total[seg_start] - counted[seg_start]), sizes) + total
+            counted = valid[sorted_rec].astype(np.int64)
+            total = np.cumsum(counted)
+            base = initial - (
+                total[seg_start] - counted[seg_start]
+            )  # per group: its count minus the pairs' before it
+            final = base + total[seg_end - 1]
+            before = final - counted[seg_end - 1]
+            run = np.repeat(base, sizes) + total if running else None
+        elif state.fold == "ts":
+            final, before, run = plan.fold(np.maximum, pair_ts[order], initial, running)
         else:
-            numbers, valid = fields[(state.field, state.reads)]
+            numbers = fields[(state.field, state.reads)][0]
             values = numbers[sorted_rec]
             if not valid.all():
                 values[~valid[sorted_rec]] = state.initial
             ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum}[state.fold]
-            column = segmented_accumulate(ufunc, values, sizes, initial)
-        running[state.name] = column
-    final_at = seg_end - 1
+            final, before, run = plan.fold(ufunc, values, initial, running)
+        finals[state.name], befores[state.name] = final, before
+        if running:
+            runs[state.name] = run
     for store, (lo, hi) in zip(groups.stores, groups.store_groups, strict=True):
-        store.put(groups.rows[lo:hi], {name: column[final_at[lo:hi]] for name, column in running.items()})
-    return GroupFolds(groups, running, prior, seg_start)
+        store.put(groups.rows[lo:hi], {name: column[lo:hi] for name, column in finals.items()})
+    return GroupFolds(groups, runs if running else None, prior, finals, befores, seg_start)
 
 
 class GroupFolds:
-    """A batch's groups folded: per state column its value after each pair (`running`, the pairs sorted by
-    group as `groups.order` has them) and per group its value before the batch (`prior`)."""
+    """A batch's groups folded: per state column, per group its value before the batch (`prior`), after
+    its last pair (`finals`) and before that pair (`befores`), and, when folded with them, its value after
+    each pair (`running`, the pairs sorted by group as `groups.order` has them)."""
 
-    __slots__ = ("groups", "running", "prior", "seg_start")
+    __slots__ = ("groups", "running", "prior", "finals", "befores", "seg_start")
 
-    def __init__(self, groups: _BatchGroups, running: dict, prior: dict, seg_start: np.ndarray) -> None:
+    def __init__(
+        self,
+        groups: _BatchGroups,
+        running: dict | None,
+        prior: dict,
+        finals: dict,
+        befores: dict,
+        seg_start: np.ndarray,
+    ) -> None:
         self.groups = groups
         self.running = running
         self.prior = prior
+        self.finals = finals
+        self.befores = befores
         self.seg_start = seg_start  # per group: where its pairs begin in `running`
 
     def after(self) -> dict[str, np.ndarray]:
@@ -492,13 +562,7 @@ class GroupFolds:
 
     def at_last_pairs(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Per state column, per group: its value after its last pair (the batch's), and before it."""
-        last = self.seg_start + self.groups.sizes - 1
-        single = self.groups.sizes == 1
-        finals, olds = {}, {}
-        for name, column in self.running.items():
-            finals[name] = column[last]
-            olds[name] = np.where(single, self.prior[name], column[np.maximum(last - 1, 0)])
-        return finals, olds
+        return self.finals, self.befores
 
 
 def _unsort(values: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -518,6 +582,7 @@ class FoldedBatch(NamedTuple):
 
     kept: np.ndarray | None  # the aggregated records' rows in the batch (None: every row)
     rec: np.ndarray  # per pair: its record, among the aggregated ones
+    pair_ts: np.ndarray  # per pair: its record's timestamp
     window_starts: list[int]  # the windows of the pairs, ascending: the groups' stores, in order
     groups: _BatchGroups
     folds: GroupFolds
@@ -621,10 +686,11 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
         before = folds.before() if self.send_old_values else None
         return self._outputs(folds.after(), before, out_keys, src, headers)
 
-    def fold_batch(self, keys, values, timestamps, headers) -> FoldedBatch | None:
+    def fold_batch(self, keys, values, timestamps, headers, running: bool = True) -> FoldedBatch | None:
         """A batch's records folded into the store (late pairs counted, null keys dropped); None when no
-        pair is kept. The closed windows are still held: the caller deletes them (`drop_closed_windows`)
-        once it has read what it needs of them."""
+        pair is kept. `running`: the folds hold each pair's value too, not only each group's last two. The
+        closed windows are still held: the caller deletes them (`drop_closed_windows`) once it has read what
+        it needs of them."""
         kept, keys, values, ts = self._split_nulls(keys, values, timestamps, headers, False)
         if not len(keys):
             return None
@@ -656,8 +722,9 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
             stores.append(rows)
         groups = group_pairs(keys, rec, store_of_pair, stores)
         fields = read_fields(self.layout, values)
-        folds = fold_groups(self.layout, groups, ts[rec], fields, rec)
-        return FoldedBatch(kept, rec, window_starts.tolist(), groups, folds)
+        pair_ts = ts[rec]
+        folds = fold_groups(self.layout, groups, pair_ts, fields, rec, running)
+        return FoldedBatch(kept, rec, pair_ts, window_starts.tolist(), groups, folds)
 
     def open_window(self, start: int) -> AggregateRows:
         heappush(self.starts, start)

@@ -61,7 +61,7 @@ class FinalWindowAggregate:
         if not self._fusable(keys, headers):
             return self._node_by_node(keys, values, olds, timestamps, headers)
         aggregate = self.aggregate
-        folded = aggregate.fold_batch(keys, values, timestamps, headers)
+        folded = aggregate.fold_batch(keys, values, timestamps, headers, running=False)
         if folded is None:
             aggregate.drop_closed_windows()
             return None
@@ -158,10 +158,11 @@ class FinalWindowAggregate:
                 None,
             )
 
-        # the buffer's observed time after each pair's put: the running maximum of the output timestamps
-        pair_ts = np.empty(m, np.int64)
-        pair_ts[groups.order] = folds.running["ts"]
-        buffer_observed = np.maximum(np.maximum.accumulate(pair_ts), buffer.observed)
+        # the buffer's observed time after each pair's put: the running maximum of the output timestamps,
+        # each the maximum of its group's timestamp before the batch and of its pairs' up to it, so the
+        # running maximum of those two per pair
+        output_ts_bound = np.maximum(folded.pair_ts, folds.prior["ts"][groups.group])
+        buffer_observed = np.maximum(np.maximum.accumulate(output_ts_bound), buffer.observed)
         delta_count = np.zeros(m, np.int64)
         delta_count[first_pair[new_entry]] = 1
         leaves = np.searchsorted(
