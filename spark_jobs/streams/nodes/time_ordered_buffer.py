@@ -66,12 +66,6 @@ def entry_rows(columns: tuple[str, ...] = ENTRY_COLUMNS) -> WindowRows:
     return WindowRows(columns, fixed=2)
 
 
-def _entries(rows: WindowRows) -> Any:
-    """The entry tuples of a window's rows, in row order."""
-    ts, size, new, old, hdr, base, prior = rows.columns
-    return zip(repeat(None), repeat(None), new, old, prior, ts, hdr, size, repeat(None), base)
-
-
 class Evicted:
     """Output columns of the entries a batch evicted, in eviction order; `src[j]`: the input row whose put
     evicted entry j."""
@@ -566,9 +560,65 @@ class TimeOrderedKeyValueBuffer:
         heap = self.heap
         if not heap or heap[0][0] > limit:
             return 0
+        if self.window_close:
+            return self._evict_windows(limit, row, out)
         leaving = self.pop_due(limit)
         self._emit(leaving, row, out)
         return len(leaving)
+
+    def _evict_windows(self, limit: int, row: int, out: Evicted) -> int:
+        """until_window_closes: the windows ending at or before `limit` leave, by end, their entries in key
+        bytes order (windows ending together interleave), appended to `out` a column at a time; their
+        tombstones leave unseen (final results drop them). A metric sample when any entry left."""
+        heap, left = self.heap, 0
+        while heap and heap[0][0] <= limit:
+            end = heap[0][0]
+            leaving: list[tuple[Any, WindowRows]] = []
+            while heap and heap[0][0] == end:
+                window = _new_tuple(Window, (heappop(heap)[1], end))
+                window_rows = self.buckets.pop(window, None)
+                if window_rows:
+                    self.log.drop(window)
+                    leaving.append((window, window_rows))
+            if not leaving:
+                continue
+            if len(leaving) == 1:
+                window, window_rows = leaving[0]
+                inners, columns = window_rows.keys, window_rows.columns
+                windows: Any = repeat(window)
+                key_bytes_ = self._window_key_bytes(inners, window[0], end)
+            else:
+                inners, windows, key_bytes_ = [], [], []
+                columns = [[] for _ in leaving[0][1].columns]
+                for window, window_rows in leaving:
+                    inners += window_rows.keys
+                    windows += [window] * len(window_rows.keys)
+                    key_bytes_ += self._window_key_bytes(window_rows.keys, window[0], end)
+                    for merged, column in zip(columns, window_rows.columns, strict=True):
+                        merged += column
+            ts, size, new, old, hdr = columns[:5]
+            order = sorted(range(len(inners)), key=key_bytes_.__getitem__)  # unique within an end
+            left += len(order)
+            self.count -= len(order)
+            self.num_bytes -= sum(size)
+            if None in new:  # tombstones
+                order = [i for i in order if new[i] is not None]
+            if type(windows) is list:
+                windows = map(windows.__getitem__, order)
+            out.keys += map(
+                _new_tuple, repeat(Windowed), zip(map(inners.__getitem__, order), windows, strict=False)
+            )
+            out.values += map(new.__getitem__, order)
+            out.olds += map(old.__getitem__, order)
+            out.timestamps += map(ts.__getitem__, order)
+            if out.headers is not None:
+                out.headers += map(hdr.__getitem__, order)
+            out.src += repeat(row, len(order))
+        if left:
+            self.samples += 1
+            self.count_sum += self.count
+            self.size_sum += self.num_bytes
+        return left
 
     def _emit(self, leaving: list, row: int, out: Evicted) -> None:
         if not leaving:
@@ -674,30 +724,11 @@ class TimeOrderedKeyValueBuffer:
         return inner, self._pop(None, inner)
 
     def pop_due(self, limit: int) -> list[tuple[Any, tuple]]:
-        """Remove the entries whose buffer time is at or before `limit`, in (buffer time, key bytes)
-        order: `[(key, entry)]`."""
-        heap = self.heap
-        if not self.window_close:
-            due = []
-            while heap and heap[0][0] <= limit:
-                due.append(self.pop_head())
-            return due
-        due = []
+        """until_time_limit: remove the entries whose buffer time is at or before `limit`, in (buffer time,
+        key bytes) order: `[(key, entry)]` (until_window_closes windows leave by `_evict_windows`)."""
+        heap, due = self.heap, []
         while heap and heap[0][0] <= limit:
-            end = heap[0][0]
-            rows: list[tuple[bytes, Any, Any, tuple]] = []  # (key bytes, inner key, window, entry)
-            while heap and heap[0][0] == end:  # windows ending together interleave by key bytes
-                start = heappop(heap)[1]
-                window = _new_tuple(Window, (start, end))
-                window_rows = self.buckets.pop(window, None)
-                if window_rows:
-                    self.log.drop(window)
-                    keys = window_rows.keys
-                    rows += zip(
-                        self._window_key_bytes(keys, start, end), keys, repeat(window), _entries(window_rows)
-                    )
-            rows.sort(key=itemgetter(0))  # key bytes are unique within an end (they hold the start)
-            due += [(_new_tuple(Windowed, (inner, window)), entry) for _, inner, window, entry in rows]
+            due.append(self.pop_head())
         return due
 
     def _pop(self, window: Any, inner: Any) -> tuple:
