@@ -400,19 +400,9 @@ class AggregateRows:
 class _BatchGroups:
     """A batch's kept pairs grouped: per pair its group, and per group its store and row."""
 
-    __slots__ = (
-        "group",
-        "order",
-        "sizes",
-        "stores",
-        "store_groups",
-        "rows",
-        "keys",
-        "store_of_group",
-    )
+    __slots__ = ("order", "sizes", "stores", "store_groups", "rows", "keys", "store_of_group", "_group")
 
-    def __init__(self, group, order, sizes, stores, store_groups, rows, keys, store_of_group) -> None:
-        self.group = group  # per pair: its group
+    def __init__(self, order, sizes, stores, store_groups, rows, keys, store_of_group) -> None:
         self.order = order  # the pairs sorted by group, in record order within a group
         self.sizes = sizes  # per group: its pairs
         self.stores = stores  # the groups' stores, in group order
@@ -420,6 +410,19 @@ class _BatchGroups:
         self.rows = rows  # per group: its row in its store
         self.keys = keys  # per group: its key (an object array)
         self.store_of_group = store_of_group  # per group: its store's index in `stores`
+        self._group: np.ndarray | None = None
+
+    @property
+    def group(self) -> np.ndarray:
+        """Per pair: its group (made when first read: the fused final suppress does not)."""
+        if self._group is None:
+            self._group = np.empty(len(self.order), np.int64)
+            self._group[self.order] = np.repeat(np.arange(len(self.sizes)), self.sizes)
+        return self._group
+
+    def first_pairs(self) -> np.ndarray:
+        """Per group: its first pair."""
+        return self.order[np.cumsum(self.sizes) - self.sizes]
 
 
 def group_pairs(keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: list) -> _BatchGroups:
@@ -440,8 +443,6 @@ def group_pairs(keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: 
     group_at = np.flatnonzero(starts_group)
     first = order[group_at]  # per group: its first pair
     sizes = np.diff(np.append(group_at, len(order)))
-    group = np.empty(len(order), np.int64)
-    group[order] = np.cumsum(starts_group) - 1
     store_of_group = sorted_code[group_at] // n_keys
     bounds = np.searchsorted(store_of_group, np.arange(len(stores) + 1)).tolist()
     store_groups = list(zip(bounds[:-1], bounds[1:], strict=True))
@@ -450,7 +451,7 @@ def group_pairs(keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: 
     for store, (lo, hi) in zip(stores, store_groups, strict=True):
         in_store = lo + np.argsort(first[lo:hi], kind="stable")  # by first appearance
         rows[in_store] = store.rows_for(group_keys[in_store], str_keys)
-    return _BatchGroups(group, order, sizes, stores, store_groups, rows, group_keys, store_of_group)
+    return _BatchGroups(order, sizes, stores, store_groups, rows, group_keys, store_of_group)
 
 
 def _number_keys(keys: np.ndarray, str_keys: bool) -> tuple[np.ndarray, int]:
@@ -712,7 +713,7 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
             rec, start = rec[open_], start[open_]
         if not len(rec):
             return None
-        window_starts, store_of_pair = np.unique(start, return_inverse=True)
+        window_starts, store_of_pair = self._window_numbers(start)
         stores = []
         for window_start in window_starts.tolist():
             rows = self.groups.get(window_start)
@@ -725,6 +726,21 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
         pair_ts = ts[rec]
         folds = fold_groups(self.layout, groups, pair_ts, fields, rec, running)
         return FoldedBatch(kept, rec, pair_ts, window_starts.tolist(), groups, folds)
+
+    def _window_numbers(self, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`np.unique(start, return_inverse=True)`: the distinct window starts, ascending, and per pair the
+        number of its start among them. Starts are multiples of the advance, so while they span few
+        advances they are counted in a table, not sorted."""
+        advance = self.windows.advance
+        low = int(start.min())
+        slot = (start - low) // advance
+        span = int(slot.max()) + 1
+        if span > 4 * len(start) + 64:
+            return np.unique(start, return_inverse=True)
+        present = np.flatnonzero(np.bincount(slot, minlength=span))
+        number = np.empty(span, np.int64)
+        number[present] = np.arange(len(present))
+        return low + present * advance, number[slot]
 
     def open_window(self, start: int) -> AggregateRows:
         heappush(self.starts, start)

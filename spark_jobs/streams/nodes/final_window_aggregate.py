@@ -123,12 +123,25 @@ class FinalWindowAggregate:
         new_values = object_array(_structs(layout, finals))
         built = np.flatnonzero(~(single & ~new_entry))
         old_values[built] = _structs(layout, {name: column[built] for name, column in olds.items()})
+        # the buffer's observed time after each pair's put: the running maximum of the output timestamps,
+        # each the maximum of its group's timestamp before the batch and of its pairs' up to it: the running
+        # maximum of the pairs' timestamps and of each group's prior one from its first pair on
+        output_ts_bound = folded.pair_ts.copy()
+        output_ts_bound[first_pair] = np.maximum(output_ts_bound[first_pair], folds.prior["ts"])
+        buffer_observed = np.maximum(np.maximum.accumulate(output_ts_bound), buffer.observed)
         # an entry's prior value is the old value of its first put: the group's value before the batch, the
-        # old value's very object for a group of one pair
+        # old value's very object for a group of one pair. Nothing reads it once its window left, so the
+        # entries of the windows that leave within the batch keep None.
         priors = np.empty(n_groups, object)
-        new_single = np.flatnonzero(new_entry & single)
+        staying = np.repeat(
+            [buffer.due_at(window[1]) > buffer_observed[-1] for window, _ in windows],
+            [len(in_window) for _, in_window in windows],
+        )
+        staying_groups = np.empty(n_groups, bool)
+        staying_groups[np.concatenate([in_window for _, in_window in windows])] = staying
+        new_single = np.flatnonzero(new_entry & single & staying_groups)
         priors[new_single] = old_values[new_single]
-        new_more = np.flatnonzero(new_entry & ~single)
+        new_more = np.flatnonzero(new_entry & ~single & staying_groups)
         priors[new_more] = _structs(layout, {name: column[new_more] for name, column in folds.prior.items()})
         windows.sort(key=lambda window: int(first_pair[window[1][0]]))  # opened in order of first put
         for window, in_window in windows:
@@ -158,11 +171,6 @@ class FinalWindowAggregate:
                 None,
             )
 
-        # the buffer's observed time after each pair's put: the running maximum of the output timestamps,
-        # each the maximum of its group's timestamp before the batch and of its pairs' up to it, so the
-        # running maximum of those two per pair
-        output_ts_bound = np.maximum(folded.pair_ts, folds.prior["ts"][groups.group])
-        buffer_observed = np.maximum(np.maximum.accumulate(output_ts_bound), buffer.observed)
         delta_count = np.zeros(m, np.int64)
         delta_count[first_pair[new_entry]] = 1
         leaves = np.searchsorted(
