@@ -451,6 +451,16 @@ def group_pairs(keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: 
     for store, (lo, hi) in zip(stores, store_groups, strict=True):
         in_store = lo + np.argsort(first[lo:hi], kind="stable")  # by first appearance
         rows[in_store] = store.rows_for(group_keys[in_store], str_keys)
+    # the groups of each store in row order: the stores' columns, the value objects made per group and the
+    # buffer's rows are then written and read in memory order (by a save too), not scattered
+    base = np.cumsum([0] + [len(store) for store in stores])
+    by_row = np.argsort(base[store_of_group] + rows)
+    if (by_row != np.arange(len(by_row))).any():
+        sizes_by_row = sizes[by_row]
+        new_start = np.cumsum(sizes_by_row) - sizes_by_row
+        old_start = np.cumsum(sizes) - sizes
+        order = order[np.repeat(old_start[by_row] - new_start, sizes_by_row) + np.arange(len(order))]
+        sizes, rows, group_keys = sizes_by_row, rows[by_row], group_keys[by_row]
     return _BatchGroups(order, sizes, stores, store_groups, rows, group_keys, store_of_group)
 
 

@@ -114,7 +114,7 @@ class FinalWindowAggregate:
                 reused = single[in_window] & (found >= 0)
                 if reused.any():
                     held_values = entries.columns[2]  # ENTRY_COLUMNS: ts, size, new, ...
-                    old_values[in_window[reused]] = [held_values[row] for row in found[reused].tolist()]
+                    old_values[in_window[reused]] = list(map(held_values.__getitem__, found[reused].tolist()))
             windows.append((window, in_window))
         new_entry = buffer_row < 0
 
@@ -145,12 +145,14 @@ class FinalWindowAggregate:
         priors[new_more] = _structs(layout, {name: column[new_more] for name, column in folds.prior.items()})
         windows.sort(key=lambda window: int(first_pair[window[1][0]]))  # opened in order of first put
         for window, in_window in windows:
-            found = buffer_row[in_window]
-            held = found >= 0
-            put, new = in_window[held], in_window[~held]
+            new = in_window[buffer_row[in_window] < 0]
+            # the held entries in group order: the aggregation's row order, which is the buffer's row order
+            # where the two rows came from the same puts, so the buffer's columns are written in order
+            lo, hi = int(in_window.min()), int(in_window.max()) + 1
+            put = lo + np.flatnonzero(buffer_row[lo:hi] >= 0)
             buffer.put_window_rows(
                 window,
-                found[held],
+                buffer_row[put],
                 [
                     ts[put],
                     np.zeros(len(put), np.int64),
