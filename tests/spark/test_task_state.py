@@ -301,15 +301,21 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
 @pytest.mark.spark
 @pytest.mark.parametrize(
     "old_layout",
-    [None, "task-parts-v1", "task-parts-v2", "task-parts-v3"],
-    ids=["single snapshot", "key-bucket parts", "window parts", "join records by key"],
+    [None, "task-parts-v1", "task-parts-v2", "task-parts-v3", "task-parts-v4"],
+    ids=[
+        "single snapshot",
+        "key-bucket parts",
+        "window parts",
+        "join records by key",
+        "aggregates by key group",
+    ],
 )
 def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_path, old_layout):
     config = RunConfig(str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ckpt"))
     spec = JobSpec(SENSOR_ALERTS, {}, 3)
     TopologyRuntime(spark, spec, config)._check_identity()
     record = json.loads((tmp_path / "ckpt" / "job.json").read_text())
-    assert record["state_layout"] == task_state.STATE_LAYOUT == "task-parts-v4"
+    assert record["state_layout"] == task_state.STATE_LAYOUT == "task-parts-v5"
     if old_layout is None:
         del record["state_layout"]  # as the applyInPandasWithState runtime wrote it
     else:
@@ -317,7 +323,7 @@ def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_p
     (tmp_path / "ckpt" / "job.json").write_text(json.dumps(record))
     shown = old_layout or "single-snapshot"
     with pytest.raises(
-        IdentityMismatch, match=f"{shown}.*task-parts-v4.*new checkpoint, with a new output folder"
+        IdentityMismatch, match=f"{shown}.*task-parts-v5.*new checkpoint, with a new output folder"
     ):
         TopologyRuntime(spark, spec, config)._check_identity()
 

@@ -4,7 +4,7 @@ late records (with their input records), state and metrics of the plain nodes fe
 
 Shapes (the topologies the benchmarks run, with small windows): the windowed count under a final suppress,
 hopping windows with a user aggregate and with declared aggregations under a final suppress, a running
-count (a table), session windows, a stream-table join and a stream-stream join. Records have out-of-order
+count, aggregate, reduce and declared aggregations (tables), session windows, a stream-table join and a stream-stream join. Records have out-of-order
 and late timestamps, null keys, null values (tombstones for the aggregations, no reading for the user
 aggregate) and values without the aggregated field.
 """
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from bench.jobs import hopping_builtin, hopping_stats, running_count, session_count
 from spark_jobs.jobs import window_finals
-from spark_jobs.streams import JoinWindows, StreamsBuilder
+from spark_jobs.streams import Count, JoinWindows, Max, StreamsBuilder, Sum
 
 from .helpers import check_any_batching, one_by_one, plain_task, record_stream
 from .helpers import in_batches as batched
@@ -50,11 +50,45 @@ def stream_stream_join():
     return builder.build()
 
 
+def running_aggregate():
+    """A user aggregate without windows whose result is None (a tombstone: the key's entry goes, its next
+    record starts from the initializer) for a reading of humidity."""
+
+    def add(key, value, agg):
+        return None if "humidity" in value else [agg[0] + 1, agg[1] + value["temperature"]]
+
+    builder = StreamsBuilder()
+    builder.stream(READINGS).group_by_key().aggregate(lambda: [0, 0.0], add).to_stream().to("totals")
+    return builder.build()
+
+
+def running_reduce():
+    """A reduce without windows, None (a tombstone) when the sum reaches 50."""
+
+    def reduce(agg, value):
+        total = agg.get("temperature", 0.0) + value.get("temperature", 1.0)
+        return None if total >= 50 else {"temperature": total}
+
+    builder = StreamsBuilder()
+    builder.stream(READINGS).group_by_key().reduce(reduce).to_stream().to("sums")
+    return builder.build()
+
+
+def running_declared():
+    builder = StreamsBuilder()
+    grouped = builder.stream(READINGS).group_by_key()
+    grouped.agg(n=Count(), total=Sum("temperature"), top=Max("temperature")).to_stream().to("stats")
+    return builder.build()
+
+
 SHAPES = {
     "count": lambda: window_finals.build_topology(window_size=20, grace=6),
     "hopping_user": lambda: hopping_stats.build_topology(window_size=20, advance=5, grace=6),
     "hopping_builtin": lambda: hopping_builtin.build_topology(window_size=20, advance=5, grace=6),
     "running_count": running_count.build_topology,
+    "running_aggregate": running_aggregate,
+    "running_reduce": running_reduce,
+    "running_declared": running_declared,
     "session_count": lambda: session_count.build_topology(gap=7, grace=6),
     "stream_table_join": stream_table_join,
     "stream_stream_join": stream_stream_join,
@@ -105,6 +139,6 @@ def test_the_scenario_is_not_vacuous(shape):
         records.append((topic, "abc"[i % 3], value, ts))
     rows, late, state, metrics = record_by_record(shape, records)
     assert rows and state
-    if shape not in ("running_count", "stream_table_join"):  # neither has windows to be late for
+    if not shape.startswith("running") and shape != "stream_table_join":  # neither has windows to be late for
         assert late
     assert in_batches(shape, records, [1, 2, 50, 51, 90], [0, 1, 0, 2]) == (rows, late, state, metrics)

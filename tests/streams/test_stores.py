@@ -247,12 +247,13 @@ def test_a_self_join_runs_record_by_record() -> None:
 
 
 def exported_entries(export, node_prefix):
-    """Entries written (put, or removed) in the parts of nodes named `node_prefix*`."""
+    """Entries written (put, or removed) in the parts of nodes named `node_prefix*` (a part of changed rows
+    names them by row)."""
     count = 0
     for name, data in export.parts.items():
         if name.startswith(node_prefix) and "/" in name and not name.endswith("/"):
             saved, removed = KeyListLoader().loads(data)
-            count += len(saved["keys"]) + len(removed)
+            count += len(saved["rows"] if "rows" in saved else saved["keys"]) + len(removed)
     return count
 
 

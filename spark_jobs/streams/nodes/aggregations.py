@@ -12,11 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from itertools import repeat
+from operator import is_, is_not
 from typing import Any
+
+import numpy as np
 
 from ..records import Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
 from .base import Batch, Node, StateRow
+from .declared_aggregations import segmented_accumulate
+from .kv_rows import NO_TIME, KeyValueRows
 from .stores import TimestampedStoreNode
 from .time_window_store import TimeWindowStore
 from .window_rows import INT64, OBJECT
@@ -276,45 +281,122 @@ class TimeWindowAggregateNode(Node):
 
 
 class StreamAggregateNode(TimestampedStoreNode):
-    """Non-windowed count / reduce / aggregate of a grouped stream; skips null keys and null values."""
+    """Non-windowed count / reduce / aggregate of a grouped stream; skips null keys and null values.
+
+    A batch is folded per key over the store's batch operations (nodes/kv_rows.py): its keys are looked up
+    at once, and each distinct key's entry is read and its last one written once. `count` runs in numpy
+    (a record's count is its key's stored count plus its rank among the key's records in the batch); a user
+    aggregate or reduce calls its functions once per record in record order, keeping each key's aggregate
+    so far by the key's number in the batch. A None result deletes the key's entry: its next record starts
+    from the initializer again. A result's timestamp is the maximum of those of the records folded into it
+    since its key's entry began (rule 4.3).
+    """
 
     def __init__(self, name: str, aggregation: Aggregation) -> None:
         super().__init__(name)
         self.aggregation = aggregation
+        self.store = KeyValueRows(counts=aggregation.kind == "count")
 
     def process_columns(self, keys, values, olds, timestamps, headers):
+        kept = None
+        key_types = set(map(type, keys))
+        if type(None) in key_types or any(map(is_, values, repeat(None))):
+            key_types = None
+            kept = [
+                i
+                for i, (k, v) in enumerate(zip(keys, values, strict=True))
+                if k is not None and v is not None
+            ]
+            self.count_dropped(len(keys) - len(kept))
+            keys, values = [keys[i] for i in kept], [values[i] for i in kept]
+            timestamps = [timestamps[i] for i in kept]
+            if headers is not None:
+                headers = [headers[i] for i in kept]
+        if not keys:
+            return None
+        store = self.store
+        folds = _KeyFolds(store.rows_for(keys, key_types))
+        prior, prior_ts = store.get_rows(folds.rows)
+        if store.counts:
+            old = prior[folds.group] + folds.rank()
+            news, olds_out = (old + 1).tolist(), old.tolist()
+            finals = prior + folds.sizes
+            out_ts, final_ts = folds.running_max(timestamps, prior_ts, None)
+        else:
+            finals = prior.tolist()  # per key its aggregate so far, None without entry
+            olds_out, news = self._fold(folds.group, keys, values, finals)
+            deleted = not all(map(is_not, news, repeat(None)))
+            ended = [i for i, new in enumerate(news) if new is None] if deleted else None
+            out_ts, final_ts = folds.running_max(timestamps, prior_ts, ended)
+        store.put_rows(folds.rows, finals, final_ts)
+        return Batch(keys, news, olds_out, out_ts, headers, kept)
+
+    def _fold(self, group: np.ndarray, keys: list, values: list, current: list) -> tuple[list, list]:
+        """The user's aggregator once per record, in record order, over each key's aggregate so far
+        (`current`, by the key's number in the batch; None: the key has no entry, its next record starts
+        from the initializer). Returns the old and the new aggregate per record; `current` ends with each
+        key's last."""
         initializer, aggregator = self.aggregation.initializer, self.aggregation.aggregator
-        # a look-up and a put per record, in record order (each key's slot is in the CPU's caches for its put)
-        get, put = self.store.entries.get, self.store.put
-        out_k: list = []
-        out_v: list = []
-        out_o: list = []
-        out_t: list = []
-        src: list = []
-        dropped = 0
-        for i in range(len(keys)):
-            key, value, ts = keys[i], values[i], timestamps[i]
-            if key is None or value is None:
-                dropped += 1
-                continue
-            previous = get(key)
-            if previous is None:
-                old, new_ts = initializer(), ts
-            else:
-                old, new_ts = previous[0], previous[1]
-                if ts > new_ts:
-                    new_ts = ts
-            new = aggregator(key, value, old)
-            put(key, None if new is None else (new, new_ts))
-            out_k.append(key)
-            out_v.append(new)
-            out_o.append(old)
-            out_t.append(new_ts)
-            src.append(i)
-        if dropped:
-            self.count_dropped(dropped)
-        out_h = None if headers is None else [headers[i] for i in src]
-        return Batch(out_k, out_v, out_o, out_t, out_h, src)
+        olds: list = []
+        news: list = []
+        old_append, new_append = olds.append, news.append
+        for g, key, value in zip(group.tolist(), keys, values, strict=True):
+            agg = current[g]
+            if agg is None:
+                agg = initializer()
+            old_append(agg)
+            agg = current[g] = aggregator(key, value, agg)
+            new_append(agg)
+        return olds, news
+
+
+class _KeyFolds:
+    """A batch's records grouped by their keys' rows: the records sorted by row, in record order within a
+    key (`order`); per key (by row) its row, its number of records and where they begin in `order`; per
+    record its key's number (`group`)."""
+
+    __slots__ = ("group", "rows", "sizes", "order", "starts")
+
+    def __init__(self, rows: np.ndarray) -> None:
+        n = len(rows)
+        self.order = np.argsort(rows, kind="stable")
+        sorted_rows = rows[self.order]
+        first = np.empty(n, bool)
+        first[:1] = True
+        np.not_equal(sorted_rows[1:], sorted_rows[:-1], out=first[1:])
+        self.starts = np.flatnonzero(first)
+        self.rows = sorted_rows[self.starts]
+        self.sizes = np.diff(np.append(self.starts, n))
+        self.group = np.empty(n, np.int64)
+        self.group[self.order] = np.cumsum(first) - 1
+
+    def rank(self) -> np.ndarray:
+        """Per record: how many records of its key come before it in the batch."""
+        rank = np.empty(len(self.group), np.int64)
+        rank[self.order] = np.arange(len(self.group)) - np.repeat(self.starts, self.sizes)
+        return rank
+
+    def running_max(self, timestamps: list, prior: np.ndarray, ended: list | None) -> tuple[list, np.ndarray]:
+        """Per record the maximum of its timestamp, those of its key's records before it in the batch and
+        its key's stored `prior` (per key), starting again after a record in `ended` (its result deleted
+        the entry); and per key that maximum at its last record."""
+        ts = np.fromiter(timestamps, np.int64, len(timestamps))[self.order]
+        sizes, initial = self.sizes, prior
+        if ended:
+            restarts = np.zeros(len(ts), bool)
+            position = np.empty(len(ts), np.int64)
+            position[self.order] = np.arange(len(ts))
+            after = position[np.asarray(ended, np.int64)] + 1
+            restarts[after[after < len(ts)]] = True  # the key's next record, if any, starts a new entry
+            restarts[self.starts] = True
+            life_starts = np.flatnonzero(restarts)
+            sizes = np.diff(np.append(life_starts, len(ts)))
+            initial = np.full(len(life_starts), NO_TIME, np.int64)
+            initial[np.isin(life_starts, self.starts)] = prior
+        running = segmented_accumulate(np.maximum, ts, sizes, initial)
+        out = np.empty_like(running)
+        out[self.order] = running
+        return out.tolist(), running[self.starts + self.sizes - 1]
 
 
 class TableAggregateNode(TimestampedStoreNode):

@@ -13,7 +13,8 @@ __all__ = ["TimestampedStoreNode", "int_column"]
 
 class TimestampedStoreNode(Node):
     """A node whose state is the latest value per key and the timestamp it carries (rule 4.3). Its parts
-    are its store's (`kv<group>.<n>`)."""
+    are its store's (`kv<group>.<n>`; a non-windowed aggregation's row store also has `kv.<n>`, see
+    nodes/kv_rows.py)."""
 
     store_kind = "key_value"  # the store's kind in `state_rows`
 

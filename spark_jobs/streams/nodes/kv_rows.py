@@ -1,0 +1,306 @@
+"""A key -> (value, timestamp) store in rows: the store of a non-windowed aggregation, with batch operations
+over numpy columns and an export in proportion to what changed.
+
+Rows: a key gets a row when it first comes and keeps it (rows are append-only; a deleted key's row is dead,
+`live` False, and lives again when the key is put again). A batch's keys are looked up at once (in a
+`KeyTable` while they are str, nodes/key_table.py, else in a dict): a look-up gives the row, and the
+values, timestamps, live and dirty flags are numpy columns (int64 values for a count, objects otherwise),
+read and written by row a batch at a time, so that no Python object is made or touched per entry.
+
+Saved form. Row r belongs to group `r % GROUPS`. An export writes one delta of the whole store,
+`<prefix>.<n>` (n: the export's number), {"from": rows the previous export saw, "keys": the keys of the rows
+added since, "rows": the rows changed, "columns": [values, timestamps, live] of those rows}: a key already
+saved is named by its row, not written again. Each export also writes the bases of a few groups in turn,
+`<prefix><group>.0`, {"at": the export's number, "size": rows then, "keys": the group's keys, "columns":
+their values, timestamps, live}: as many that a turn over every group takes the exports in which about
+DELTA_RATIO times the store's rows change (and at most MAX_DELTAS exports), so the groups' bases are spread
+over the exports instead of all rewritten in one. A delta goes once every group's base is as new. An import
+replays the parts in export order: a base sets its group's rows, a delta the rows it holds. A part is
+`(saved, [])` as the other stores' parts (nodes/store_log.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from itertools import repeat
+from operator import is_, is_not
+from typing import Any
+
+import numpy as np
+
+from .key_table import KeyTable, number_by_first_appearance, object_array
+from .store_log import MAX_DELTAS
+
+GROUPS = 32  # groups of rows, based in turn
+# Rows of changes the deltas since the oldest base hold, per row of the store: a delta's row is a row number,
+# a value, a timestamp and a flag, without its key, where a base writes the key too.
+DELTA_RATIO = 4
+NO_TIME = int(np.iinfo(np.int64).min)  # a dead row's timestamp: below every record's
+_HOLE = object()  # a row's key while an import has not reached the part that names it
+
+
+class KeyValueRows:
+    """key -> (value, timestamp) in rows (see above). `counts`: the values are int64 counts (0 in a row
+    without entry), else any objects (None in a row without entry)."""
+
+    def __init__(self, prefix: str = "kv", counts: bool = False) -> None:
+        self.prefix = prefix
+        self.counts = counts
+        self.keys: list = []
+        self.size = 0
+        self.live_count = 0
+        self.values = np.empty(0, np.int64 if counts else object)
+        self.stamps = np.empty(0, np.int64)
+        self.live = np.zeros(0, bool)
+        self.dirty = np.zeros(0, bool)
+        self._index: dict | None = None
+        self._table: KeyTable | None | bool = None  # None: not built, False: a key is not a str
+        self.exported = 0  # the number of the last export
+        self.saved_rows = 0  # rows the last export (or import) saw
+        self.base_at = [0] * GROUPS  # per group: the export of its base (0: none, its rows are in deltas)
+        self.deltas: set[int] = set()  # the exports whose deltas are kept
+        self.next_base = 0  # the group whose base is written next
+        self._base_credit = 0.0  # the groups whose bases are due (see `_next_bases`)
+
+    # -- operations -----------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self.live_count
+
+    def rows_for(self, keys: list, key_types: set | None = None) -> np.ndarray:
+        """Per key (none None) its row; the keys new to the store get rows, without entry, in order of first
+        appearance. `key_types`: the keys' types, where the caller has them."""
+        key_objects = object_array(keys)
+        str_keys = (set(map(type, keys)) if key_types is None else key_types) == {str}
+        rows = self._rows_by_table(key_objects) if str_keys and self._table is not False else None
+        if rows is None:
+            if not str_keys:
+                self._table = False
+            index = self._key_index()
+            rows = np.fromiter(map(index.get, keys, repeat(-1)), np.int64, len(keys))
+            new = rows < 0
+            if new.any():
+                numbers, new_keys = number_by_first_appearance(key_objects[new].tolist(), self.size)
+                rows[new] = numbers
+                added = new_keys.tolist()
+                index.update(zip(added, range(self.size, self.size + len(added)), strict=True))
+                self._append(added)
+        return rows
+
+    def _rows_by_table(self, keys: np.ndarray) -> np.ndarray | None:
+        table = self._table
+        if table is None:
+            table = KeyTable.new(max(len(keys), 2 * self.size))
+            if table is None or not table.add(self.keys):
+                self._table = False
+                return None
+            self._table = table
+        rows, new_keys = table.number(keys)
+        table.confirm(len(new_keys))
+        if len(new_keys):
+            self._append(new_keys.tolist())
+        return rows
+
+    def _key_index(self) -> dict:
+        if self._index is None:
+            self._index = dict(zip(self.keys, range(self.size), strict=True))
+        return self._index
+
+    def row_of(self, key: Any) -> int | None:
+        if self._table not in (None, False):
+            row = int(self._table.lookup([key])[0]) if type(key) is str else -1
+            return None if row < 0 else row
+        return self._key_index().get(key)
+
+    def _append(self, new_keys: list) -> None:
+        """Rows without entry for `new_keys` (a table or index already numbered them)."""
+        first, end = self.size, self.size + len(new_keys)
+        self._reserve(end)
+        self.values[first:end] = 0 if self.counts else None
+        self.stamps[first:end] = NO_TIME
+        self.live[first:end] = False
+        self.dirty[first:end] = False
+        self.keys += new_keys
+        if self._index is not None and self._table is not False:
+            self._index = None  # numbered by the table: built again when needed
+        self.size = end
+
+    def _reserve(self, rows: int) -> None:
+        capacity = len(self.dirty)
+        if rows <= capacity:
+            return
+        capacity = max(rows, 2 * capacity, 16)
+        for name in ("values", "stamps", "live", "dirty"):
+            column = getattr(self, name)
+            grown = np.zeros(capacity, column.dtype) if column.dtype != object else np.empty(capacity, object)
+            grown[: self.size] = column[: self.size]
+            setattr(self, name, grown)
+
+    def get_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row its value and timestamp (a row without entry: 0 or None, and NO_TIME)."""
+        return self.values[rows], self.stamps[rows]
+
+    def put_rows(self, rows: np.ndarray, values: list | np.ndarray, stamps: np.ndarray) -> None:
+        """Put an entry per row (distinct rows): a None value (of an object store) deletes its entry."""
+        if self.counts:
+            live = np.ones(len(rows), bool)
+        else:
+            values = object_array(values)
+            live = np.fromiter(map(is_not, values, repeat(None)), bool, len(rows))
+        was = self.live[rows]
+        self.live_count += int(np.count_nonzero(live)) - int(np.count_nonzero(was))
+        self.values[rows] = values
+        self.stamps[rows] = np.where(live, stamps, NO_TIME)
+        self.live[rows] = live
+        self.dirty[rows] = True
+
+    def get(self, key: Any) -> tuple[Any, int] | None:
+        row = self.row_of(key)
+        if row is None or not self.live[row]:
+            return None
+        value = self.values[row]
+        return (int(value) if self.counts else value), int(self.stamps[row])
+
+    def get_list(self, keys: list) -> list:
+        return list(map(self.get, keys))
+
+    def items(self) -> Iterator[tuple[Any, tuple[Any, int]]]:
+        live = self.live[: self.size].tolist()
+        values, stamps = self.values[: self.size].tolist(), self.stamps[: self.size].tolist()
+        for key, value, stamp, alive in zip(self.keys, values, stamps, live, strict=True):
+            if alive:
+                yield key, (value, stamp)
+
+    # -- saving ---------------------------------------------------------------------------------------------
+
+    def _columns(self, rows: Any) -> list:
+        return [self.values[rows], self.stamps[rows], self.live[rows]]
+
+    def _base(self, group: int, at: int) -> dict[str, Any]:
+        at_rows = slice(group, self.size, GROUPS)
+        return {"at": at, "size": self.size, "keys": self.keys[at_rows], "columns": self._columns(at_rows)}
+
+    def _name(self, group: int) -> str:
+        return f"{self.prefix}{group}.0"
+
+    def _groups(self) -> range:
+        """The groups that have rows."""
+        return range(min(self.size, GROUPS))
+
+    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        """Parts new or changed since the last export (every base and no delta unless `changed_only`), and
+        the names of every current part."""
+        self.exported += 1
+        export = self.exported
+        parts: dict[str, Any] = {}
+        groups = self._groups()
+        changed = np.flatnonzero(self.dirty[: self.size])
+        rebased = self._next_bases(len(changed)) if changed_only else list(groups)
+        for group in rebased:
+            parts[self._name(group)] = (self._base(group, export), [])
+            self.base_at[group] = export
+        # the delta, unless every group's base holds it
+        if min((self.base_at[g] for g in groups), default=export) < export and (
+            len(changed) or self.size > self.saved_rows
+        ):
+            delta = {
+                "from": self.saved_rows,
+                "keys": self.keys[self.saved_rows : self.size],
+                "rows": changed,
+                "columns": self._columns(changed),
+            }
+            parts[f"{self.prefix}.{export}"] = (delta, [])
+            self.deltas.add(export)
+        self.dirty[: self.size] = False
+        self.saved_rows = self.size
+        self._drop_deltas()
+        return parts, self._part_names()
+
+    def _next_bases(self, changed: int) -> list[int]:
+        """The groups whose bases this export writes, in turn: a turn over the groups per DELTA_RATIO times
+        the store's rows of changes (`_base_credit` counts the groups due), and once MAX_DELTAS deltas are
+        kept, a turn per MAX_DELTAS exports at least; the deltas kept never outnumber twice MAX_DELTAS."""
+        present = len(self._groups())
+        if not changed or not present:
+            return []
+        self._base_credit += present * changed / (DELTA_RATIO * self.size)
+        if len(self.deltas) >= MAX_DELTAS:
+            self._base_credit += present / MAX_DELTAS
+        count = min(int(self._base_credit), present)
+        self._base_credit = min(self._base_credit - count, present)
+        turn = [(self.next_base + i) % present for i in range(present)]
+        base_at = [self.base_at[g] for g in range(present)]
+        for group in turn[:count]:
+            base_at[group] = self.exported
+        while count < present and sum(n > min(base_at) for n in self.deltas) >= 2 * MAX_DELTAS:
+            base_at[turn[count]] = self.exported
+            count += 1
+        self.next_base = (self.next_base + count) % present
+        return turn[:count]
+
+    def _drop_deltas(self) -> None:
+        groups = self._groups()
+        oldest = min((self.base_at[g] for g in groups), default=self.exported)
+        self.deltas = {n for n in self.deltas if n > oldest}
+
+    def _part_names(self) -> list[str]:
+        bases = [self._name(g) for g in self._groups() if self.base_at[g]]
+        return bases + [f"{self.prefix}.{n}" for n in sorted(self.deltas)]
+
+    def state_parts(self) -> dict[str, Any]:
+        """A base per group, leaving the export history alone (a snapshot)."""
+        return {self._name(g): (self._base(g, self.exported), []) for g in self._groups()}
+
+    def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
+        """Catch up with the parts exported since (every current part for an import): replayed in export
+        order."""
+        if self.saved_rows != self.size or self.dirty[: self.size].any():
+            raise ValueError(f"store {self.prefix!r}: changes not exported, cannot catch up")
+        steps = []
+        end = self.size
+        for name, (saved, _) in parts.items():
+            group, export = self._part_of(name, saved)
+            steps.append((export, group, saved))
+            end = max(end, saved["from"] + len(saved["keys"])) if group is None else max(end, saved["size"])
+        self._index, self._table = None, None
+        if end > self.size:
+            self._append([_HOLE] * (end - self.size))
+        for export, group, saved in sorted(steps, key=lambda step: (step[0], step[1] is not None)):
+            columns = saved["columns"]
+            if group is None:
+                first = saved["from"]
+                self.keys[first : first + len(saved["keys"])] = saved["keys"]
+                rows = np.asarray(saved["rows"], np.int64)
+                self.deltas.add(export)
+            else:
+                rows = slice(group, saved["size"], GROUPS)
+                self.keys[rows] = saved["keys"]
+                self.base_at[group] = export
+            if len(columns) != 3:
+                raise ValueError(f"state part of store {self.prefix!r}: {len(columns)} columns, not 3")
+            self.values[rows], self.stamps[rows], self.live[rows] = columns
+            self.exported = max(self.exported, export)
+        for name in removed:
+            group, export = self._part_of(name, None)
+            if group is None:
+                self.deltas.discard(export)
+        if any(map(is_, self.keys, repeat(_HOLE))):
+            raise ValueError(f"store {self.prefix!r}: the state parts leave rows without a key")
+        self._index, self._table = None, None
+        self.dirty[: self.size] = False
+        self.saved_rows = self.size
+        self.live_count = int(np.count_nonzero(self.live[: self.size]))
+        self._drop_deltas()
+        groups = self._groups()
+        if groups:
+            self.next_base = min(groups, key=lambda g: self.base_at[g])
+
+    def _part_of(self, name: str, saved: Any) -> tuple[int | None, int]:
+        """(group, export) of a part: a delta's group is None."""
+        stem, _, index = name.rpartition(".")
+        if stem == self.prefix and index.isdigit():
+            return None, int(index)
+        group = stem[len(self.prefix) :]
+        if not stem.startswith(self.prefix) or not group.isdigit() or index != "0":
+            raise ValueError(f"state part {name!r} is not a part of store {self.prefix!r}")
+        return int(group), 0 if saved is None else saved["at"]

@@ -1,0 +1,132 @@
+"""The row store of non-windowed aggregations (nodes/kv_rows.py): batch puts and deletes, and its export
+history (one delta per export, group bases in turn), read back by an import of every current part and by
+a copy catching up from an earlier export, equal the entries put."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_jobs.streams.nodes.kv_rows import GROUPS, KeyValueRows
+
+PROPERTY = settings(max_examples=int(os.environ.get("STREAMS_PROPERTY_EXAMPLES", "100")), deadline=None)
+
+keys = st.one_of(st.integers(0, 3 * GROUPS).map(lambda i: f"k{i}"), st.integers(0, 5))
+entries = st.tuples(keys, st.one_of(st.none(), st.integers(-5, 5)), st.integers(0, 99))
+batch = st.lists(entries, max_size=60)
+step = st.one_of(batch, st.sampled_from(["export", "full export", "handoff"]))
+
+
+def put(store: KeyValueRows, records: list, model: dict) -> None:
+    """A batch's last entry per key, put once per key, as the aggregation node does."""
+    last = {key: (value, ts) for key, value, ts in records}
+    if not last:
+        return
+    distinct = list(last)
+    rows = store.rows_for(distinct)
+    values = [value for value, _ in last.values()]
+    store.put_rows(rows, values, np.array([ts for _, ts in last.values()], np.int64))
+    for key, (value, ts) in last.items():
+        if value is None:
+            model.pop(key, None)
+        else:
+            model[key] = (value, ts)
+
+
+def contents(store: KeyValueRows) -> dict:
+    return dict(store.items())
+
+
+class History:
+    """The parts a runtime keeps: each export's parts stored, its removed parts deleted."""
+
+    def __init__(self, rng) -> None:
+        self.rng = rng  # the order in which a runtime hands the parts over is any
+        self.parts: dict = {}
+        self.written: list[set] = []
+        self.names_after: list[set] = [set()]
+
+    def export(self, store: KeyValueRows, changed_only: bool) -> None:
+        parts, names = store.export_parts(changed_only)
+        assert set(parts) <= set(names)
+        for name in set(self.parts) - set(names):
+            del self.parts[name]
+        self.parts.update({name: pickle.loads(pickle.dumps(part)) for name, part in parts.items()})
+        assert set(self.parts) == set(names)
+        self.written.append(set(parts))
+        self.names_after.append(set(self.parts))
+
+    def shuffled(self, names) -> dict:
+        names = sorted(names)
+        self.rng.shuffle(names)
+        return {name: self.parts[name] for name in names}
+
+    def imported(self) -> KeyValueRows:
+        store = KeyValueRows()
+        store.apply_parts(self.shuffled(self.parts), [])
+        return store
+
+    def catch_up(self, store: KeyValueRows, seen: int) -> None:
+        since = set().union(*self.written[seen:])
+        store.apply_parts(
+            self.shuffled(name for name in since if name in self.parts),
+            sorted(self.names_after[seen] - set(self.parts)),
+        )
+
+
+@PROPERTY
+@given(st.lists(step, max_size=40), st.randoms(use_true_random=False))
+def test_an_import_or_a_catch_up_after_any_exports_holds_the_entries_put(steps, rng):
+    history = History(rng)
+    model: dict = {}
+    store = KeyValueRows()
+    copies = {0: (KeyValueRows(), 0)}  # an older copy of the store: (store, exports it has seen)
+    exports = 0
+    for action in steps:
+        if action in ("export", "full export"):
+            history.export(store, action == "export" and exports > 0)  # a fresh task's first export is full
+            exports += 1
+            imported = history.imported()
+            assert contents(imported) == model
+            assert len(imported) == len(model)
+        elif action == "handoff":
+            if exports and store.saved_rows == store.size and not store.dirty[: store.size].any():
+                older, seen = copies[0]
+                history.catch_up(older, seen)
+                assert contents(older) == model
+                copies[0] = (store, exports)
+                store = older
+        else:
+            put(store, action, model)
+        assert contents(store) == model
+        assert all(store.get(key) == entry for key, entry in model.items())
+
+
+def test_a_turn_of_bases_spreads_over_the_exports_and_the_deltas_before_the_oldest_base_go():
+    store = KeyValueRows(counts=True)
+    all_keys = [f"k{i}" for i in range(100 * GROUPS)]
+    rows = store.rows_for(all_keys)
+    store.put_rows(rows, np.ones(len(rows), np.int64), np.zeros(len(rows), np.int64))
+    parts, names = store.export_parts(False)
+    assert len(parts) == GROUPS and not [n for n in names if n.startswith("kv.")]
+    bases_per_export = []
+    for export in range(2, 60):
+        changed = rows[export % 10 :: 10]  # a tenth of the keys per export
+        store.put_rows(
+            changed, np.full(len(changed), export, np.int64), np.full(len(changed), export, np.int64)
+        )
+        parts, names = store.export_parts(True)
+        assert f"kv.{export}" in parts
+        bases = [name for name in parts if not name.startswith("kv.")]
+        bases_per_export.append(len(bases))
+        deltas = sorted(int(name.split(".")[1]) for name in names if name.startswith("kv."))
+        oldest_base = min(store.base_at[:GROUPS])
+        assert deltas == [n for n in range(2, export + 1) if n > oldest_base]
+    # a tenth of the store changes per export: a turn over the groups takes DELTA_RATIO * 10 exports, a few
+    # groups each
+    assert max(bases_per_export) <= 3
+    assert sum(bases_per_export) >= GROUPS
