@@ -54,17 +54,15 @@ def checkpoint(spark, landing, tmp_path_factory):
     return root / "ckpt", first_run_last, last.to_dict()
 
 
-def driver_state(files: list[str]) -> pd.DataFrame:
+def driver_state(files: list[str], build=sensor_alerts.build_topology, input_topic=sensor_alerts.INPUT_TOPIC):
     """The state table of one TopologyTestDriver per partition fed that partition's records (a partition
     without records has no task, in the runtime: none here either)."""
     rows = []
     for partition, records in partition_records(files, PARTITIONS).items():
         if not records:
             continue
-        driver = TopologyTestDriver(
-            sensor_alerts.build_topology(), initial_wall_clock_ms=0, partition=partition
-        )
-        topic = driver.create_input_topic(sensor_alerts.INPUT_TOPIC)
+        driver = TopologyTestDriver(build(), initial_wall_clock_ms=0, partition=partition)
+        topic = driver.create_input_topic(input_topic)
         for key, value, timestamp in records:
             topic.pipe_input(key, value, timestamp)
         rows += task_rows(driver.task, partition)
@@ -162,3 +160,23 @@ def test_the_run_summary_records_the_state_the_reader_lists(spark, checkpoint):
         assert (recorded["entries"], recorded["windows"]) == (len(rows), len(windows))
         assert recorded["windows"] > 0 and recorded["bytes"] > 0
     assert summary["state"]["entries"] == len(state)
+
+
+@pytest.mark.spark
+def test_a_running_counts_rows_read_as_the_drivers_tasks(spark, landing, tmp_path):
+    """A non-windowed aggregation's row store (deltas and group bases, nodes/kv_rows.py), after a restart:
+    one entry per sensor with its count."""
+    from bench.jobs import running_count
+
+    first, second = landing
+    copy_files(first, tmp_path / "in")
+    module = running_count.JOB_MODULE
+    run = {"partitions": PARTITIONS, "module": module, "max_files_per_trigger": 1}
+    run_in_process(spark, tmp_path / "in", tmp_path / "out", tmp_path / "ckpt", **run)
+    copy_files(second, tmp_path / "in")
+    run_in_process(spark, tmp_path / "in", tmp_path / "out", tmp_path / "ckpt", **run)
+    actual = read_state(tmp_path / "ckpt", spark=spark)
+    expected = driver_state(first + second, running_count.build_topology, running_count.INPUT_TOPIC)
+    pd.testing.assert_frame_equal(ordered(actual), ordered(expected))
+    assert set(actual["store"]) == {"key_value"} and set(actual["partition"]) == set(range(PARTITIONS))
+    assert actual["value"].map(json.loads).sum() > len(actual)  # counts, not only first records
