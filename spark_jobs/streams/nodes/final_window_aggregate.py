@@ -102,12 +102,18 @@ class FinalWindowAggregate:
         old_values = np.empty(n_groups, object)
         windows = []
         expected = max((len(buffer.window_rows(w)) for w in buffer.windows()), default=0)
-        for start, (lo, hi) in zip(folded.window_starts, groups.store_groups, strict=True):
+        for start, store, (lo, hi) in zip(
+            folded.window_starts, groups.stores, groups.store_groups, strict=True
+        ):
             window = aggregate.window_objects[start]
             in_window = lo + np.argsort(first_pair[lo:hi], kind="stable")
             entries = buffer.window_rows(window)
             if entries is not None:
-                found = entries.rows_of(groups.keys[in_window].tolist(), expected)
+                if _same_rows(store.keys, entries.keys):
+                    rows = groups.rows[in_window]
+                    found = np.where(rows < len(entries.keys), rows, -1)
+                else:
+                    found = entries.rows_of(groups.keys[in_window].tolist(), expected)
                 buffer_row[in_window] = found
                 # a held entry's value is the aggregation's before the batch: a group of one pair has it as
                 # the old value of its put, the very object (as the put loop would pass it on)
@@ -181,6 +187,15 @@ class FinalWindowAggregate:
         passes = sorted(set(leaves[leaves < m].tolist()))
         src = folded.rec if folded.kept is None else folded.kept[folded.rec]
         return evict_at_passes(buffer, passes, delta_count, buffer_observed, src)
+
+
+def _same_rows(aggregated: list, buffered: list) -> bool:
+    """Whether the buffer's window holds its keys in the rows where the aggregation's window has them (the
+    aggregation's keys new in this batch come after): so it is when both were built by the same puts, the
+    buffer's rows then need no look-up. The lists compare by identity before content: a pointer per row
+    while the two hold the same key objects."""
+    held = len(buffered)
+    return len(aggregated) >= held and aggregated[:held] == buffered
 
 
 def _structs(layout: Any, state: dict[str, np.ndarray]) -> list[dict]:
