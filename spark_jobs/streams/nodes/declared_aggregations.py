@@ -426,26 +426,23 @@ class _BatchGroups:
 
 
 def group_pairs(keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: list) -> _BatchGroups:
-    """Groups of the pairs `(rec, store_of_pair)` (record, index into `stores`): one per (store, key). The
-    batch's keys are numbered once, the pairs sorted by (store, key number) in one stable sort, and each
-    store looks up its groups' keys only, not its pairs'; a store's new keys get rows in order of first
-    appearance among its pairs. A group's key is the key object of its first pair."""
+    """Groups of the pairs `(rec, store_of_pair)` (record, index into `stores`): one per (store, key), by
+    store then row, each group's pairs in record order. A store's new keys get rows in order of first
+    appearance among its pairs; a group's key is the key object of its first pair.
+
+    Where the stores are small next to the batch (few keys, many pairs per group), the batch's keys are
+    numbered once, the pairs sorted by (store, key number), and each store looks up its groups' keys only;
+    where they are large (many keys: about a look-up per pair either way), each store looks up its pairs'
+    keys and the pairs are sorted by (store, row) at once. The groups are the same either way."""
     key_objects = object_array(keys)
     str_keys = set(map(type, keys)) == {str}
+    if sum(map(len, stores)) > len(rec) // 2:
+        return _group_by_rows(key_objects, str_keys, rec, store_of_pair, stores)
     key_number, n_keys = _number_keys(key_objects, str_keys)
-    code = store_of_pair * n_keys + key_number[rec]
-    # one stable sort: the pairs by group, in record order within a group (a radix sort for small codes)
-    order = np.argsort(code.astype(np.uint16) if len(stores) * n_keys <= 1 << 16 else code, kind="stable")
-    sorted_code = code[order]
-    starts_group = np.empty(len(order), bool)
-    starts_group[:1] = True
-    np.not_equal(sorted_code[1:], sorted_code[:-1], out=starts_group[1:])
-    group_at = np.flatnonzero(starts_group)
-    first = order[group_at]  # per group: its first pair
-    sizes = np.diff(np.append(group_at, len(order)))
-    store_of_group = sorted_code[group_at] // n_keys
-    bounds = np.searchsorted(store_of_group, np.arange(len(stores) + 1)).tolist()
-    store_groups = list(zip(bounds[:-1], bounds[1:], strict=True))
+    order, sizes, codes = _sorted_runs(store_of_pair * n_keys + key_number[rec], len(stores) * n_keys)
+    store_of_group = codes // n_keys
+    store_groups = _store_ranges(store_of_group, len(stores))
+    first = order[np.cumsum(sizes) - sizes]  # per group: its first pair
     group_keys = key_objects[rec[first]]
     rows = np.empty(len(first), np.int64)
     for store, (lo, hi) in zip(stores, store_groups, strict=True):
@@ -462,6 +459,48 @@ def group_pairs(keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: 
         order = order[np.repeat(old_start[by_row] - new_start, sizes_by_row) + np.arange(len(order))]
         sizes, rows, group_keys = sizes_by_row, rows[by_row], group_keys[by_row]
     return _BatchGroups(order, sizes, stores, store_groups, rows, group_keys, store_of_group)
+
+
+def _group_by_rows(key_objects, str_keys: bool, rec, store_of_pair, stores: list) -> _BatchGroups:
+    """`group_pairs` by a look-up of each pair's key in its store."""
+    by_store, store_sizes, _ = _sorted_runs(store_of_pair, len(stores))  # in record order within a store
+    pair_row = np.empty(len(rec), np.int64)
+    lo = 0
+    for store, hi in zip(stores, np.cumsum(store_sizes).tolist(), strict=True):
+        at = by_store[lo:hi]
+        pair_row[at] = store.rows_for(key_objects[rec[at]], str_keys)
+        lo = hi
+    base = np.cumsum([0] + [len(store) for store in stores])  # the stores' rows numbered one after another
+    order, sizes, ids = _sorted_runs(base[store_of_pair] + pair_row, int(base[-1]))
+    store_of_group = np.searchsorted(base, ids, side="right") - 1
+    first = order[np.cumsum(sizes) - sizes]
+    return _BatchGroups(
+        order,
+        sizes,
+        stores,
+        _store_ranges(store_of_group, len(stores)),
+        ids - base[store_of_group],
+        key_objects[rec[first]],
+        store_of_group,
+    )
+
+
+def _sorted_runs(codes: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The stable sort of `codes` (each below `bound`; a radix sort for small ones), and its runs of equal
+    codes: their lengths and codes."""
+    order = np.argsort(codes.astype(np.uint16) if bound <= 1 << 16 else codes, kind="stable")
+    in_order = codes[order]
+    starts_run = np.empty(len(order), bool)
+    starts_run[:1] = True
+    np.not_equal(in_order[1:], in_order[:-1], out=starts_run[1:])
+    run_at = np.flatnonzero(starts_run)
+    return order, np.diff(np.append(run_at, len(order))), in_order[run_at]
+
+
+def _store_ranges(store_of_group: np.ndarray, n_stores: int) -> list[tuple[int, int]]:
+    """Per store, the range of its groups (sorted by store)."""
+    bounds = np.searchsorted(store_of_group, np.arange(n_stores + 1)).tolist()
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 def _number_keys(keys: np.ndarray, str_keys: bool) -> tuple[np.ndarray, int]:
