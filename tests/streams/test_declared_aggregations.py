@@ -24,7 +24,8 @@ from spark_jobs.streams import (
     TimeWindows,
     TopologyTestDriver,
 )
-from spark_jobs.streams.nodes.declared_aggregations import segmented_accumulate
+from spark_jobs.streams.nodes import declared_aggregations
+from spark_jobs.streams.nodes.declared_aggregations import SegmentedFold, segmented_accumulate
 from spark_jobs.streams.records import make_windowed
 from spark_jobs.streams.runtime.context import TaskContext
 from spark_jobs.streams.runtime.task import StreamTask
@@ -453,6 +454,73 @@ def test_segmented_sums_are_the_loops_sums_bit_for_bit(segments) -> None:
             total += x
             expected.append(total)
     assert _same(got, expected)
+
+
+@given(
+    segments=st.lists(
+        st.lists(st.floats(allow_nan=False), min_size=1, max_size=40),
+        min_size=1,
+        max_size=30,
+    ),
+    initial=st.floats(allow_nan=False),
+)
+@PROPERTY
+def test_segmented_folds_are_the_loops_folds_and_their_last_but_one(segments, initial) -> None:
+    import numpy as np
+
+    values = np.array([x for s in segments for x in s], np.float64)
+    sizes = np.array([len(s) for s in segments], np.int64)
+    for ufunc in (np.add, np.maximum, np.minimum):
+        final, before, _ = SegmentedFold(sizes).fold(ufunc, values, np.full(len(sizes), initial), False)
+        finals, befores = [], []
+        for segment in segments:
+            total = previous = np.float64(initial)
+            with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is NaN there too
+                for x in segment:
+                    previous, total = total, ufunc(total, x)
+            finals.append(float(total))
+            befores.append(float(previous))
+        assert _same(final.tolist(), finals) and _same(before.tolist(), befores)
+
+
+key_pools = st.one_of(
+    st.lists(st.text(max_size=3), min_size=1, max_size=12, unique=True),
+    st.lists(st.one_of(st.integers(0, 3), st.booleans(), st.floats(0, 3), st.text(max_size=1)), min_size=1),
+)
+
+
+@given(data=st.data(), pool=key_pools, stores=st.integers(1, 4))
+@PROPERTY
+def test_both_ways_of_grouping_pairs_give_the_same_groups_and_rows(data, pool, stores) -> None:
+    """group_pairs numbers the batch's keys first, or looks each pair's key up in its store, by the stores'
+    sizes: the groups, their keys (the very objects) and the rows the stores give new keys are the same."""
+    import numpy as np
+
+    layout = declared_aggregations.AggregateLayout(DECLARED)
+    held = [data.draw(st.lists(st.sampled_from(pool), unique_by=hash)) for _ in range(stores)]
+    keys = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=40))
+    pair_store = data.draw(st.lists(st.integers(0, stores - 1), min_size=len(keys), max_size=len(keys)))
+    pair_store += list(range(stores))  # every store has pairs
+    rec = np.array(list(range(len(keys))) + [0] * stores, np.int64)
+    order = np.lexsort((pair_store, rec))  # pairs by record, then store
+    rec, store_of_pair = rec[order], np.array(pair_store, np.int64)[order]
+
+    def stores_holding():
+        made = [declared_aggregations.AggregateRows(layout) for _ in range(stores)]
+        for store, its_keys in zip(made, held, strict=True):
+            if its_keys:
+                store.rows_for(declared_aggregations.object_array(its_keys), False)
+        return made
+
+    by_rows = stores_holding()
+    grouped = declared_aggregations.group_pairs(keys, rec, store_of_pair, by_rows, by_rows=True)
+    by_numbers = stores_holding()
+    numbered = declared_aggregations.group_pairs(keys, rec, store_of_pair, by_numbers, by_rows=False)
+    for name in ("order", "sizes", "rows", "store_of_group"):
+        assert np.array_equal(getattr(grouped, name), getattr(numbered, name)), name
+    assert grouped.store_groups == numbered.store_groups
+    assert list(map(id, grouped.keys)) == list(map(id, numbered.keys))
+    assert [list(map(id, s.keys)) for s in by_rows] == [list(map(id, s.keys)) for s in by_numbers]
 
 
 @PROPERTY

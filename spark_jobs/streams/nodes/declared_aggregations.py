@@ -425,7 +425,9 @@ class _BatchGroups:
         return self.order[np.cumsum(self.sizes) - self.sizes]
 
 
-def group_pairs(keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: list) -> _BatchGroups:
+def group_pairs(
+    keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: list, by_rows: bool | None = None
+) -> _BatchGroups:
     """Groups of the pairs `(rec, store_of_pair)` (record, index into `stores`): one per (store, key), by
     store then row, each group's pairs in record order. A store's new keys get rows in order of first
     appearance among its pairs; a group's key is the key object of its first pair.
@@ -433,10 +435,13 @@ def group_pairs(keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: 
     Where the stores are small next to the batch (few keys, many pairs per group), the batch's keys are
     numbered once, the pairs sorted by (store, key number), and each store looks up its groups' keys only;
     where they are large (many keys: about a look-up per pair either way), each store looks up its pairs'
-    keys and the pairs are sorted by (store, row) at once. The groups are the same either way."""
+    keys and the pairs are sorted by (store, row) at once (`by_rows`: that way or not, None: by the sizes).
+    The groups are the same either way."""
     key_objects = object_array(keys)
     str_keys = set(map(type, keys)) == {str}
-    if sum(map(len, stores)) > len(rec) // 2:
+    if by_rows is None:
+        by_rows = sum(map(len, stores)) > len(rec) // 2
+    if by_rows:
         return _group_by_rows(key_objects, str_keys, rec, store_of_pair, stores)
     key_number, n_keys = _number_keys(key_objects, str_keys)
     order, sizes, codes = _sorted_runs(store_of_pair * n_keys + key_number[rec], len(stores) * n_keys)
