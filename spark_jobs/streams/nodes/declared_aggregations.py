@@ -1,12 +1,14 @@
 """Declared aggregations (spark_jobs/streams/aggregates.py) of grouped streams: numpy over a batch.
 
 A batch becomes groups, one per (window, key) of its kept (record, window) pairs, or per key without
-windows. Each group's running values in record order come from cumulative forms over the pairs sorted by
-group (`segmented_accumulate`), so every pair still emits its window's value after it, as the
-user-function aggregate does (docs/semantics.md 4.2, 4.3): the same output rows in the same order (by
+windows (`group_pairs`). Each group's running values in record order come from left folds over the pairs
+sorted by group (`SegmentedFold`, one plan for every column), so every pair still emits its window's value
+after it, as the user-function aggregate does (docs/semantics.md 4.2, 4.3): the same output rows in the same order (by
 record, then window start), the same timestamps (the maximum of the contributing records), the same late
 pairs (Node.count_late) and null keys dropped. No Python function runs per record; Python objects are
-made only for the output rows (keys, the value dicts) and the field values read from the records.
+made only for the output rows (keys, the value dicts) and the field values read from the records. A
+reader of each group's last value only (the fused final suppress, nodes/final_window_aggregate.py) folds
+without the running values.
 
 State: per window (or the one key-value group), an `AggregateRows`: the keys, a numpy column per state
 column (the record count, the maximum timestamp, per value field the number of values, per declared sum,
