@@ -1,6 +1,7 @@
 """The row store of non-windowed aggregations (nodes/kv_rows.py): batch puts and deletes, and its export
 history (one delta per export, group bases in turn), read back by an import of every current part and by
-a copy catching up from an earlier export, equal the entries put."""
+a copy catching up from an earlier export, equal the entries put; the running aggregations over it,
+handed between worker copies, equal the nodes fed record by record."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import os
 import pickle
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spark_jobs.streams import Count, StreamsBuilder, Sum
 from spark_jobs.streams.nodes.kv_rows import GROUPS, KeyValueRows
+
+from .helpers import in_batches, one_by_one, plain_task
 
 PROPERTY = settings(max_examples=int(os.environ.get("STREAMS_PROPERTY_EXAMPLES", "100")), deadline=None)
 
@@ -94,7 +99,7 @@ def test_an_import_or_a_catch_up_after_any_exports_holds_the_entries_put(steps, 
             assert contents(imported) == model
             assert len(imported) == len(model)
         elif action == "handoff":
-            if exports and store.saved_rows == store.size and not store.dirty[: store.size].any():
+            if exports and store.parts.saved_rows == store.size and not store.dirty[: store.size].any():
                 older, seen = copies[0]
                 history.catch_up(older, seen)
                 assert contents(older) == model
@@ -124,9 +129,42 @@ def test_a_turn_of_bases_spreads_over_the_exports_and_the_deltas_before_the_olde
         bases = [name for name in parts if not name.startswith("kv.")]
         bases_per_export.append(len(bases))
         deltas = sorted(int(name.split(".")[1]) for name in names if name.startswith("kv."))
-        oldest_base = min(store.base_at[:GROUPS])
+        oldest_base = min(store.parts.base_at[:GROUPS])
         assert deltas == [n for n in range(2, export + 1) if n > oldest_base]
     # a tenth of the store changes per export: a turn over the groups takes DELTA_RATIO * 10 exports, a few
     # groups each
     assert max(bases_per_export) <= 3
     assert sum(bases_per_export) >= GROUPS
+
+
+def running(kind: str):
+    builder = StreamsBuilder()
+    grouped = builder.stream("readings").group_by_key()
+    if kind == "declared":
+        table = grouped.agg(n=Count(), total=Sum("temperature"))
+    elif kind == "aggregate":  # None (a tombstone) at every fifth reading of a key
+        table = grouped.aggregate(lambda: 0, lambda key, value, agg: None if agg == 4 else agg + 1)
+    else:
+        table = grouped.count()
+    table.to_stream().to("out")
+    return builder.build()
+
+
+@pytest.mark.parametrize("kind", ["count", "aggregate", "declared"])
+def test_a_running_aggregation_over_many_keys_handed_between_workers_equals_the_nodes_record_by_record(kind):
+    """More keys than groups of rows, batches with a key many times, null values, the state handed between
+    worker copies: the row store's exports, imports and catch-ups keep every key's entry."""
+    records = [
+        (
+            "readings",
+            f"k{(i * 7) % (5 * GROUPS)}" if i % 3 else "hot",
+            None if i % 17 == 0 else {"temperature": float(i % 13)},
+            i // 3,
+        )
+        for i in range(2000)
+    ]
+    cuts = [150, 151, 600, 900, 1300, 1700]
+    owners = [0, 1, 0, 2, 1, 2, 0]
+    expected = one_by_one(plain_task(running(kind)), records)
+    assert len(expected[2]) > 2 * GROUPS  # the state: an entry per key
+    assert in_batches(running(kind), records, cuts, owners) == expected

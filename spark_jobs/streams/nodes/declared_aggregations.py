@@ -10,10 +10,11 @@ made only for the output rows (keys, the value dicts) and the field values read 
 reader of each group's last value only (the fused final suppress, nodes/final_window_aggregate.py) folds
 without the running values.
 
-State: per window (or the one key-value group), an `AggregateRows`: the keys, a numpy column per state
-column (the record count, the maximum timestamp, per value field the number of values, per declared sum,
-min and max its accumulator) and a dirty flag per row; a state export saves the rows changed since the
-last one through the store's log (nodes/store_log.py), as window stores do.
+State: per window (or one for every key), an `AggregateRows`: the keys, a numpy column per state column
+(the record count, the maximum timestamp, per value field the number of values, per declared sum, min and
+max its accumulator) and a dirty flag per row; a state export saves the rows changed since the last one,
+per window through the store's log (nodes/store_log.py), as window stores do, and without windows as a row
+store's (`KeyedRows`, nodes/kv_rows.py).
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ from ..records import Window, Windowed
 from ..windows import TimeWindows
 from .base import Batch, Node, StateRow
 from .key_table import KeyTable, number_by_first_appearance, object_array
+from .kv_rows import RowParts
 from .store_log import StoreLog
 
 INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 _FLOAT = np.dtype(np.float64)
 _INT = np.dtype(np.int64)
-KEY_VALUE_GROUP = "kv"  # the one group of a non-windowed aggregation's store
+KEY_VALUE_PREFIX = "kv"  # the parts of a non-windowed aggregation's store
 
 
 class StateColumn:
@@ -855,20 +857,48 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
         self.starts = sorted(self.groups)
 
 
+class KeyedRows(AggregateRows):
+    """A non-windowed declared aggregation's store: its rows saved as a row store's (RowParts,
+    nodes/kv_rows.py), a delta of the rows changed per export and the bases of its groups of rows in turn."""
+
+    __slots__ = ()
+
+    def saved_columns(self, rows: Any) -> dict[str, np.ndarray]:
+        return {name: column[rows] for name, column in self.columns.items()}
+
+    def load_columns(self, rows: Any, columns: dict, name: str) -> None:
+        if set(columns) != set(self.columns):
+            raise ValueError(
+                f"state part {name!r}: columns {sorted(columns)}, this aggregation has {sorted(self.columns)}"
+            )
+        for column_name, values in columns.items():
+            self.columns[column_name][rows] = values
+
+    def append_rows(self, keys: list) -> None:
+        self._index, self._table = None, None
+        self._append(keys)
+
+    def loaded(self) -> None:
+        self._index, self._table = None, None
+        self.dirty[: self.size] = False
+        self.saved = self.size
+
+
 class DeclaredStreamAggregateNode(_DeclaredAggregateNode):
-    """`group_by_key().agg(...)` without windows: one store of every key; skips null keys and null values
-    (docs/semantics.md 4.4)."""
+    """`group_by_key().agg(...)` without windows: one store of every key (`KeyedRows`, parts `kv.<n>` and
+    `kv<group>.0`); skips null keys and null values (docs/semantics.md 4.4)."""
+
+    def __init__(self, name: str, declared: dict[str, DeclaredAggregate]) -> None:
+        super().__init__(name, declared)
+        self.store = KeyedRows(self.layout)
+        self.parts = RowParts(KEY_VALUE_PREFIX)
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         kept, keys, values, ts = self._split_nulls(keys, values, timestamps, headers, True)
         if not len(keys):
             return None
-        store = self.groups.get(KEY_VALUE_GROUP)
-        if store is None:
-            store = self.groups[KEY_VALUE_GROUP] = AggregateRows(self.layout)
-        self.log.touch(KEY_VALUE_GROUP)
         rec = np.arange(len(keys))
-        groups = group_pairs(keys, rec, np.zeros(len(keys), np.int64), [store])
+        groups = group_pairs(keys, rec, np.zeros(len(keys), np.int64), [self.store])
         fields = read_fields(self.layout, values)
         folds = fold_groups(self.layout, groups, ts, fields, rec)
         after, before = folds.after(), folds.before()
@@ -876,35 +906,34 @@ class DeclaredStreamAggregateNode(_DeclaredAggregateNode):
         return self._outputs(after, before, keys, src, headers)
 
     def get(self, key):
-        store = self.groups.get(KEY_VALUE_GROUP)
-        row = None if store is None else store.row_of(key)
+        store = self.store
+        row = store.row_of(key)
         if row is None:
             return None
         state = {name: store.columns[name][row] for name in store.columns}
         return self.layout.struct(state), int(state["ts"])
 
     def state_size(self) -> tuple[int, int]:
-        return sum(map(len, self.groups.values())), 0
+        return len(self.store), 0
 
     def state_rows(self) -> Iterator[StateRow]:
-        store = self.groups.get(KEY_VALUE_GROUP)
-        if store is not None:
-            for key, state in store.entries():
-                yield StateRow("key_value", key, None, None, self.layout.struct(state), state["ts"])
+        for key, state in self.store.entries():
+            yield StateRow("key_value", key, None, None, self.layout.struct(state), state["ts"])
+
+    def export_parts(self, changed_only):
+        parts, names = self.parts.export(self.store, changed_only)
+        parts[""] = self._scalars()
+        return parts, ["", *names]
+
+    def state_parts(self):
+        parts = self.parts.state_parts(self.store)
+        parts[""] = self._scalars()
+        return parts
 
     def apply_parts(self, parts, removed):
         if "" in parts:
             self._check_scalars(parts.pop(""))
-        dropped, steps = self.log.catch_up(parts, removed, str)
-        for group in dropped:
-            del self.groups[group]
-        for group, saved, gone in steps:
-            if gone:
-                raise ValueError(f"node {self.name}: part {group} removes keys, rows never leave")
-            store = self.groups.get(group)
-            if store is None:
-                store = self.groups[group] = AggregateRows(self.layout)
-            store.load(saved, f"{self.name}/{group}")
+        self.parts.apply(self.store, parts, removed)
 
 
 # -- session windows: the declarations as a user aggregate with a merger -----------------------------------

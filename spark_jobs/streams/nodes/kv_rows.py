@@ -16,7 +16,9 @@ their values, timestamps, live}: as many that a turn over every group takes the 
 DELTA_RATIO times the store's rows change (and at most MAX_DELTAS exports), so the groups' bases are spread
 over the exports instead of all rewritten in one. A delta goes once every group's base is as new. An import
 replays the parts in export order: a base sets its group's rows, a delta the rows it holds. A part is
-`(saved, [])` as the other stores' parts (nodes/store_log.py).
+`(saved, [])` as the other stores' parts (nodes/store_log.py). `RowParts` keeps this history for any store
+of numbered rows: a declared aggregation's without windows is saved the same way (`KeyedRows`,
+nodes/declared_aggregations.py).
 """
 
 from __future__ import annotations
@@ -55,12 +57,7 @@ class KeyValueRows:
         self.dirty = np.zeros(0, bool)
         self._index: dict | None = None
         self._table: KeyTable | None | bool = None  # None: not built, False: a key is not a str
-        self.exported = 0  # the number of the last export
-        self.saved_rows = 0  # rows the last export (or import) saw
-        self.base_at = [0] * GROUPS  # per group: the export of its base (0: none, its rows are in deltas)
-        self.deltas: set[int] = set()  # the exports whose deltas are kept
-        self.next_base = 0  # the group whose base is written next
-        self._base_credit = 0.0  # the groups whose bases are due (see `_next_bases`)
+        self.parts = RowParts(prefix)
 
     # -- operations -----------------------------------------------------------------------------------------
 
@@ -171,59 +168,102 @@ class KeyValueRows:
             if alive:
                 yield key, (value, stamp)
 
-    # -- saving ---------------------------------------------------------------------------------------------
+    # -- saving (RowParts) ----------------------------------------------------------------------------------
 
-    def _columns(self, rows: Any) -> list:
+    def saved_columns(self, rows: Any) -> list:
+        """The saved form of rows' entries (rows: an index array or a slice)."""
         return [self.values[rows], self.stamps[rows], self.live[rows]]
 
-    def _base(self, group: int, at: int) -> dict[str, Any]:
-        at_rows = slice(group, self.size, GROUPS)
-        return {"at": at, "size": self.size, "keys": self.keys[at_rows], "columns": self._columns(at_rows)}
+    def load_columns(self, rows: Any, columns: list, name: str) -> None:
+        if len(columns) != 3:
+            raise ValueError(f"state part {name!r}: {len(columns)} columns, not 3")
+        self.values[rows], self.stamps[rows], self.live[rows] = columns
+
+    def append_rows(self, keys: list) -> None:
+        """Rows without entry for `keys` (an import's rows not yet named)."""
+        self._index, self._table = None, None
+        self._append(keys)
+
+    def loaded(self) -> None:
+        """An import or catch-up wrote the rows directly."""
+        self._index, self._table = None, None
+        self.dirty[: self.size] = False
+        self.live_count = int(np.count_nonzero(self.live[: self.size]))
+
+    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        return self.parts.export(self, changed_only)
+
+    def state_parts(self) -> dict[str, Any]:
+        return self.parts.state_parts(self)
+
+    def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
+        self.parts.apply(self, parts, removed)
+
+
+class RowParts:
+    """The export history of a store of numbered rows (see above): which export each group's base was
+    written in, and the deltas kept. The store has `size`, `keys` (per row), `dirty` (a numpy flag per
+    row, cleared here once exported), and `saved_columns(rows)`, `load_columns(rows, columns, name)`,
+    `append_rows(keys)` and `loaded()`."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.exported = 0  # the number of the last export
+        self.saved_rows = 0  # rows the last export (or import) saw
+        self.base_at = [0] * GROUPS  # per group: the export of its base (0: none, its rows are in deltas)
+        self.deltas: set[int] = set()  # the exports whose deltas are kept
+        self.next_base = 0  # the group whose base is written next
+        self._base_credit = 0.0  # the groups whose bases are due (see `_next_bases`)
+
+    def _base(self, store: Any, group: int, at: int) -> dict[str, Any]:
+        rows = slice(group, store.size, GROUPS)
+        return {"at": at, "size": store.size, "keys": store.keys[rows], "columns": store.saved_columns(rows)}
 
     def _name(self, group: int) -> str:
         return f"{self.prefix}{group}.0"
 
-    def _groups(self) -> range:
+    @staticmethod
+    def _groups(store: Any) -> range:
         """The groups that have rows."""
-        return range(min(self.size, GROUPS))
+        return range(min(store.size, GROUPS))
 
-    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+    def export(self, store: Any, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
         """Parts new or changed since the last export (every base and no delta unless `changed_only`), and
         the names of every current part."""
         self.exported += 1
         export = self.exported
         parts: dict[str, Any] = {}
-        groups = self._groups()
-        changed = np.flatnonzero(self.dirty[: self.size])
-        rebased = self._next_bases(len(changed)) if changed_only else list(groups)
+        groups = self._groups(store)
+        changed = np.flatnonzero(store.dirty[: store.size])
+        rebased = self._next_bases(len(changed), store.size) if changed_only else list(groups)
         for group in rebased:
-            parts[self._name(group)] = (self._base(group, export), [])
+            parts[self._name(group)] = (self._base(store, group, export), [])
             self.base_at[group] = export
         # the delta, unless every group's base holds it
         if min((self.base_at[g] for g in groups), default=export) < export and (
-            len(changed) or self.size > self.saved_rows
+            len(changed) or store.size > self.saved_rows
         ):
             delta = {
                 "from": self.saved_rows,
-                "keys": self.keys[self.saved_rows : self.size],
+                "keys": store.keys[self.saved_rows : store.size],
                 "rows": changed,
-                "columns": self._columns(changed),
+                "columns": store.saved_columns(changed),
             }
             parts[f"{self.prefix}.{export}"] = (delta, [])
             self.deltas.add(export)
-        self.dirty[: self.size] = False
-        self.saved_rows = self.size
-        self._drop_deltas()
-        return parts, self._part_names()
+        store.dirty[: store.size] = False
+        self.saved_rows = store.size
+        self._drop_deltas(groups)
+        return parts, self._part_names(groups)
 
-    def _next_bases(self, changed: int) -> list[int]:
+    def _next_bases(self, changed: int, size: int) -> list[int]:
         """The groups whose bases this export writes, in turn: a turn over the groups per DELTA_RATIO times
         the store's rows of changes (`_base_credit` counts the groups due), and once MAX_DELTAS deltas are
         kept, a turn per MAX_DELTAS exports at least; the deltas kept never outnumber twice MAX_DELTAS."""
-        present = len(self._groups())
+        present = min(size, GROUPS)
         if not changed or not present:
             return []
-        self._base_credit += present * changed / (DELTA_RATIO * self.size)
+        self._base_credit += present * changed / (DELTA_RATIO * size)
         if len(self.deltas) >= MAX_DELTAS:
             self._base_credit += present / MAX_DELTAS
         count = min(int(self._base_credit), present)
@@ -238,60 +278,54 @@ class KeyValueRows:
         self.next_base = (self.next_base + count) % present
         return turn[:count]
 
-    def _drop_deltas(self) -> None:
-        groups = self._groups()
+    def _drop_deltas(self, groups: range) -> None:
         oldest = min((self.base_at[g] for g in groups), default=self.exported)
         self.deltas = {n for n in self.deltas if n > oldest}
 
-    def _part_names(self) -> list[str]:
-        bases = [self._name(g) for g in self._groups() if self.base_at[g]]
+    def _part_names(self, groups: range) -> list[str]:
+        bases = [self._name(g) for g in groups if self.base_at[g]]
         return bases + [f"{self.prefix}.{n}" for n in sorted(self.deltas)]
 
-    def state_parts(self) -> dict[str, Any]:
+    def state_parts(self, store: Any) -> dict[str, Any]:
         """A base per group, leaving the export history alone (a snapshot)."""
-        return {self._name(g): (self._base(g, self.exported), []) for g in self._groups()}
+        return {self._name(g): (self._base(store, g, self.exported), []) for g in self._groups(store)}
 
-    def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
-        """Catch up with the parts exported since (every current part for an import): replayed in export
-        order."""
-        if self.saved_rows != self.size or self.dirty[: self.size].any():
+    def apply(self, store: Any, parts: Mapping[str, Any], removed: list[str]) -> None:
+        """Catch the store up with the parts exported since (every current part for an import): replayed
+        in export order."""
+        if self.saved_rows != store.size or store.dirty[: store.size].any():
             raise ValueError(f"store {self.prefix!r}: changes not exported, cannot catch up")
         steps = []
-        end = self.size
+        end = store.size
         for name, (saved, _) in parts.items():
             group, export = self._part_of(name, saved)
-            steps.append((export, group, saved))
+            steps.append((export, group, saved, name))
             end = max(end, saved["from"] + len(saved["keys"])) if group is None else max(end, saved["size"])
-        self._index, self._table = None, None
-        if end > self.size:
-            self._append([_HOLE] * (end - self.size))
-        for export, group, saved in sorted(steps, key=lambda step: (step[0], step[1] is not None)):
-            columns = saved["columns"]
+        if end > store.size:
+            store.append_rows([_HOLE] * (end - store.size))
+        keys = store.keys
+        for export, group, saved, name in sorted(steps, key=lambda step: (step[0], step[1] is not None)):
             if group is None:
                 first = saved["from"]
-                self.keys[first : first + len(saved["keys"])] = saved["keys"]
+                keys[first : first + len(saved["keys"])] = saved["keys"]
                 rows = np.asarray(saved["rows"], np.int64)
                 self.deltas.add(export)
             else:
                 rows = slice(group, saved["size"], GROUPS)
-                self.keys[rows] = saved["keys"]
+                keys[rows] = saved["keys"]
                 self.base_at[group] = export
-            if len(columns) != 3:
-                raise ValueError(f"state part of store {self.prefix!r}: {len(columns)} columns, not 3")
-            self.values[rows], self.stamps[rows], self.live[rows] = columns
+            store.load_columns(rows, saved["columns"], name)
             self.exported = max(self.exported, export)
         for name in removed:
             group, export = self._part_of(name, None)
             if group is None:
                 self.deltas.discard(export)
-        if any(map(is_, self.keys, repeat(_HOLE))):
+        if any(map(is_, keys, repeat(_HOLE))):
             raise ValueError(f"store {self.prefix!r}: the state parts leave rows without a key")
-        self._index, self._table = None, None
-        self.dirty[: self.size] = False
-        self.saved_rows = self.size
-        self.live_count = int(np.count_nonzero(self.live[: self.size]))
-        self._drop_deltas()
-        groups = self._groups()
+        store.loaded()
+        self.saved_rows = store.size
+        groups = self._groups(store)
+        self._drop_deltas(groups)
         if groups:
             self.next_base = min(groups, key=lambda g: self.base_at[g])
 
