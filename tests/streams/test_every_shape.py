@@ -4,7 +4,8 @@ late records (with their input records), state and metrics of the plain nodes fe
 
 Shapes (the topologies the benchmarks run, with small windows): the windowed count under a final suppress,
 hopping windows with a user aggregate and with declared aggregations under a final suppress, a running
-count, aggregate, reduce and declared aggregations (tables), session windows, a stream-table join and a stream-stream join. Records have out-of-order
+count, aggregate, reduce and declared aggregations (tables), a re-grouped table's count and aggregate,
+session windows, a stream-table join and a stream-stream join. Records have out-of-order
 and late timestamps, null keys, null values (tombstones for the aggregations, no reading for the user
 aggregate) and values without the aggregated field.
 """
@@ -81,6 +82,32 @@ def running_declared():
     return builder.build()
 
 
+def regrouped(key, value):
+    return ("c" if key == "c" else "ab", value)
+
+
+def table_count():
+    """A table's rows re-grouped and counted: each update subtracts the row's old value, then adds the new."""
+    builder = StreamsBuilder()
+    builder.table(READINGS).group_by(regrouped).count().to_stream().to("counts")
+    return builder.build()
+
+
+def table_aggregate():
+    """A re-grouped table's sum whose subtractor gives None (the group's entry goes) at 0 or below."""
+
+    def add(key, value, agg):
+        return agg + value.get("temperature", 1.0)
+
+    def subtract(key, value, agg):
+        rest = agg - value.get("temperature", 1.0)
+        return None if rest <= 0 else rest
+
+    builder = StreamsBuilder()
+    builder.table(READINGS).group_by(regrouped).aggregate(lambda: 0.0, add, subtract).to_stream().to("sums")
+    return builder.build()
+
+
 SHAPES = {
     "count": lambda: window_finals.build_topology(window_size=20, grace=6),
     "hopping_user": lambda: hopping_stats.build_topology(window_size=20, advance=5, grace=6),
@@ -89,6 +116,8 @@ SHAPES = {
     "running_aggregate": running_aggregate,
     "running_reduce": running_reduce,
     "running_declared": running_declared,
+    "table_count": table_count,
+    "table_aggregate": table_aggregate,
     "session_count": lambda: session_count.build_topology(gap=7, grace=6),
     "stream_table_join": stream_table_join,
     "stream_stream_join": stream_stream_join,
@@ -139,6 +168,8 @@ def test_the_scenario_is_not_vacuous(shape):
         records.append((topic, "abc"[i % 3], value, ts))
     rows, late, state, metrics = record_by_record(shape, records)
     assert rows and state
-    if not shape.startswith("running") and shape != "stream_table_join":  # neither has windows to be late for
+    if (
+        not shape.startswith(("running", "table")) and shape != "stream_table_join"
+    ):  # neither has windows to be late for
         assert late
     assert in_batches(shape, records, [1, 2, 50, 51, 90], [0, 1, 0, 2]) == (rows, late, state, metrics)

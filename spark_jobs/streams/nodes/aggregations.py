@@ -21,6 +21,7 @@ from ..records import Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
 from .base import Batch, Node, StateRow
 from .declared_aggregations import segmented_accumulate
+from .key_table import number_by_first_appearance
 from .kv_rows import NO_TIME, KeyValueRows
 from .stores import TimestampedStoreNode
 from .time_window_store import TimeWindowStore
@@ -409,17 +410,24 @@ class TableAggregateNode(TimestampedStoreNode):
         self.aggregation = aggregation
 
     def process_columns(self, keys, values, olds, timestamps, headers):
+        """Per record in record order the subtractor and the adder over its key's aggregate so far (kept by
+        the key's number in the batch); each distinct key's entry read and written once (the store's batch
+        operations). A None aggregate deletes the entry: the key's next record starts anew."""
         agg = self.aggregation
         initializer, adder, subtractor = agg.initializer, agg.aggregator, agg.subtractor
-        get, put = self.store.entries.get, self.store.put
+        group, distinct = number_by_first_appearance(keys, 0)
+        distinct_keys = distinct.tolist()
+        entries = self.store.get_list(distinct_keys)
+        current = [None if entry is None else entry[0] for entry in entries]
+        prior_ts = np.fromiter(
+            (NO_TIME if entry is None else entry[1] for entry in entries), np.int64, len(entries)
+        )
         out_o: list = []
         out_v: list = []
-        out_t: list = []
-        for i in range(len(keys)):
-            key, new, old, ts = keys[i], values[i], None if olds is None else olds[i], timestamps[i]
-            previous = get(key)
-            old_agg = None if previous is None else previous[0]
-            new_ts = ts if previous is None else max(ts, previous[1])
+        old_append, new_append = out_o.append, out_v.append
+        olds = [None] * len(keys) if olds is None else olds
+        for g, key, new, old in zip(group.tolist(), keys, values, olds, strict=True):
+            old_agg = current[g]
             intermediate = (
                 subtractor(key, old, old_agg) if old is not None and old_agg is not None else old_agg
             )
@@ -427,10 +435,20 @@ class TableAggregateNode(TimestampedStoreNode):
                 new_agg = adder(key, new, initializer() if intermediate is None else intermediate)
             else:
                 new_agg = intermediate
-            put(key, None if new_agg is None else (new_agg, new_ts))
-            out_v.append(new_agg)
-            out_o.append(old_agg)
-            out_t.append(new_ts)
+            current[g] = new_agg
+            old_append(old_agg)
+            new_append(new_agg)
+        deleted = not all(map(is_not, out_v, repeat(None)))
+        ended = [i for i, new in enumerate(out_v) if new is None] if deleted else None
+        folds = _KeyFolds(group)  # the keys' numbers are 0.. in order: `folds.rows` is every one
+        out_t, final_ts = folds.running_max(timestamps, prior_ts, ended)
+        self.store.put_batch(
+            zip(
+                distinct_keys,
+                [None if v is None else (v, t) for v, t in zip(current, final_ts.tolist(), strict=True)],
+                strict=True,
+            )
+        )
         return Batch(keys, out_v, out_o, out_t, headers, None)
 
 
