@@ -168,3 +168,12 @@ def test_a_running_aggregation_over_many_keys_handed_between_workers_equals_the_
     expected = one_by_one(plain_task(running(kind)), records)
     assert len(expected[2]) > 2 * GROUPS  # the state: an entry per key
     assert in_batches(running(kind), records, cuts, owners) == expected
+
+
+def test_a_none_key_has_no_row_and_a_key_the_table_cannot_hold_moves_the_store_to_a_dict():
+    store = KeyValueRows()
+    assert store.rows_for(["a", "b", "a"]).tolist() == [0, 1, 0]  # str keys: through the KeyTable
+    nan = float("nan")  # a key the table would take for a null; a dict finds it by identity
+    assert store.rows_for([None, "b", nan, nan, 5, "c"]).tolist() == [-1, 1, 2, 2, 3, 4]
+    assert store.rows_for(["c", nan, None, 5, "d"]).tolist() == [4, 2, -1, 3, 5]
+    assert store.keys == ["a", "b", nan, 5, "c", "d"]

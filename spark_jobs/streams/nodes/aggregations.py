@@ -299,24 +299,26 @@ class StreamAggregateNode(TimestampedStoreNode):
         self.store = KeyValueRows(counts=aggregation.kind == "count")
 
     def process_columns(self, keys, values, olds, timestamps, headers):
+        if not keys:
+            return None
+        store = self.store
+        rows = store.rows_for(keys)  # -1 for a None key
         kept = None
-        key_types = set(map(type, keys))
-        if type(None) in key_types or any(map(is_, values, repeat(None))):
-            key_types = None
-            kept = [
-                i
-                for i, (k, v) in enumerate(zip(keys, values, strict=True))
-                if k is not None and v is not None
-            ]
+        null_values = any(map(is_, values, repeat(None)))
+        if null_values or rows.min() < 0:
+            keep = rows >= 0
+            if null_values:
+                keep &= np.fromiter(map(is_not, values, repeat(None)), bool, len(values))
+            kept = np.flatnonzero(keep).tolist()
             self.count_dropped(len(keys) - len(kept))
             keys, values = [keys[i] for i in kept], [values[i] for i in kept]
             timestamps = [timestamps[i] for i in kept]
             if headers is not None:
                 headers = [headers[i] for i in kept]
-        if not keys:
-            return None
-        store = self.store
-        folds = _KeyFolds(store.rows_for(keys, key_types))
+            rows = rows[keep]
+            if not keys:
+                return None
+        folds = _KeyFolds(rows)
         prior, prior_ts = store.get_rows(folds.rows)
         if store.counts:
             old = prior[folds.group] + folds.rank()

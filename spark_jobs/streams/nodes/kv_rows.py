@@ -64,27 +64,30 @@ class KeyValueRows:
     def __len__(self) -> int:
         return self.live_count
 
-    def rows_for(self, keys: list, key_types: set | None = None) -> np.ndarray:
-        """Per key (none None) its row; the keys new to the store get rows, without entry, in order of first
-        appearance. `key_types`: the keys' types, where the caller has them."""
+    def rows_for(self, keys: list) -> np.ndarray:
+        """Per key its row, -1 for a None key; the other keys new to the store get rows, without entry, in
+        order of first appearance."""
         key_objects = object_array(keys)
-        str_keys = (set(map(type, keys)) if key_types is None else key_types) == {str}
-        rows = self._rows_by_table(key_objects) if str_keys and self._table is not False else None
+        rows = self._rows_by_table(key_objects) if self._table is not False else None
         if rows is None:
-            if not str_keys:
-                self._table = False
             index = self._key_index()
             rows = np.fromiter(map(index.get, keys, repeat(-1)), np.int64, len(keys))
-            new = rows < 0
-            if new.any():
-                numbers, new_keys = number_by_first_appearance(key_objects[new].tolist(), self.size)
-                rows[new] = numbers
-                added = new_keys.tolist()
-                index.update(zip(added, range(self.size, self.size + len(added)), strict=True))
-                self._append(added)
+            new = np.flatnonzero(rows < 0)
+            if len(new):
+                candidates = key_objects[new]
+                named = np.fromiter(map(is_not, candidates, repeat(None)), bool, len(new))
+                if named.any():
+                    numbers, new_keys = number_by_first_appearance(candidates[named].tolist(), self.size)
+                    rows[new[named]] = numbers
+                    added = new_keys.tolist()
+                    index.update(zip(added, range(self.size, self.size + len(added)), strict=True))
+                    self._append(added)
         return rows
 
     def _rows_by_table(self, keys: np.ndarray) -> np.ndarray | None:
+        """Per key its row through the KeyTable (-1 for None); None where a key is neither a str nor None:
+        the table is then dropped and the store looks its keys up in a dict from now on. Only the keys new
+        to the table are checked, as the table holds str keys only."""
         table = self._table
         if table is None:
             table = KeyTable.new(max(len(keys), 2 * self.size))
@@ -93,9 +96,14 @@ class KeyValueRows:
                 return None
             self._table = table
         rows, new_keys = table.number(keys)
-        table.confirm(len(new_keys))
-        if len(new_keys):
-            self._append(new_keys.tolist())
+        added = new_keys.tolist()
+        missing = rows < 0  # a null-like key: None, or one the table cannot hold (a float NaN)
+        if set(map(type, added)) - {str} or (missing.any() and any(map(is_not, keys[missing], repeat(None)))):
+            self._table = False
+            return None
+        table.confirm(len(added))
+        if added:
+            self._append(added)
         return rows
 
     def _key_index(self) -> dict:
