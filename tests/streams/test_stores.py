@@ -350,6 +350,7 @@ def test_a_join_store_exports_the_records_put_not_the_lists_of_their_keys() -> N
 def test_a_join_store_segment_past_the_retention_loses_its_parts_and_a_load_leaves_its_records_out() -> None:
     store = JoinWindowStore("left", retention=80)  # segments of 10
     store.put_batch(["a", "b"], [1, 2], [5, 15], [0, 1])
+    assert sorted(store.entries) == ["a", "b"]  # indexed by key (as a fetch needs them)
     _, names = store.export_parts(changed_only=False)
     assert sorted(names) == ["left0.0", "left1.0"]
     store.put_batch(["c"], [3], [96], [2])  # the clock at 96: segment 0 (times up to 9) expired
@@ -380,7 +381,8 @@ def test_a_join_store_segment_past_the_retention_loses_its_parts_and_a_load_leav
 def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(batches, retention) -> None:
     """Batches of puts with a clock that moves on (each batch a step later, records up to 40 late), some
     followed by a fetch of every key: a fetch finds exactly the live records put, and whether fetched or
-    not, the store holds no record older than its retention and a segment before its expiry limit."""
+    not, the store indexes no record older than its retention and a segment before its expiry limit, and
+    keeps no batch all of whose records have expired."""
     store = JoinWindowStore("left", retention=retention)
     put: list[tuple[str, int, int]] = []  # (key, timestamp, seq) of every record put
     seq = 0
@@ -394,12 +396,14 @@ def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(batc
             (k, t, n) for i, (k, t, n) in enumerate(zip(keys, stamps, seqs, strict=True)) if i not in expired
         ]
         limit = store.store_time - retention
-        oldest = min((ts for rows in store.entries.values() for ts, _, _ in rows), default=limit + 1)
-        assert oldest > limit - retention - store.interval
+        # what memory holds: the records indexed by key, the batches put since the last fetch
+        indexed = [ts for rows in store._entries.values() for ts, _, _ in rows]
+        assert min(indexed, default=limit + 1) > limit - retention - store.interval
+        assert all(latest > limit for latest, *_ in store._unindexed)
         if fetch:
             for key in "abcd":
                 live = [(t, n, n) for k, t, n in sorted(put, key=lambda r: r[1:]) if k == key and t > limit]
-                assert store.fetch_batch([key], [0], [10**6]) == [live]
+                assert [list(found) for found in store.fetch_batch([key], [0], 0, 10**6)] == [live]
 
 
 # -- the key-value store --------------------------------------------------------------------------------------

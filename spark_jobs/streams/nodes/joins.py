@@ -10,6 +10,7 @@ from __future__ import annotations
 from bisect import insort
 from collections import Counter
 from collections.abc import Callable, Iterator
+from itertools import accumulate
 from typing import Any
 
 from ..serde import key_bytes
@@ -160,31 +161,71 @@ class StreamStreamJoinNode(Node):
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         """This side's records fetch their partners from the other side's store (unchanged during the
-        batch), then go into this side's store (read only by the other side's records) in one call."""
+        batch), then go into this side's store (read only by the other side's records) in one call. An
+        inner join, where no record waits for a partner, goes through the records that found one only."""
         state = self.state
         assert state is not None
         side, other = self.side, 1 - self.side
-        before, after = self.before, self.after
-        valid = [i for i in range(len(keys)) if keys[i] is not None and values[i] is not None]
-        valid_keys = [keys[i] for i in valid]
-        valid_ts = [timestamps[i] for i in valid]
-        partners_of = state.stores[other].fetch_batch(
-            valid_keys, [max(0, ts - before) for ts in valid_ts], [max(0, ts + after) for ts in valid_ts]
-        )
+        n = len(keys)
+        valid = [i for i in range(n) if keys[i] is not None and values[i] is not None]
+        if len(valid) == n:
+            valid_keys, valid_values, valid_ts = list(keys), list(values), list(timestamps)
+        else:
+            valid_keys = [keys[i] for i in valid]
+            valid_values = [values[i] for i in valid]
+            valid_ts = [timestamps[i] for i in valid]
+        partners_of = state.stores[other].fetch_batch(valid_keys, valid_ts, self.before, self.after)
         seqs = list(range(state.next_seq + 1, state.next_seq + 1 + len(valid)))
         state.next_seq += len(valid)
+        first_stream_time = state.stream_time
+        if self.this_outer or self.other_outer:
+            out = self._join_each(keys, values, timestamps, valid, partners_of, seqs)
+        else:
+            out = []
+            for at, partners in enumerate(partners_of):
+                if partners:
+                    i = valid[at]
+                    key, value, ts = keys[i], values[i], timestamps[i]
+                    for other_ts, _, other_value in partners:
+                        out.append((key, self._join(value, other_value), max(ts, other_ts), i))
+            state.stream_time = max(first_stream_time, max(timestamps))
+        if len(valid) < n:
+            self.count_dropped(n - len(valid))
+        expired = state.stores[side].put_batch(valid_keys, valid_values, valid_ts, seqs)
+        if expired:  # out of the store's retention (Kafka drops the put)
+            # this node's stream time as each record was processed
+            stream_times = list(accumulate(timestamps, max, initial=first_stream_time))
+            late = LateRows()
+            for at in expired:
+                i = valid[at]
+                late.add(i, keys[i], values[i], timestamps[i], None, None, stream_times[i + 1])
+            late.report(self)
+        return Batch(
+            [r[0] for r in out],
+            [r[1] for r in out],
+            None,
+            [r[2] for r in out],
+            None if headers is None else [headers[r[3]] for r in out],
+            [r[3] for r in out],
+        )
+
+    def _join_each(self, keys, values, timestamps, valid, partners_of, seqs) -> list:
+        """An outer side's results, record by record: a record without partner waits for one (or is
+        emitted at once when its window has closed already), and the records whose window closed without
+        a partner come out as the stream time passes them. Rows `(key, value, timestamp, input row)`."""
+        state = self.state
+        assert state is not None
+        side, other, after = self.side, 1 - self.side, self.after
         out: list[tuple[Any, Any, int, int]] = []
         stream_time = state.stream_time
-        stream_times: list[int] = []  # this node's stream time as each valid record was processed
         at = 0  # the next valid record
         for i in range(len(keys)):
             ts = timestamps[i]
             if ts > stream_time:
                 stream_time = state.stream_time = ts
             if at == len(valid) or valid[at] != i:
-                continue  # a null key or value: counted below
+                continue  # a null key or value: counted by the caller
             key, value, partners, seq = keys[i], values[i], partners_of[at], seqs[at]
-            stream_times.append(stream_time)
             at += 1
             if ts == stream_time and state.waiting:
                 self._emit_expired_waiting(out, i)
@@ -197,22 +238,7 @@ class StreamStreamJoinNode(Node):
                     out.append((key, self._join(value, None), ts, i))
                 else:  # wait for a partner until the window closes
                     state.add_waiting((ts, _side_order(side), key_bytes(key), seq), side, key, value)
-        if len(valid) < len(keys):
-            self.count_dropped(len(keys) - len(valid))
-        expired = state.stores[side].put_batch(valid_keys, [values[i] for i in valid], valid_ts, seqs)
-        if expired:  # out of the store's retention (Kafka drops the put)
-            late = LateRows()
-            for n in expired:
-                late.add(valid[n], valid_keys[n], values[valid[n]], valid_ts[n], None, None, stream_times[n])
-            late.report(self)
-        return Batch(
-            [r[0] for r in out],
-            [r[1] for r in out],
-            None,
-            [r[2] for r in out],
-            None if headers is None else [headers[r[3]] for r in out],
-            [r[3] for r in out],
-        )
+        return out
 
     def _emit_expired_waiting(self, out: list, row: int) -> None:
         """Emit, in the waiting store's order, the records whose window closed without a partner."""

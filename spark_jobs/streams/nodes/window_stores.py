@@ -11,8 +11,9 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
+from itertools import accumulate
 from typing import Any
 
 from .kv_store import KeyValueStore
@@ -374,7 +375,9 @@ class JoinWindowStore:
     """One side of a stream-stream join: key -> its records `(timestamp, seq, value)`, sorted. Records at or
     before `store_time - retention` are expired: neither found nor put; a fetch deletes those of its key,
     and once the clock expires a segment, a put deletes those of the keys put in it (`_purge`), so that
-    the store holds about a retention of records, as Kafka's segmented store does.
+    the store holds about a retention of records, as Kafka's segmented store does. A batch put goes into
+    the key index (`entries`) when a fetch or a listing first needs it: a record that expires before
+    then never does (a side that the other side's records rarely look up costs a put per batch).
 
     Saved as Kafka's segmented window stores keep their records, by segment of event time (`interval`, a
     SEGMENTS-th of the retention), each a group of a StoreLog (nodes/store_log.py). A record goes to the
@@ -392,7 +395,10 @@ class JoinWindowStore:
         self.retention = retention
         self.interval = max(1, -(-retention // SEGMENTS))
         self.store_time = -1  # the max timestamp put
-        self.entries: dict[Any, list[tuple[int, int, Any]]] = {}
+        self._entries: dict[Any, list[tuple[int, int, Any]]] = {}
+        # the batches put since the index was last brought up to date: (their max timestamp, keys,
+        # timestamps, seqs, values)
+        self._unindexed: list[tuple[int, list, list, list, list]] = []
         self.counts = TimestampCounts(union)  # per timestamp; `union` shared with the join's other stores
         self._segments: dict[int, _Segment] = {}  # the segments the parts hold
         self._new: tuple[list, list, list, list] = ([], [], [], [])  # keys, timestamps, seqs, values put
@@ -404,44 +410,75 @@ class JoinWindowStore:
 
     def put_batch(self, keys: list, values: list, timestamps: list, seqs: list) -> list[int]:
         """Put records in order; the positions of those not put (expired already: the store's clock had
-        passed them by the retention, counting the earlier records of the batch)."""
-        entries, retention, interval = self.entries, self.retention, self.interval
-        store_time = self.store_time
+        passed them by the retention, counting the earlier records of the batch). The lists become the
+        store's."""
+        if not keys:
+            return []
+        retention, interval = self.retention, self.interval
+        clocks = list(accumulate(timestamps, max, initial=self.store_time))  # the clock before each put
+        del clocks[0]  # ... and after it
+        store_time = clocks[-1]
+        expired: list[int] = []
+        if min(timestamps) <= store_time - retention:
+            expired = [
+                n
+                for n, (ts, clock) in enumerate(zip(timestamps, clocks, strict=True))
+                if ts <= clock - retention
+            ]
+            if expired:
+                skip = set(expired)
+                kept = [n for n in range(len(keys)) if n not in skip]
+                keys, values = [keys[n] for n in kept], [values[n] for n in kept]
+                timestamps, seqs = [timestamps[n] for n in kept], [seqs[n] for n in kept]
         new, runs = self._new, self._runs
         at = len(new[0])
         if not runs:
-            runs.append((at, store_time // interval))
-        next_segment = (store_time // interval + 1) * interval  # the clock's next segment starts there
-        expired: list[int] = []
-        for n, (key, value, ts, seq) in enumerate(zip(keys, values, timestamps, seqs, strict=True)):
-            if ts > store_time:
-                store_time = ts
-                if ts >= next_segment:
-                    segment = ts // interval
-                    next_segment = (segment + 1) * interval
-                    runs.append((at + n - len(expired), segment))
-            if ts <= store_time - retention:
-                expired.append(n)
-                continue
-            rows = entries.get(key)
-            if rows is None:
-                entries[key] = [(ts, seq, value)]
-            else:
-                insort(rows, (ts, seq, value))
+            runs.append((at, self.store_time // interval))
+        # a run of records starts where the clock enters a segment (a record that moves the clock is kept)
+        next_segment = (self.store_time // interval + 1) * interval
+        n = bisect_left(clocks, next_segment)
+        while n < len(clocks):
+            segment = clocks[n] // interval
+            runs.append((at + n - bisect_left(expired, n), segment))
+            next_segment = (segment + 1) * interval
+            n = bisect_left(clocks, next_segment, n)
         self.store_time = store_time
-        if expired:
-            skip = set(expired)
-            kept = [n for n in range(len(keys)) if n not in skip]
-            keys, values = [keys[n] for n in kept], [values[n] for n in kept]
-            timestamps, seqs = [timestamps[n] for n in kept], [seqs[n] for n in kept]
-        self.counts.add_batch(timestamps)
-        new[0].extend(keys)
-        new[1].extend(timestamps)
-        new[2].extend(seqs)
-        new[3].extend(values)
+        if keys:
+            self.counts.add_batch(timestamps)
+            new[0].extend(keys)
+            new[1].extend(timestamps)
+            new[2].extend(seqs)
+            new[3].extend(values)
+            self._unindexed.append((max(timestamps), keys, timestamps, seqs, values))
         if self._last_expired_segment() > self._purged:
             self._purge()
         return expired
+
+    @property
+    def entries(self) -> dict[Any, list[tuple[int, int, Any]]]:
+        """key -> its records `(timestamp, seq, value)`, sorted (read only; expired ones may wait for a
+        fetch or a purge)."""
+        self._index()
+        return self._entries
+
+    def _index(self) -> None:
+        """Put the live records of the batches not indexed yet into the key index."""
+        batches = self._unindexed
+        if not batches:
+            return
+        self._unindexed = []
+        entries, limit = self._entries, self.store_time - self.retention
+        for latest, keys, stamps, seqs, values in batches:
+            if latest <= limit:
+                continue
+            for key, ts, seq, value in zip(keys, stamps, seqs, values, strict=True):
+                if ts <= limit:
+                    continue
+                rows = entries.get(key)
+                if rows is None:
+                    entries[key] = [(ts, seq, value)]
+                else:
+                    insort(rows, (ts, seq, value))
 
     def _last_expired_segment(self) -> int:
         """The last segment whose whole span the clock has expired (`_expired_segment`)."""
@@ -465,10 +502,12 @@ class JoinWindowStore:
                 keys.update(new_keys[lo:hi])
         self._cut_expired(keys)
         self._purged = last
+        limit = self.store_time - self.retention
+        self._unindexed = [batch for batch in self._unindexed if batch[0] > limit]
 
     def _cut_expired(self, keys) -> None:
         """Delete the expired records of `keys` (a key left without records goes)."""
-        entries, limit = self.entries, (self.store_time - self.retention, _AFTER_EVERY_SEQ)
+        entries, limit = self._entries, (self.store_time - self.retention, _AFTER_EVERY_SEQ)
         for key in keys:
             rows = entries.get(key)
             if rows is None:
@@ -479,27 +518,30 @@ class JoinWindowStore:
             elif cut:
                 del rows[:cut]
 
-    def fetch_batch(self, keys: list, times_from: list, times_to: list) -> list[list[tuple[int, int, Any]]]:
-        """Per key its records with timestamps in [time from, time to] (both inclusive), oldest first."""
+    def fetch_batch(self, keys: list, timestamps: list, before: int, after: int) -> list[Sequence]:
+        """Per key its records `(timestamp, seq, value)` with timestamps in [max(0, t - before), max(0, t +
+        after)] for its `t` in `timestamps` (a join window), oldest first; `()` where there is none."""
         entries, limit = self.entries, self.store_time - self.retention
         self.counts.expire(limit)  # the records deleted below need no count
-        found: list[list[tuple[int, int, Any]]] = []
-        for key, time_from, time_to in zip(keys, times_from, times_to, strict=True):
+        found: list[Sequence] = [()] * len(keys)
+        if not entries:
+            return found
+        first_live = (limit, _AFTER_EVERY_SEQ)
+        for n, key in enumerate(keys):
             rows = entries.get(key)
-            if not rows:
-                found.append([])
+            if rows is None:
                 continue
-            cut = bisect_right(rows, (limit, _AFTER_EVERY_SEQ))
+            cut = bisect_right(rows, first_live)
             if cut:  # expired: deleted for good
                 if cut == len(rows):
                     del entries[key]
-                    found.append([])
                     continue
                 del rows[:cut]
-            time_from = max(time_from, limit + 1)
-            found.append(
-                rows[bisect_left(rows, (time_from,)) : bisect_right(rows, (time_to, _AFTER_EVERY_SEQ))]
-            )
+            ts = timestamps[n]
+            time_from, time_to = max(0, ts - before, limit + 1), max(0, ts + after)
+            match = rows[bisect_left(rows, (time_from,)) : bisect_right(rows, (time_to, _AFTER_EVERY_SEQ))]
+            if match:
+                found[n] = match
         return found
 
     def items(self) -> Iterator[tuple[Any, int, Any]]:
