@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from itertools import accumulate
+from operator import sub
 from typing import Any
 
 from .kv_store import KeyValueStore
@@ -132,10 +133,19 @@ class TimestampCounts:
         if not cut:
             return
         counts, union = self.counts, self._union
-        for ts in order[:cut]:
-            n = counts.pop(ts, None)
-            if n is not None and union is not None:
-                _uncount(union, ts, n)
+        pop = counts.pop
+        if union is None:
+            for ts in order[:cut]:
+                pop(ts, None)
+        else:
+            for ts in order[:cut]:
+                n = pop(ts, None)
+                if n is not None:  # the timestamp's first record in `order`
+                    left = union[ts] - n
+                    if left:
+                        union[ts] = left
+                    else:
+                        union.pop(ts)
         del order[:cut]
         self.entries -= cut
 
@@ -419,7 +429,7 @@ class JoinWindowStore:
         del clocks[0]  # ... and after it
         store_time = clocks[-1]
         expired: list[int] = []
-        if min(timestamps) <= store_time - retention:
+        if max(map(sub, clocks, timestamps)) >= retention:  # a record as far behind the clock as that
             expired = [
                 n
                 for n, (ts, clock) in enumerate(zip(timestamps, clocks, strict=True))

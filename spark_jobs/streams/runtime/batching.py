@@ -6,12 +6,10 @@ that produced the result, that row j descends from (None: row j descends from in
 
 Record by record, a node's children see each of its output rows in turn (depth first). So the sinks' rows
 of a fan-out interleave by parent row, earlier children first: `merge` restores that order by splicing
-the children's columns (C-speed slices) at the insertion points that `src` gives.
+the children's columns by their parent rows (`src`), earlier children first at the same parent.
 """
 
 from __future__ import annotations
-
-from bisect import bisect_right
 
 Columns = list  # [topics, keys, values, timestamps, headers-or-None]
 Result = tuple  # (Columns | None, src | None)
@@ -65,39 +63,23 @@ def merge(results: list[Result], need_src: bool) -> Result:
 
 
 def _merge_two(a: Columns, a_src: list | None, b: Columns, b_src: list | None, need_src: bool) -> Result:
-    """Rows of `b` go after the rows of `a` that descend from the same or an earlier parent row."""
+    """Rows of `b` go after the rows of `a` that descend from the same or an earlier parent row: a stable
+    sort of both by parent row (each in parent order already, so the sort merges two runs), then each
+    column picked in that order."""
     na, nb = len(a[0]), len(b[0])
-    b_parents = range(nb) if b_src is None else b_src
-    if a_src is None:
-        points = [p + 1 if p + 1 < na else na for p in b_parents]
-    else:
-        points = [bisect_right(a_src, p) for p in b_parents]
-    runs: list[tuple[int, int, int]] = []  # (insertion point in a, b_lo, b_hi)
-    lo = 0
-    for j in range(1, nb + 1):
-        if j == nb or points[j] != points[lo]:
-            runs.append((points[lo], lo, j))
-            lo = j
+    parents = (list(range(na)) if a_src is None else a_src) + (list(range(nb)) if b_src is None else b_src)
+    order = sorted(range(na + nb), key=parents.__getitem__)
 
-    def splice(x: list, y: list) -> list:
-        out: list = []
-        previous = 0
-        for point, b_lo, b_hi in runs:
-            out += x[previous:point]
-            out += y[b_lo:b_hi]
-            previous = point
-        out += x[previous:]
-        return out
+    def pick(x: list, y: list) -> list:
+        both = x + y
+        return [both[k] for k in order]
 
     a_headers, b_headers = a[4], b[4]
     if a_headers is None and b_headers is None:
         headers = None
     else:
-        headers = splice(
+        headers = pick(
             [None] * na if a_headers is None else a_headers, [None] * nb if b_headers is None else b_headers
         )
-    cols = [splice(a[c], b[c]) for c in range(4)] + [headers]
-    src = None
-    if need_src:
-        src = splice(list(range(na)) if a_src is None else a_src, list(b_parents))
-    return cols, src
+    cols = [pick(a[c], b[c]) for c in range(4)] + [headers]
+    return cols, [parents[k] for k in order] if need_src else None
