@@ -304,22 +304,26 @@ class StreamTableJoinNode(Node):
         return (self.table_name,)
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        valid = [i for i in range(len(keys)) if keys[i] is not None and values[i] is not None]
-        if len(valid) < len(keys):
-            self.count_dropped(len(keys) - len(valid))
-        found = self.task_context.batch_value_getter(self.table_name)([keys[i] for i in valid])
-        joiner, left = self.joiner, self.left
-        out_k: list = []
-        out_v: list = []
-        src: list = []
-        for i, entry in zip(valid, found, strict=True):
-            if entry is None and not left:
-                continue
-            out_k.append(keys[i])
-            out_v.append(joiner(values[i], None if entry is None else entry[0]))
-            src.append(i)
+        n = len(keys)
+        valid = [i for i in range(n) if keys[i] is not None and values[i] is not None]
+        if len(valid) < n:
+            self.count_dropped(n - len(valid))
+        found = self.task_context.batch_value_getter(self.table_name)(
+            list(keys) if len(valid) == n else [keys[i] for i in valid]
+        )
+        joiner = self.joiner
+        if self.left:
+            src = valid
+            out_v = [
+                joiner(values[i], None if entry is None else entry[0])
+                for i, entry in zip(valid, found, strict=True)
+            ]
+        else:
+            matched = [(i, entry[0]) for i, entry in zip(valid, found, strict=True) if entry is not None]
+            src = [i for i, _ in matched]
+            out_v = [joiner(values[i], table_value) for i, table_value in matched]
         return Batch(
-            out_k,
+            [keys[i] for i in src],
             out_v,
             None,
             [timestamps[i] for i in src],
