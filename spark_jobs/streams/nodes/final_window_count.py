@@ -121,6 +121,30 @@ class FinalWindowCount:
         # Only for the fused pair: a count and final suppress that are not fused run node by node, where
         # the suppress loop reads and writes each value, and an array boxes every int.
         suppress.buffer.hold_counts()
+        suppress.buffer.share_new_values(self.stored_values)
+
+    def stored_values(self, window: Any, entries: WindowRows, at: np.ndarray | None) -> Any:
+        """The buffer's new values of its window `window`'s rows `entries` at row numbers `at` (None: every
+        row), as the buffer loads them (TimeOrderedKeyValueBuffer.share_new_values): each key's value in
+        the aggregation's store, the last one it forwarded (None where its row died: a tombstone's). A
+        window whose rows are the store's reads them by row number, the others by key."""
+        rows = self.count.store.rows(window[0])
+        if rows is None:
+            raise ValueError(
+                f"state of {self.suppress.name}: window {window[0]}:{window[1]} buffered, "
+                f"not in the store of {self.count.name}"
+            )
+        values = rows.columns[0]
+        if len(rows.keys) == len(entries.keys) and rows.keys == entries.keys:
+            found = np.arange(len(entries.keys)) if at is None else at
+        else:
+            keys = entries.keys if at is None else [entries.keys[row] for row in at.tolist()]
+            found = rows.rows_of(keys, len(rows))
+        if type(values) is array:
+            if len(found) and found.min() < 0:
+                raise ValueError(f"state of {self.suppress.name}: an entry without a count in {window}")
+            return np.frombuffer(values, np.int64)[found]
+        return [values[row] if row >= 0 else None for row in found.tolist()]
 
     def process_columns(self, keys, values, olds, timestamps, headers) -> Batch | None:
         """The suppress node's output; its `src` points at this batch's rows (the count's input), when the

@@ -29,6 +29,8 @@ from itertools import accumulate, repeat
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
 from ..records import Window, Windowed
 from ..serde import headers_size, key_bytes, value_size, window_start_bytes
 from ..suppress import BufferFullError
@@ -61,9 +63,14 @@ MIN_ROWS_AT_ONCE = 64
 _first, _second = itemgetter(0), itemgetter(1)
 
 
-def entry_rows(columns: tuple[str, ...] = ENTRY_COLUMNS) -> WindowRows:
+# The new value's column: left out of the saved form of a buffer whose new values are its store's
+# (`TimeOrderedKeyValueBuffer.share_new_values`).
+NEW_COLUMN = 2
+
+
+def entry_rows(columns: tuple[str, ...] = ENTRY_COLUMNS, unsaved: tuple[int, ...] = ()) -> WindowRows:
     """The rows of a new until_window_closes window."""
-    return WindowRows(columns, fixed=2)
+    return WindowRows(columns, fixed=2, unsaved=unsaved)
 
 
 class Evicted:
@@ -113,6 +120,10 @@ class TimeOrderedKeyValueBuffer:
         # {inner key: entry} put, inner keys removed
         self.log = StoreLog()
         self.entry_columns = ENTRY_COLUMNS  # the kinds of an until_window_closes window's columns
+        # (window, its rows, row numbers or None for all) -> those rows' new values, when every entry's new
+        # value is what the aggregation upstream holds for its key and window (`share_new_values`)
+        self.new_values_of: Any = None
+        self.unsaved_columns: tuple[int, ...] = ()
         self.observed = -1  # the buffer's stream time: the highest timestamp put
         self.count = 0
         self.num_bytes = 0  # 0 unless track_bytes
@@ -130,9 +141,22 @@ class TimeOrderedKeyValueBuffer:
             raise RuntimeError("hold_counts() must be set before the buffer holds entries")
         self.entry_columns = COUNT_ENTRY_COLUMNS
 
+    def share_new_values(self, new_values_of: Any) -> None:
+        """until_window_closes fed by a windowed aggregation alone (a fused pair, nodes/final_window_count.py):
+        every entry's new value is the aggregation's value for its key and window, the object its store row
+        holds (the aggregation forwards its row's value; a window leaves both stores at the same observed
+        time). So the buffer's saved form leaves its new values out, and a load takes them from the
+        aggregation's store, which the task loads first (its parent): `new_values_of(window, rows,
+        row numbers or None for every row)` gives them. Set before the buffer holds anything (set again, it
+        only changes where the values come from)."""
+        if self.buckets and self.new_values_of is None:
+            raise RuntimeError("share_new_values() must be set before the buffer holds entries")
+        self.new_values_of = new_values_of
+        self.unsaved_columns = (NEW_COLUMN,)
+
     def open_window(self, window: Any) -> WindowRows:
         """An until_window_closes window's rows, new to the buffer, its end in the heap."""
-        rows = self.buckets[window] = entry_rows(self.entry_columns)
+        rows = self.buckets[window] = entry_rows(self.entry_columns, self.unsaved_columns)
         heappush(self.heap, (window[1], window[0]))
         return rows
 
@@ -865,17 +889,30 @@ class TimeOrderedKeyValueBuffer:
             self.rebuild_heap()
 
     def _apply_window_steps(self, dropped: list, steps: list[tuple[Any, Any, list]]) -> None:
-        """until_window_closes: the windows' parts over their rows, then the heap of windows rebuilt."""
+        """until_window_closes: the windows' parts over their rows, the new values their store's (for a buffer
+        that shares them: of every row a base loaded, of the rows the deltas put), then the heap of windows
+        rebuilt."""
         buckets = self.buckets
         for window in dropped:
             buckets.pop(window, None)
+        to_fill: dict[Any, list | None] = {}  # window -> the row numbers of its deltas, None: every row
         for window, saved, _ in steps:
             rows = buckets.get(window)
             if rows is None:
-                rows = buckets[window] = entry_rows(self.entry_columns)
+                rows = buckets[window] = entry_rows(self.entry_columns, self.unsaved_columns)
             rows.load(saved, _part_name(window), owned=True)  # unpickled for this catch-up
+            if "rows" not in saved:
+                to_fill[window] = None
+            elif to_fill.get(window, ()) is not None:
+                to_fill.setdefault(window, []).append(np.frombuffer(saved["rows"], np.int64))
         for window in [w for w, rows in buckets.items() if not rows]:
             del buckets[window]
+        if self.new_values_of is not None:
+            for window, positions in to_fill.items():
+                rows = buckets.get(window)
+                if rows is not None:
+                    at = None if positions is None else np.unique(np.concatenate(positions))
+                    rows.fill(NEW_COLUMN, at, self.new_values_of(window, rows, at))
         self.rebuild_heap()
 
     def _stale(self, item: tuple) -> bool:

@@ -56,15 +56,18 @@ class WindowRows:
     `fixed` columns are set when a row is appended and never change: a delta holds them for its new rows
     only."""
 
-    __slots__ = ("_index", "_table", "keys", "columns", "changing", "dirty", "saved", "key_chunks")
+    __slots__ = ("_index", "_table", "keys", "columns", "changing", "unsaved", "dirty", "saved", "key_chunks")
 
-    def __init__(self, kinds: tuple[str, ...], fixed: int = 0) -> None:
+    def __init__(self, kinds: tuple[str, ...], fixed: int = 0, unsaved: tuple[int, ...] = ()) -> None:
         self._index: dict[Any, int] | None = None  # key -> its live row; None: not built (see `index`)
         # the keys' rows for look-ups by batch (see `rows_of`); None: not built, False: not for this window
         self._table: KeyTable | None | bool = None
         self.keys: list[Any] = []  # by row
         self.columns: list[Any] = [array(kind) if kind else [] for kind in kinds]
         self.changing = len(kinds) - fixed  # the columns before it can change
+        # changing columns the saved form leaves out: their owner derives them from another store after a
+        # load (which leaves the rows' values as they were, and gives new rows a placeholder: 0 or None)
+        self.unsaved = unsaved
         self.dirty = bytearray()  # by row: 1 where put since the last export
         self.saved = 0  # rows the last export (or import) saw: later ones are new to the store's copies
         # (first row, end row, the pickled list of their keys), ascending, not overlapping: what saves of
@@ -216,13 +219,15 @@ class WindowRows:
         gather = (
             itemgetter(*positions) if len(positions) > 1 else lambda column: [column[r] for r in positions]
         )
+        unsaved = self.unsaved
         return {
             "from": first,
             "keys": self._saved_keys(first),
             "rows": _int64s(rows),
             "columns": [
                 _int64s(np.frombuffer(column, np.int64)[rows]) if type(column) is array else gather(column)
-                for column in columns[: self.changing]
+                for n, column in enumerate(columns[: self.changing])
+                if n not in unsaved
             ]
             + [
                 column[first:] if type(column) is array else tuple(column[first:])
@@ -234,7 +239,9 @@ class WindowRows:
         """The saved form of every row (what `save` writes as a base), leaving the export state alone. It
         holds the live columns, not copies (a copy of every column is a large part of a snapshot): pickle it
         before the window changes, as every export and snapshot does."""
-        return {"keys": self._saved_keys(0), "columns": list(self.columns)}
+        unsaved = self.unsaved
+        columns = [column for n, column in enumerate(self.columns) if n not in unsaved]
+        return {"keys": self._saved_keys(0), "columns": columns}
 
     def _saved_keys(self, first: int) -> tuple[bytes, ...]:
         """The keys of rows `first`.. as pickled lists, in row order: the chunks pickled when their rows
@@ -267,7 +274,7 @@ class WindowRows:
             if keys:
                 raise ValueError(f"state part {name!r}: a base over a window that has rows")
             keys += loaded_keys(saved["keys"])  # a copy: stores loaded from one import share key lists
-            for n, values in enumerate(saved["columns"]):
+            for n, values in enumerate(self._with_placeholders(saved["columns"], len(keys), True)):
                 if owned and type(values) is type(columns[n]):
                     columns[n] = values
                 else:
@@ -290,9 +297,10 @@ class WindowRows:
             if kept < 0 or not np.array_equal(positions[kept:], np.arange(first, first + added)):
                 raise ValueError(f"state part {name!r}: its new rows are not its last {added}, in order")
             for n, values in enumerate(values_by_column):
-                expected = len(rows) if n < self.changing else added
+                expected = len(rows) if n < self.changing - len(self.unsaved) else added
                 if len(values) != expected:
                     raise ValueError(f"state part {name!r}: {len(values)} values for {expected} rows")
+            values_by_column = self._with_placeholders(values_by_column, len(rows), False)
             keys += new_keys
             for column, values in zip(
                 columns[self.changing :], values_by_column[self.changing :], strict=True
@@ -301,6 +309,9 @@ class WindowRows:
             older = positions[:kept]  # scattered back; the new rows are appended as they come
             row_list = self._row_list(older)
             for column, values in zip(columns[: self.changing], values_by_column, strict=False):
+                if values is None:  # unsaved: placeholders for the new rows, the others left as they were
+                    column.extend(array(INT64, bytes(8 * added)) if type(column) is array else [None] * added)
+                    continue
                 if type(column) is array:
                     values = np.frombuffer(values, np.int64)
                     column.frombytes(values[kept:].tobytes())
@@ -313,13 +324,46 @@ class WindowRows:
         self.dirty.extend(bytes(len(keys) - len(self.dirty)))
         self.saved = len(keys)
 
+    def _with_placeholders(self, values_by_column: list, rows: int, base: bool) -> list:
+        """The saved values by column with the unsaved columns put back: for a base (`rows`: every row)
+        their placeholders, for a delta None (`load` appends placeholders for its new rows)."""
+        if not self.unsaved:
+            return values_by_column
+        saved = iter(values_by_column)
+        full = []
+        for n, column in enumerate(self.columns):
+            if n not in self.unsaved:
+                full.append(next(saved))
+            elif base:
+                full.append(array(INT64, bytes(8 * rows)) if type(column) is array else [None] * rows)
+            else:
+                full.append(None)
+        return full
+
+    def fill(self, column: int, rows: np.ndarray | None, values: Any) -> None:
+        """Set an unsaved column's values at `rows` (None: every row, `values` then one per row): what its
+        owner derived after a load."""
+        target = self.columns[column]
+        if rows is None:
+            if len(values) != len(self.keys):
+                raise ValueError(f"{len(values)} values for a window of {len(self.keys)} rows")
+            if type(target) is array:
+                self.columns[column] = _int64s(np.asarray(values, np.int64))
+            else:
+                self.columns[column] = values if type(values) is list else list(values)
+            return
+        _assign(target, rows, rows.tolist() if type(target) is not array else None, values)
+
     def _loadable(self, values_by_column: list, name: str) -> list:
         """The saved values by column, those of an int64 column as an array("q"): a part saved by a store
         whose column was a list (an earlier engine's final buffer) loads into int64 columns."""
-        if len(values_by_column) != len(self.columns):
-            raise ValueError(f"state part {name!r}: {len(values_by_column)} columns, not {len(self.columns)}")
+        saved_columns = [column for n, column in enumerate(self.columns) if n not in self.unsaved]
+        if len(values_by_column) != len(saved_columns):
+            raise ValueError(
+                f"state part {name!r}: {len(values_by_column)} columns, not {len(saved_columns)}"
+            )
         loadable = []
-        for n, (column, values) in enumerate(zip(self.columns, values_by_column, strict=True)):
+        for n, (column, values) in enumerate(zip(saved_columns, values_by_column, strict=True)):
             if type(column) is array and type(values) is not array:
                 try:
                     values = array(INT64, values)

@@ -53,7 +53,7 @@ _SNAPSHOT_HEAD = 5  # the magic and the flag
 _OLD_SNAPSHOT_MAGIC = b"STK1"  # one pickle of the task state and each node's snapshot_state(): refused
 # How the stores save their entries in the parts (nodes/kv_store.py, nodes/kv_rows.py, nodes/window_rows.py),
 # in the "task" part of every state: a state of another layout is refused, never misread.
-STATE_LAYOUT = 5
+STATE_LAYOUT = 6
 _REPROCESS = "delete the checkpoint (or snapshot) and process the input again"
 
 
@@ -605,8 +605,9 @@ class StreamTask:
                 )
             # an entries' part is exported only when it changed: no digest to compare (_export_state)
             digests[part_name] = b"" if sub else _digest(data)
-        for node_name, (node_parts, gone) in by_node.items():
-            self.nodes[node_name].apply_parts(node_parts, gone)
+        for node_name, node in self.nodes.items():  # parents first: a buffer may read its store's values
+            if node_name in by_node:
+                node.apply_parts(*by_node[node_name])
 
     def _node_part(self, part_name: str) -> tuple[str, str]:
         """(node name, the node's name of the part: "" for its own) of a part other than "task"."""
