@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from heapq import heapify, heappop, heappush
-from itertools import accumulate, repeat
-from operator import itemgetter
+from itertools import accumulate, compress, repeat
+from operator import is_, itemgetter, not_
 from typing import Any
 
 import numpy as np
@@ -64,8 +64,10 @@ _first, _second = itemgetter(0), itemgetter(1)
 
 
 # The new value's column: left out of the saved form of a buffer whose new values are its store's
-# (`TimeOrderedKeyValueBuffer.share_new_values`).
-NEW_COLUMN = 2
+# (`TimeOrderedKeyValueBuffer.share_new_values`). Such a buffer's old values (a list column) are saved apart
+# (`_saved_olds`): only those that are not the entry's prior value (the same object: an entry put once
+# since it came in), which a load takes from the prior column.
+NEW_COLUMN, OLD_COLUMN, PRIOR_COLUMN = 2, 3, 6
 
 
 def entry_rows(columns: tuple[str, ...] = ENTRY_COLUMNS, unsaved: tuple[int, ...] = ()) -> WindowRows:
@@ -152,7 +154,8 @@ class TimeOrderedKeyValueBuffer:
         if self.buckets and self.new_values_of is None:
             raise RuntimeError("share_new_values() must be set before the buffer holds entries")
         self.new_values_of = new_values_of
-        self.unsaved_columns = (NEW_COLUMN,)
+        objects = self.entry_columns[OLD_COLUMN] == OBJECT
+        self.unsaved_columns = (NEW_COLUMN, OLD_COLUMN) if objects else (NEW_COLUMN,)
 
     def open_window(self, window: Any) -> WindowRows:
         """An until_window_closes window's rows, new to the buffer, its end in the heap."""
@@ -834,14 +837,44 @@ class TimeOrderedKeyValueBuffer:
         return self.log.bases(self.buckets, _part_name, lambda window: self._save(window, None))
 
     def _rows_base(self, window: Any) -> dict[str, Any]:
-        return _with_window(self.buckets[window].base(), window)
+        rows = self.buckets[window]
+        return _with_window(self._saved_olds(rows, rows.base()), window)
 
     def _save(self, window: Any, put: dict | None) -> dict[str, Any]:
         entries = self.buckets[window] if put is None else put  # put: the entries still buffered
         return self.saved_entries(list(entries), list(entries.values()))
 
     def _save_rows(self, window: Any, put: dict | None) -> dict[str, Any]:
-        return _with_window(self.buckets[window].save(changed_only=put is not None), window)
+        rows = self.buckets[window]
+        return _with_window(self._saved_olds(rows, rows.save(changed_only=put is not None)), window)
+
+    def _saved_olds(self, rows: WindowRows, saved: dict[str, Any]) -> dict[str, Any]:
+        """`saved` (a window's saved rows) with its rows' old values when its rows leave them out: per row
+        1 where the old value is the prior one (`old_is_prior`, bytes), and the others in row order
+        (`olds`)."""
+        if OLD_COLUMN not in rows.unsaved:
+            return saved
+        old, prior = rows.columns[OLD_COLUMN], rows.columns[PRIOR_COLUMN]
+        if "rows" in saved:
+            at = np.frombuffer(saved["rows"], np.int64).tolist()
+            old, prior = _items(old, at), _items(prior, at)
+        is_prior = bytes(map(is_, old, prior))
+        saved["old_is_prior"] = is_prior
+        saved["olds"] = tuple(compress(old, map(not_, is_prior)))
+        return saved
+
+    def _load_olds(self, rows: WindowRows, saved: dict[str, Any], name: str) -> None:
+        """The old values of the rows a part saved (`_saved_olds`), after the part's load."""
+        is_prior, olds = saved["old_is_prior"], saved["olds"]
+        at = np.frombuffer(saved["rows"], np.int64) if "rows" in saved else None
+        prior = rows.columns[PRIOR_COLUMN]
+        priors = prior if at is None else _items(prior, at.tolist())
+        if len(is_prior) != len(priors) or len(olds) != is_prior.count(0):
+            raise ValueError(f"state part {name!r}: old values that do not match its rows")
+        explicit = iter(olds)
+        rows.fill(
+            OLD_COLUMN, at, [p if flag else next(explicit) for flag, p in zip(is_prior, priors, strict=True)]
+        )
 
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
         """Catch up with the parts written and removed since this buffer's last export, or load an empty
@@ -901,6 +934,8 @@ class TimeOrderedKeyValueBuffer:
             if rows is None:
                 rows = buckets[window] = entry_rows(self.entry_columns, self.unsaved_columns)
             rows.load(saved, _part_name(window), owned=True)  # unpickled for this catch-up
+            if OLD_COLUMN in rows.unsaved:
+                self._load_olds(rows, saved, _part_name(window))
             if "rows" not in saved:
                 to_fill[window] = None
             elif to_fill.get(window, ()) is not None:
@@ -920,6 +955,13 @@ class TimeOrderedKeyValueBuffer:
         again since)."""
         entry = self.buckets.get(None, {}).get(item[3])
         return entry is None or entry[_SEQ] != item[2]
+
+
+def _items(column: list, at: list[int]) -> list:
+    """column[at], in one C loop."""
+    if len(at) > 1:
+        return list(itemgetter(*at)(column))
+    return [column[row] for row in at]
 
 
 def _window_of_name(name: str) -> Any:
