@@ -396,10 +396,11 @@ class FinalWindowCount:
         for plan_window in plan.windows:
             new_keys = plan_window.new_counts
             pickled_keys = dumps_plain(new_keys) if len(new_keys) >= MIN_KEYS_PICKLED else None
-            window = self._put_counts(plan_window, plan, pickled_keys)
-            self._put_entries(
-                window, plan_window, plan, pickled_keys if plan_window.new_entries is new_keys else None
-            )
+            window, finals = self._put_counts(plan_window, plan, pickled_keys)
+            if plan_window.new_entries is new_keys:  # the same rows: the same groups held and new
+                self._put_entries(window, plan_window, plan, pickled_keys, finals)
+            else:
+                self._put_entries(window, plan_window, plan, None)
         self._finish_count(plan.pairs, keys, values, timestamps)
 
         out = evict_at_passes(
@@ -407,40 +408,52 @@ class FinalWindowCount:
         )
         return Batch(out.keys, out.values, out.olds, out.timestamps, None, out.src)
 
-    def _put_counts(self, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None) -> Window:
-        """The count's rows of one window: created, updated, flagged; its Window object."""
+    def _put_counts(
+        self, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None
+    ) -> tuple[Window, tuple[Any, Any]]:
+        """The count's rows of one window: created, updated, flagged; its Window object, and the values put
+        (of the groups it held, of the new ones)."""
         store = self.count.store
         start, in_window = plan_window.start, plan_window.groups
         found = plan.count_row[in_window]
         held = found >= 0
         groups, new = in_window[held], in_window[~held]
+        finals = _gather(plan.final, groups), _gather(plan.final, new)
         store.put_batch(
             start,
             found[held],
-            [_gather(plan.final, groups), plan.final_ts[groups]],
+            [finals[0], plan.final_ts[groups]],
             plan_window.new_counts,
-            [_gather(plan.final, new), plan.final_ts[new]],
+            [finals[1], plan.final_ts[new]],
             pickled_keys,
         )
-        return store.window(start)
+        return store.window(start), finals
 
     def _put_entries(
-        self, window: Window, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None
+        self,
+        window: Window,
+        plan_window: _PlanWindow,
+        plan: _Plan,
+        pickled_keys: bytes | None,
+        finals: tuple[Any, Any] | None = None,
     ) -> None:
         """The buffer's entries of one window, with their values after the batch ((COUNT_)ENTRY_COLUMNS: ts,
         size, new, old, hdr | base, prior; the new value is the final one, the old one what the last put
-        forwarded; no sizes in an unbounded buffer)."""
+        forwarded; no sizes in an unbounded buffer). `finals`: the count's values put, when its rows are
+        the buffer's (the same groups held and new)."""
         in_window = plan_window.groups
         found = plan.buffer_row[in_window]
         held = found >= 0
         groups, new = in_window[held], in_window[~held]
+        if finals is None:
+            finals = _gather(plan.final, groups), _gather(plan.final, new)
         self.suppress.buffer.put_window_rows(
             window,
             found[held],
             [
                 plan.final_ts[groups],
                 np.zeros(len(groups), np.int64),
-                _gather(plan.final, groups),
+                finals[0],
                 _gather(plan.last_old, groups),
                 [None] * len(groups),
             ],
@@ -448,7 +461,7 @@ class FinalWindowCount:
             [
                 plan.final_ts[new],
                 np.zeros(len(new), np.int64),
-                _gather(plan.final, new),
+                finals[1],
                 _gather(plan.last_old, new),
                 [None] * len(new),
                 np.zeros(len(new), np.int64),
@@ -551,4 +564,4 @@ def _same_rows(rows: WindowRows | None, entries: WindowRows) -> bool:
     nodes built them, since the count forwards each row's first put, which appends the buffer's row. The
     key lists compare by length, then by identity before content: a pointer per row while the two stores
     hold the same string objects, a string comparison per row once an import gave each its own copy."""
-    return rows is not None and rows.rows_live and entries.rows_live and rows.keys == entries.keys
+    return rows is not None and entries.rows_live and rows.all_live() and rows.keys == entries.keys

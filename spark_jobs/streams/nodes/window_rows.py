@@ -123,11 +123,14 @@ class WindowRows:
         """The window's `KeyTable`, brought up to date with the rows appended since its last use (by any
         path: a live window's rows never change once appended), built at the first use; None when the
         window cannot have one (see key_table.py) or pandas is missing. A table whose pending keys were not
-        appended (a batch planned, then run node by node) is built again."""
+        appended (a batch planned, then run node by node) is built again. A window that can hold dead rows has
+        one while none is: a row that dies (its key gone from the index) drops it for good."""
         table = self._table
+        if table and not self.all_live():
+            table = self._table = False
         if table is None or (table and table.pending):
             size_hint = max(size_hint, len(self.keys))
-            table = self._table = (KeyTable.new(size_hint) or False) if self.rows_live else False
+            table = self._table = (KeyTable.new(size_hint) or False) if self.all_live() else False
         if table and table.size < len(self.keys) and not table.add(self.keys[table.size :]):
             table = self._table = False  # a key that is not a str
         return table or None
@@ -136,6 +139,10 @@ class WindowRows:
     def rows_live(self) -> bool:
         """Whether no row can be dead: the first column is int64, which cannot hold None."""
         return type(self.columns[0]) is array
+
+    def all_live(self) -> bool:
+        """Whether no row is dead (the index built if need be, for a window that can hold dead rows)."""
+        return self.rows_live or len(self.index) == len(self.keys)
 
     def append(self, key: Any, fields: tuple) -> None:
         """A row for `key` (new to the window, or back after its entry left)."""
