@@ -63,11 +63,11 @@ MIN_ROWS_AT_ONCE = 64
 _first, _second = itemgetter(0), itemgetter(1)
 
 
-# The new value's column: left out of the saved form of a buffer whose new values are its store's
-# (`TimeOrderedKeyValueBuffer.share_new_values`). Such a buffer's old values (a list column) are saved apart
-# (`_saved_olds`): only those that are not the entry's prior value (the same object: an entry put once
-# since it came in), which a load takes from the prior column.
-NEW_COLUMN, OLD_COLUMN, PRIOR_COLUMN = 2, 3, 6
+# The size and new value's columns: left out of the saved form of a buffer whose new values are its store's
+# (`TimeOrderedKeyValueBuffer.share_new_values`; it sizes no entry: every size is 0). Such a buffer's old
+# values (a list column) are saved apart (`_saved_olds`): not those of new rows that are the entry's prior
+# value (the same object: an entry put once), which a load takes from the prior column.
+SIZE_COLUMN, NEW_COLUMN, OLD_COLUMN, PRIOR_COLUMN = 1, 2, 3, 6
 
 
 def entry_rows(columns: tuple[str, ...] = ENTRY_COLUMNS, unsaved: tuple[int, ...] = ()) -> WindowRows:
@@ -153,9 +153,11 @@ class TimeOrderedKeyValueBuffer:
         only changes where the values come from)."""
         if self.buckets and self.new_values_of is None:
             raise RuntimeError("share_new_values() must be set before the buffer holds entries")
+        if self.track_bytes:
+            raise RuntimeError("a buffer that sizes its entries saves them")
         self.new_values_of = new_values_of
         objects = self.entry_columns[OLD_COLUMN] == OBJECT
-        self.unsaved_columns = (NEW_COLUMN, OLD_COLUMN) if objects else (NEW_COLUMN,)
+        self.unsaved_columns = (SIZE_COLUMN, NEW_COLUMN, *((OLD_COLUMN,) if objects else ()))
 
     def open_window(self, window: Any) -> WindowRows:
         """An until_window_closes window's rows, new to the buffer, its end in the heap."""
@@ -849,32 +851,39 @@ class TimeOrderedKeyValueBuffer:
         return _with_window(self._saved_olds(rows, rows.save(changed_only=put is not None)), window)
 
     def _saved_olds(self, rows: WindowRows, saved: dict[str, Any]) -> dict[str, Any]:
-        """`saved` (a window's saved rows) with its rows' old values when its rows leave them out: per row
-        1 where the old value is the prior one (`old_is_prior`, bytes), and the others in row order
-        (`olds`)."""
+        """`saved` (a window's saved rows) with its rows' old values when its rows leave them out: those of
+        the rows it held before (a delta's rows put, but its new ones) in row order, then of its new rows
+        (every row of a base) those that are not their prior value (`olds`), and per new row 1 where the
+        old value is the prior one (`old_is_prior`, bytes). An entry's old value is its prior one while it
+        was put once: a row put again since an earlier export has another."""
         if OLD_COLUMN not in rows.unsaved:
             return saved
         old, prior = rows.columns[OLD_COLUMN], rows.columns[PRIOR_COLUMN]
+        first = saved.get("from", 0)
+        held: Any = ()
         if "rows" in saved:
-            at = np.frombuffer(saved["rows"], np.int64).tolist()
-            old, prior = _items(old, at), _items(prior, at)
-        is_prior = bytes(map(is_, old, prior))
+            at = np.frombuffer(saved["rows"], np.int64)
+            held = _items(old, at[: len(at) - (len(old) - first)].tolist())
+        new_olds = old[first:]
+        is_prior = bytes(map(is_, new_olds, prior[first:]))
         saved["old_is_prior"] = is_prior
-        saved["olds"] = tuple(compress(old, map(not_, is_prior)))
+        saved["olds"] = (*held, *compress(new_olds, map(not_, is_prior)))
         return saved
 
     def _load_olds(self, rows: WindowRows, saved: dict[str, Any], name: str) -> None:
         """The old values of the rows a part saved (`_saved_olds`), after the part's load."""
         is_prior, olds = saved["old_is_prior"], saved["olds"]
+        first = len(rows.keys) - len(is_prior)  # the part's new rows: the window's last ones
         at = np.frombuffer(saved["rows"], np.int64) if "rows" in saved else None
-        prior = rows.columns[PRIOR_COLUMN]
-        priors = prior if at is None else _items(prior, at.tolist())
-        if len(is_prior) != len(priors) or len(olds) != is_prior.count(0):
+        kept = 0 if at is None else len(at) - len(is_prior)
+        if first != saved.get("from", 0) or kept < 0 or len(olds) != kept + is_prior.count(0):
             raise ValueError(f"state part {name!r}: old values that do not match its rows")
-        explicit = iter(olds)
-        rows.fill(
-            OLD_COLUMN, at, [p if flag else next(explicit) for flag, p in zip(is_prior, priors, strict=True)]
-        )
+        explicit = iter(olds[kept:])
+        new_olds = [
+            p if flag else next(explicit)
+            for flag, p in zip(is_prior, rows.columns[PRIOR_COLUMN][first:], strict=True)
+        ]
+        rows.fill(OLD_COLUMN, at, new_olds if at is None else [*olds[:kept], *new_olds])
 
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
         """Catch up with the parts written and removed since this buffer's last export, or load an empty
