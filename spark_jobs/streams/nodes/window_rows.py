@@ -25,7 +25,9 @@ the keys str (nodes/key_table.py): one C loop, where the index costs a call and 
 Saved form (a part of the store log, nodes/store_log.py): a base `{"keys", "columns"}` holds every row; a
 delta `{"from", "keys", "rows", "columns"}` holds the keys of the rows appended since the previous export
 (rows `from`.. on), then the numbers of every row put since, in order, and their fields by column (of a
-fixed column, set when a row is appended, only the new rows' values). Keys are saved as pickled lists, a
+fixed column, set when a row is appended, only the new rows' values). A store's `unsaved` columns are left
+out: their owner derives them after a load (`fill`), as a final suppress buffer takes its new values from
+its aggregation's store (nodes/time_ordered_buffer.py). Keys are saved as pickled lists, a
 tuple of their bytes (`key_chunks`): a caller that appends many keys at once while they are in the CPU's
 caches pickles them then (the fused count + final suppress, once for both stores), the others are pickled
 by the save that first needs them; a base reuses every chunk, so a key is pickled once while its window
