@@ -19,9 +19,13 @@ PTH_NAME = "spark_jobs_installed_pyspark_first.pth"
 
 
 def main() -> None:
-    site = Path(metadata.distribution("pyspark").locate_file(""))
+    site = Path(metadata.distribution("pyspark").locate_file("")).resolve()
     zips = f"{site / 'pyspark' / 'python' / 'lib'}/"
-    line = f"import sys; sys.path[:] = [p for p in sys.path if not p.startswith({zips!r})]\n"
+    # Compared by real path: a venv reached through a symlink puts the zips on the path under either name.
+    line = (
+        "import os, sys; sys.path[:] = "
+        f"[p for p in sys.path if not os.path.realpath(p).startswith({zips!r})]\n"
+    )
     (site / PTH_NAME).write_text(line)
     print(f"workers import pyspark from {site} ({PTH_NAME})")
 
