@@ -31,7 +31,7 @@ from ..aggregates import DeclaredAggregate
 from ..records import Window, Windowed
 from ..windows import TimeWindows
 from .base import Batch, Node, StateRow
-from .key_table import KeyTable, number_by_first_appearance, object_array
+from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, object_array
 from .kv_rows import RowParts
 from .store_log import StoreLog
 
@@ -322,17 +322,12 @@ class AggregateRows:
         self.size = end
 
     def _reserve(self, rows: int) -> None:
-        capacity = len(self.dirty)
-        if rows <= capacity:
+        capacity = grown_capacity(rows, len(self.dirty))
+        if capacity is None:
             return
-        capacity = max(rows, 2 * capacity, 16)
         for name, column in self.columns.items():
-            grown = np.empty(capacity, column.dtype)
-            grown[: self.size] = column[: self.size]
-            self.columns[name] = grown
-        dirty = np.zeros(capacity, bool)
-        dirty[: self.size] = self.dirty[: self.size]
-        self.dirty = dirty
+            self.columns[name] = grown(column, self.size, capacity)
+        self.dirty = grown(self.dirty, self.size, capacity)
 
     def put(self, rows: np.ndarray, values: dict[str, np.ndarray]) -> None:
         """Rows' new values (column name -> per row), flagged for the next export."""

@@ -91,3 +91,16 @@ def number_by_first_appearance(keys: list, first: int) -> tuple[np.ndarray, np.n
     numbers = np.empty(len(keys), np.int64)  # at the position of each key's first appearance, its number
     numbers[np.fromiter(first_of.values(), np.int64, len(first_of))] = np.arange(first, first + len(first_of))
     return numbers[firsts], np.fromiter(first_of, object, len(first_of))
+
+
+def grown_capacity(rows: int, capacity: int) -> int | None:
+    """The capacity a store of numbered rows grows to for `rows` rows (doubling, so that appends cost
+    amortized O(1)); None when `capacity` holds them already."""
+    return None if rows <= capacity else max(rows, 2 * capacity, 16)
+
+
+def grown(column: np.ndarray, size: int, capacity: int) -> np.ndarray:
+    """A copy of `column`'s first `size` values, `capacity` long (zeros after them, or None for objects)."""
+    out = np.empty(capacity, object) if column.dtype == object else np.zeros(capacity, column.dtype)
+    out[:size] = column[:size]
+    return out

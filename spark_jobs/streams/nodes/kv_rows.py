@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .key_table import KeyTable, number_by_first_appearance, object_array
+from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, object_array
 from .store_log import MAX_DELTAS
 
 GROUPS = 32  # groups of rows, based in turn
@@ -131,15 +131,11 @@ class KeyValueRows:
         self.size = end
 
     def _reserve(self, rows: int) -> None:
-        capacity = len(self.dirty)
-        if rows <= capacity:
+        capacity = grown_capacity(rows, len(self.dirty))
+        if capacity is None:
             return
-        capacity = max(rows, 2 * capacity, 16)
         for name in ("values", "stamps", "live", "dirty"):
-            column = getattr(self, name)
-            grown = np.zeros(capacity, column.dtype) if column.dtype != object else np.empty(capacity, object)
-            grown[: self.size] = column[: self.size]
-            setattr(self, name, grown)
+            setattr(self, name, grown(getattr(self, name), self.size, capacity))
 
     def get_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per row its value and timestamp (a row without entry: 0 or None, and NO_TIME)."""
