@@ -32,7 +32,7 @@ from ..records import Window, Windowed
 from ..windows import TimeWindows
 from .base import Batch, Node, StateRow
 from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, object_array
-from .kv_rows import RowParts
+from .kv_rows import NumberedRows, RowParts
 from .store_log import StoreLog
 
 INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
@@ -246,7 +246,7 @@ def segmented_accumulate(
     return SegmentedFold(sizes).fold(ufunc, values, initial, running=True)[2]
 
 
-class AggregateRows:
+class AggregateRows(NumberedRows):
     """One group's entries: key -> row, a numpy column per state column, a dirty flag per row.
 
     Rows are appended when a key first enters the group and never die. Keys are looked up a batch at a
@@ -305,21 +305,13 @@ class AggregateRows:
     def row_of(self, key: Any) -> int | None:
         return self._key_index().get(key)
 
-    def _key_index(self) -> dict:
-        if self._index is None:
-            self._index = dict(zip(self.keys, range(self.size), strict=True))
-        return self._index
-
     def _append(self, new_keys: list) -> None:
         """Rows for `new_keys`, with the initial values (a KeyTable or index already numbered them)."""
         first, end = self.size, self.size + len(new_keys)
         self._reserve(end)
         for state in self.layout.columns:
             self.columns[state.name][first:end] = state.initial
-        self.keys += new_keys
-        if self._index is not None and self._table is not False:
-            self._index = None  # numbered by the table: built again when needed
-        self.size = end
+        self._add_keys(new_keys)
 
     def _reserve(self, rows: int) -> None:
         capacity = grown_capacity(rows, len(self.dirty))
@@ -868,10 +860,6 @@ class KeyedRows(AggregateRows):
             )
         for column_name, values in columns.items():
             self.columns[column_name][rows] = values
-
-    def append_rows(self, keys: list) -> None:
-        self._index, self._table = None, None
-        self._append(keys)
 
     def loaded(self) -> None:
         self._index, self._table = None, None

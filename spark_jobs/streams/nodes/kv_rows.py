@@ -41,7 +41,32 @@ NO_TIME = int(np.iinfo(np.int64).min)  # a dead row's timestamp: below every rec
 _HOLE = object()  # a row's key while an import has not reached the part that names it
 
 
-class KeyValueRows:
+class NumberedRows:
+    """What the stores of numbered rows share (KeyValueRows here, AggregateRows in
+    nodes/declared_aggregations.py): keys by row, looked up a batch at a time in a `KeyTable` (`_table`;
+    False once a key is not a str) or in a dict index built when first needed (`_index`)."""
+
+    __slots__ = ()
+
+    def _key_index(self) -> dict:
+        if self._index is None:
+            self._index = dict(zip(self.keys, range(self.size), strict=True))
+        return self._index
+
+    def _add_keys(self, new_keys: list) -> None:
+        """Name the rows `size..` (their columns already set) by `new_keys`."""
+        self.keys += new_keys
+        if self._index is not None and self._table is not False:
+            self._index = None  # numbered by the table: built again when needed
+        self.size += len(new_keys)
+
+    def append_rows(self, keys: list) -> None:
+        """Rows for `keys` (an import's rows not yet named): the key table and index are built again."""
+        self._index, self._table = None, None
+        self._append(keys)
+
+
+class KeyValueRows(NumberedRows):
     """key -> (value, timestamp) in rows (see above). `counts`: the values are int64 counts (0 in a row
     without entry), else any objects (None in a row without entry)."""
 
@@ -106,11 +131,6 @@ class KeyValueRows:
             self._append(added)
         return rows
 
-    def _key_index(self) -> dict:
-        if self._index is None:
-            self._index = dict(zip(self.keys, range(self.size), strict=True))
-        return self._index
-
     def row_of(self, key: Any) -> int | None:
         if self._table not in (None, False):
             row = int(self._table.lookup([key])[0]) if type(key) is str else -1
@@ -125,10 +145,7 @@ class KeyValueRows:
         self.stamps[first:end] = NO_TIME
         self.live[first:end] = False
         self.dirty[first:end] = False
-        self.keys += new_keys
-        if self._index is not None and self._table is not False:
-            self._index = None  # numbered by the table: built again when needed
-        self.size = end
+        self._add_keys(new_keys)
 
     def _reserve(self, rows: int) -> None:
         capacity = grown_capacity(rows, len(self.dirty))
@@ -182,11 +199,6 @@ class KeyValueRows:
         if len(columns) != 3:
             raise ValueError(f"state part {name!r}: {len(columns)} columns, not 3")
         self.values[rows], self.stamps[rows], self.live[rows] = columns
-
-    def append_rows(self, keys: list) -> None:
-        """Rows without entry for `keys` (an import's rows not yet named)."""
-        self._index, self._table = None, None
-        self._append(keys)
 
     def loaded(self) -> None:
         """An import or catch-up wrote the rows directly."""
