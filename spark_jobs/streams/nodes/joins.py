@@ -7,10 +7,12 @@ call; its results come in the order of Kafka's record-by-record processing."""
 
 from __future__ import annotations
 
+import operator
 from bisect import insort
 from collections import Counter
 from collections.abc import Callable, Iterator
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import itemgetter
 from typing import Any
 
 from ..serde import key_bytes
@@ -290,6 +292,14 @@ def _side_order(side: int) -> int:
     return 0 if side == RIGHT else 1
 
 
+_first = itemgetter(0)  # a table entry's value (entries are (value, timestamp))
+
+
+def _any_none(column: list) -> bool:
+    """Whether a column holds None, by identity (a value's own `==` is never called)."""
+    return any(map(operator.is_, column, repeat(None)))
+
+
 class StreamTableJoinNode(Node):
     """Stream-table join: each stream record looks up the table's current value; the result keeps the
     stream record's timestamp. A batch is looked up in the table in one call."""
@@ -305,26 +315,28 @@ class StreamTableJoinNode(Node):
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         n = len(keys)
-        valid = [i for i in range(n) if keys[i] is not None and values[i] is not None]
-        if len(valid) < n:
+        if _any_none(keys) or _any_none(values):  # a null key or value joins nothing: dropped
+            valid = [i for i in range(n) if keys[i] is not None and values[i] is not None]
             self.count_dropped(n - len(valid))
-        found = self.task_context.batch_value_getter(self.table_name)(
-            list(keys) if len(valid) == n else [keys[i] for i in valid]
-        )
-        joiner = self.joiner
-        if self.left:
-            src = valid
-            out_v = [
-                joiner(values[i], None if entry is None else entry[0])
-                for i, entry in zip(valid, found, strict=True)
-            ]
+            found = self.task_context.batch_value_getter(self.table_name)([keys[i] for i in valid])
         else:
-            matched = [(i, entry[0]) for i, entry in zip(valid, found, strict=True) if entry is not None]
-            src = [i for i, _ in matched]
-            out_v = [joiner(values[i], table_value) for i, table_value in matched]
+            valid = None  # every row: the output rows are the input rows where the table has the key
+            found = self.task_context.batch_value_getter(self.table_name)(keys)
+        if None not in found:  # every row found its key: the table's values in row order
+            table_values = list(map(_first, found))
+            src = valid
+        elif self.left:
+            table_values = [None if entry is None else entry[0] for entry in found]
+            src = valid
+        else:
+            rows = range(n) if valid is None else valid
+            src = [i for i, entry in zip(rows, found, strict=True) if entry is not None]
+            table_values = [entry[0] for entry in found if entry is not None]
+        if src is None:
+            return Batch(keys, list(map(self.joiner, values, table_values)), None, timestamps, headers, None)
         return Batch(
             [keys[i] for i in src],
-            out_v,
+            list(map(self.joiner, map(values.__getitem__, src), table_values)),
             None,
             [timestamps[i] for i in src],
             None if headers is None else [headers[i] for i in src],
