@@ -286,14 +286,21 @@ def test_new_keys_take_rows_in_order_of_their_first_record_in_the_window() -> No
     assert decoded(fused_export.parts) == decoded(nodes_export.parts)
 
 
-@given(st.lists(st.integers(-3, 3) | st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=60))
-def test_distinct_is_np_unique_with_its_stable_sort(values) -> None:
+@given(
+    st.lists(
+        st.integers(-3, 3) | st.integers(2**40, 2**40 + 70_000) | st.integers(-(2**63), 2**63 - 1),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_distinct_is_np_unique(values) -> None:
+    """Counted (values within a span of a few times their number) or sorted (the others): np.unique's."""
     array = np.array(values, np.int64)
-    distinct, first, inverse, counts, order = _distinct(array)
+    got = _distinct(array)
     expected = np.unique(array, return_index=True, return_inverse=True, return_counts=True)
-    for got, want in zip((distinct, first, inverse, counts), expected, strict=True):
-        assert got.tolist() == want.tolist()
-    assert order.tolist() == np.argsort(array, kind="stable").tolist()
+    assert len(got) == len(expected)
+    for got_column, want in zip(got, expected, strict=True):
+        assert got_column.tolist() == want.tolist()
 
 
 def test_keys_of_other_types_the_count_holds_are_numbered_by_their_rows(monkeypatch) -> None:

@@ -40,6 +40,10 @@ from .window_rows import WindowRows, dumps_plain
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
 MIN_ROWS = 256
+# `_distinct` counts values instead of sorting them while their span is below this many per value plus
+# DENSE_SPAN: a count costs a pass over the span, a stable sort a few passes over the values.
+DENSE_SPAN_PER_VALUE = 8
+DENSE_SPAN = 1 << 16
 # A window's new keys are pickled as they are appended (for both stores' saves, while they are in the CPU's
 # caches) from this many on; fewer cost more in a pickler's set-up per window than an export saves on them.
 MIN_KEYS_PICKLED = 1024
@@ -243,15 +247,17 @@ class FinalWindowCount:
         m = len(rec)
         size = count.windows.size
 
-        # (window, key) groups, numbered by window then key; windows in order of first appearance
-        starts, window_first, window_of, _, _ = _distinct(start)
+        # (window, key) groups, numbered by window then key; windows in order of first appearance. A window's
+        # start is a multiple of the advance (TimeWindows.pairs): numbered by it, the windows are a few
+        # numbers apart, which _distinct counts without sorting.
+        advance = count.windows.advance
+        starts, window_first, window_of, _ = _distinct(start // advance)
+        starts *= advance
         group_id = window_of * numbers + code[rec]
-        ids, group_first, group, sizes, by_group = _distinct(group_id)  # by_group: pairs by group, in order
-        group_at = np.cumsum(sizes) - sizes  # where each group begins in by_group
-        rank = np.empty(m, np.int64)
-        rank[by_group] = np.arange(m) - np.repeat(group_at, sizes)
+        ids, group_first, group, sizes = _distinct(group_id)
         pair_ts = ts[rec]
-        group_max_ts = np.maximum.reduceat(pair_ts[by_group], group_at)
+        group_max_ts = np.full(len(ids), -1, np.int64)  # timestamps are non-negative (_pairs)
+        np.maximum.at(group_max_ts, group, pair_ts)
         group_window = ids // numbers
         key_of_group = ids % numbers  # per group: its key's number
         window_groups = np.searchsorted(group_window, np.arange(len(starts) + 1))
@@ -319,10 +325,12 @@ class FinalWindowCount:
             plan_windows.append(_PlanWindow(window_start, in_window, new_counts, new_entries))
         new_entry = buffer_row < 0
         # the buffer's puts (an unbounded buffer: no sizes, see nodes/time_ordered_buffer.py)
-        delta_count = ((rank == 0) & new_entry[group]).astype(np.int64)
+        delta_count = np.zeros(m, np.int64)
+        delta_count[group_first[new_entry]] = 1  # a new entry's first put
         buffer_observed = np.maximum(np.maximum.accumulate(np.maximum(pair_ts, ts0[group])), buffer.observed)
 
-        group_last = by_group[group_at + sizes - 1]  # per group: its last pair
+        group_last = np.full(len(ids), -1, np.int64)  # per group: its last pair
+        np.maximum.at(group_last, group, np.arange(m))
         passes = self._passes(buffer_observed, plan_windows, group_first, group_last)
         if passes is None:
             return None
@@ -539,14 +547,25 @@ def _put(target: Any, at: np.ndarray, values: Any) -> None:
         deque(map(target.__setitem__, at.tolist(), values), maxlen=0)
 
 
-def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """np.unique(values, return_index=True, return_inverse=True, return_counts=True), and the stable sort
-    that it is made from (each value's positions together, in order), which np.unique does not return:
-    one sort instead of two. An array of one value (a batch in one window) is not sorted."""
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """np.unique(values, return_index=True, return_inverse=True, return_counts=True) of int64 `values`.
+    Values within a span of a few times their number (keys and windows numbered densely) are counted
+    (np.bincount) instead of sorted; an array of one value (a batch in one window) is neither."""
     n = len(values)
-    if n and values.min() == values.max():
+    lo, hi = (int(values.min()), int(values.max())) if n else (0, 0)
+    if lo == hi:
         zeros = np.zeros(n, np.int64)
-        return values[:1], zeros[:1], zeros, np.array([n]), np.arange(n)
+        return values[:1], zeros[:1], zeros, np.array([n])
+    if hi - lo < DENSE_SPAN_PER_VALUE * n + DENSE_SPAN:
+        shifted = values - lo
+        counts = np.bincount(shifted)
+        present = np.flatnonzero(counts)
+        number = np.empty(len(counts), np.int64)  # per value present: its rank among them
+        number[present] = np.arange(len(present))
+        inverse = number[shifted]
+        first = np.full(len(present), n, np.int64)
+        np.minimum.at(first, inverse, np.arange(n))
+        return present + lo, first, inverse, counts[present]
     order = np.argsort(values, kind="stable")
     in_order = values[order]
     new_run = np.empty(n, bool)
@@ -555,7 +574,7 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     run_at = np.flatnonzero(new_run)
     inverse = np.empty(n, np.int64)
     inverse[order] = np.cumsum(new_run) - 1
-    return in_order[run_at], order[run_at], inverse, np.diff(np.append(run_at, n)), order
+    return in_order[run_at], order[run_at], inverse, np.diff(np.append(run_at, n))
 
 
 def _same_rows(rows: WindowRows | None, entries: WindowRows) -> bool:

@@ -117,24 +117,24 @@ class FinalWindowUserAggregate(FinalWindowCount):
     def _results(
         self, old0: list, sizes: np.ndarray, group: np.ndarray, pairs: _Pairs
     ) -> tuple[list, list, list]:
-        """Each group's fold over its pairs, in the node's order of pairs (by record: the records' values are
-        read in the order they lie in memory): the initializer first when the key has no row (new to the
-        window), then the aggregator per pair. Only each group's first old value, last old value and last
-        result are kept: the aggregates between are freed as the fold goes, as the node's loop frees them.
-        A None result (a tombstone) ends the fold: the batch is replayed through the node (`_Tombstone`)."""
+        """Each group's fold over its pairs: the initializer for each group whose key has no row (new to the
+        window), then the aggregator once per pair, in the node's order of pairs (by record: the records'
+        values are read in the order they lie in memory, and the groups' aggregates so far stay in the
+        CPU's caches). Each group's calls are in the order the node makes them; across groups the
+        initializer's calls come first. Only each group's first old value, last old value and last result
+        are kept: the aggregates between are freed as the fold goes, as the node's loop frees them. A None
+        result (a tombstone) ends the fold: the batch is replayed through the node (`_Tombstone`)."""
         initializer, aggregator = self.count.aggregation.initializer, self.count.aggregation.aggregator
-        keys, values = self._keys, self._values
         rec = pairs.rec.tolist()
-        current = list(old0)  # per group its aggregate so far (_NO_ROW: none)
-        first_old = list(old0)
+        keys = list(map(self._keys.__getitem__, rec))  # gathered in C: the loop below only reads them
+        values = list(map(self._values.__getitem__, rec))
+        first_old = [initializer() if old is _NO_ROW else old for old in old0]
+        current = first_old.copy()  # per group its aggregate so far
         last_old: list = [None] * len(old0)
-        folding = zip(group.tolist(), map(keys.__getitem__, rec), map(values.__getitem__, rec), strict=True)
+        folding = zip(group.tolist(), keys, values, strict=True)
         for g, key, value in folding:
-            agg = current[g]
-            if agg is _NO_ROW:
-                agg = first_old[g] = initializer()
-            last_old[g] = agg
-            agg = current[g] = aggregator(key, value, agg)
+            last_old[g] = agg = current[g]
+            current[g] = agg = aggregator(key, value, agg)
             if agg is None:
                 rest = list(folding)
                 raise _Tombstone(
