@@ -128,3 +128,43 @@ def test_the_functions_are_called_as_often_as_the_node_calls_them(monkeypatch) -
     assert fused == nodes
     assert fused_calls == node_calls
     assert pair.fused.metrics() == pair.nodes.metrics()
+
+
+def _logged_topology(log: dict, size: int, advance: int, grace: int):
+    """The tombstones' aggregate whose functions log, per key, every aggregate the aggregator is given and
+    the value with it, and count the initializer's calls."""
+
+    def initial():
+        log["initializer"] = log.get("initializer", 0) + 1
+        return _initial()
+
+    def add(key, value, agg):
+        log.setdefault(key, []).append((value, agg))
+        return _add_or_delete(key, value, agg)
+
+    windows = TimeWindows.of_size_and_grace(size, grace)
+    if advance != size:
+        windows = windows.advance_by(advance)
+    builder = StreamsBuilder()
+    table = builder.stream(TOPIC).group_by_key().windowed_by(windows).aggregate(initial, add)
+    table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded())).to_stream().to("finals")
+    return builder.build()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=st.sampled_from([(10, 10, 0), (20, 5, 4), (15, 10, 20)]), runs=batches())
+def test_each_key_sees_the_nodes_calls_in_their_order(shape, runs) -> None:
+    """The fused fold calls the user's functions group by group in the node's order of each group's pairs
+    (the initializer of new groups first): several keys' and windows' groups interleaved, tombstones in
+    some, each key's aggregator is given the same values and aggregates, in the same order, as the node
+    gives it, and the initializer is called as often."""
+    size, advance, grace = shape
+    fused_log: dict = {}
+    node_log: dict = {}
+    pair = Pair(lambda: aggregate_topology("tombstones", size, advance, grace))
+    pair.fused = StreamTask(_logged_topology(fused_log, size, advance, grace))
+    pair.nodes = StreamTask(_logged_topology(node_log, size, advance, grace))
+    for keys, timestamps, headers in runs:
+        fused, nodes = pair.run(keys, timestamps, headers)
+        assert fused == nodes
+        assert fused_log == node_log
