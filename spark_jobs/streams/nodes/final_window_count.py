@@ -486,7 +486,7 @@ class FinalWindowCount:
             starts = pairs.late_start.tolist()
             size = count.windows.size
             # the count's observed time at each record (its time before this batch is still count.observed)
-            observed = np.maximum(np.maximum.accumulate(np.array(timestamps)), count.observed)
+            observed = np.maximum(np.maximum.accumulate(pairs.ts), count.observed)
             count.count_late(
                 rows,
                 [keys[r] for r in rows],
