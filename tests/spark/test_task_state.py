@@ -301,7 +301,15 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
 @pytest.mark.spark
 @pytest.mark.parametrize(
     "old_layout",
-    [None, "task-parts-v1", "task-parts-v2", "task-parts-v3", "task-parts-v4", "task-parts-v5"],
+    [
+        None,
+        "task-parts-v1",
+        "task-parts-v2",
+        "task-parts-v3",
+        "task-parts-v4",
+        "task-parts-v5",
+        "task-parts-v6",
+    ],
     ids=[
         "single snapshot",
         "key-bucket parts",
@@ -309,6 +317,7 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
         "join records by key",
         "aggregates by key group",
         "final buffers' own values",
+        "declared values as dicts",
     ],
 )
 def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_path, old_layout):
@@ -316,7 +325,7 @@ def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_p
     spec = JobSpec(SENSOR_ALERTS, {}, 3)
     TopologyRuntime(spark, spec, config)._check_identity()
     record = json.loads((tmp_path / "ckpt" / "job.json").read_text())
-    assert record["state_layout"] == task_state.STATE_LAYOUT == "task-parts-v6"
+    assert record["state_layout"] == task_state.STATE_LAYOUT == "task-parts-v7"
     if old_layout is None:
         del record["state_layout"]  # as the applyInPandasWithState runtime wrote it
     else:
@@ -324,7 +333,7 @@ def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_p
     (tmp_path / "ckpt" / "job.json").write_text(json.dumps(record))
     shown = old_layout or "single-snapshot"
     with pytest.raises(
-        IdentityMismatch, match=f"{shown}.*task-parts-v6.*new checkpoint, with a new output folder"
+        IdentityMismatch, match=f"{shown}.*task-parts-v7.*new checkpoint, with a new output folder"
     ):
         TopologyRuntime(spark, spec, config)._check_identity()
 

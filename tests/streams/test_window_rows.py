@@ -15,7 +15,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_jobs.streams.nodes.window_rows import INT64, OBJECT, WindowRows, dumps_plain, loaded_keys
+from spark_jobs.streams.nodes.window_rows import (
+    INT64,
+    OBJECT,
+    StructFields,
+    WindowRows,
+    dumps_plain,
+    loaded_keys,
+)
 
 from .test_properties import PROPERTY
 
@@ -286,3 +293,79 @@ def test_a_base_loaded_twice_gives_two_windows_apart_unless_it_is_owned(layout) 
     owner.load(saved, "w.0", owned=True)
     assert all(mine is theirs for mine, theirs in zip(owner.columns, saved["columns"], strict=True))
     assert live(owner) == live(store)
+
+
+STRUCT = StructFields(["count", "sum", "max"], [np.int64, np.float64, np.int64], [False, True, True])
+struct_values = st.fixed_dictionaries(
+    {
+        "count": st.integers(-(2**63), 2**63 - 1),
+        "sum": st.none() | st.floats(allow_nan=False),
+        "max": st.none() | st.integers(-(2**63), 2**63 - 1),
+    }
+).map(lambda value: {name: value[name] for name in STRUCT.names})  # the fields' order, as a struct reads
+
+
+@PROPERTY
+@given(
+    batches=st.lists(
+        st.lists(st.tuples(st.sampled_from([f"k{i}" for i in range(6)]), struct_values), max_size=8),
+        min_size=1,
+        max_size=5,
+    ),
+    by_columns=st.booleans(),
+)
+def test_struct_columns_hold_save_and_load_the_values_they_were_put(batches, by_columns) -> None:
+    """A column of dicts of numeric fields (a declared aggregation's values) held as a numpy array per
+    field: read back, and loaded by a copy from every export, each value is the dict put (a null field
+    None, -0.0 kept), whether put one at a time or as columns."""
+    kinds = (INT64, STRUCT, STRUCT)  # ts | a fixed struct column: a row's first value
+    store, copy = WindowRows(kinds, fixed=1), WindowRows(kinds, fixed=1)
+    expected: dict = {}
+    for n, batch in enumerate(batches):
+        for key, value in batch:
+            row = store.index.get(key)
+            if row is None:
+                if by_columns:
+                    store.extend([key], [np.array([n]), STRUCT.parse([value]), STRUCT.parse([value])])
+                else:
+                    store.append(key, (n, value, value))
+                expected[key] = (n, value, value)
+            else:
+                if by_columns:
+                    store.put_rows(np.array([row]), [np.array([n]), STRUCT.parse([value])])
+                else:
+                    store.columns[0][row] = n
+                    store.columns[1][row] = value
+                    store.dirty[row] = 1
+                expected[key] = (n, value, expected[key][2])
+        copy.load(round_trip(store.save(changed_only=n > 0)), f"w.{n}")
+        for rows in (store, copy):
+            held = {key: tuple(column[row] for column in rows.columns) for key, row in rows.live()}
+            assert repr(held) == repr(expected)  # repr: -0.0 is not 0.0
+    assert list(store.columns[1]) == list(copy.columns[1]) == [expected[key][1] for key in store.keys]
+
+
+def test_a_struct_column_saves_arrays_and_refuses_a_saved_form_of_other_fields() -> None:
+    store = WindowRows((INT64, STRUCT))
+    store.append("a", (1, {"count": 1, "sum": None, "max": 4}))
+    store.append("b", (2, {"count": 2, "sum": 2.5, "max": None}))
+    saved = round_trip(store.save(changed_only=False))
+    column = saved["columns"][1]
+    assert [type(field) for field in column["fields"]] == [array] * 3
+    assert column["fields"][1].typecode == "d" and column["nulls"][0] is None
+    assert store.columns[1].dicts() == [
+        {"count": 1, "sum": None, "max": 4},
+        {"count": 2, "sum": 2.5, "max": None},
+    ]
+    for bad in (
+        dict(column, fields=column["fields"][:2]),
+        dict(column, rows=3),
+        dict(column, nulls=[b"\x00\x01", None, None]),  # the count is never null
+        dict(column, fields=[column["fields"][1], *column["fields"][1:]]),  # a float64 where an int64 is
+        [1, 2],
+    ):
+        refused = WindowRows((INT64, STRUCT))
+        with pytest.raises(ValueError, match="'w.0': a struct column that is not one of the fields"):
+            refused.load(dict(saved, columns=[saved["columns"][0], bad]), "w.0")
+    with pytest.raises(TypeError, match="dicts of the fields"):
+        store.columns[1][0] = {"count": 1}

@@ -34,6 +34,7 @@ from .base import Batch, Node, StateRow
 from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, object_array
 from .kv_rows import NumberedRows, RowParts
 from .store_log import StoreLog
+from .window_rows import StructFields, StructValues
 
 INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 _FLOAT = np.dtype(np.float64)
@@ -91,34 +92,36 @@ class AggregateLayout:
         # the (field, dtype) reads of a batch's values
         self.reads = list(dict.fromkeys((c.field, c.reads) for c in self.columns if c.field is not None))
         self.names = list(declared)
-        # the value dicts of a row of columns, in one comprehension (the names as literals: a dict display
-        # builds each dict in place, where dict(zip(names, row)) makes a zip and a call per row)
-        items = ", ".join(f"{name!r}: _{i}" for i, name in enumerate(self.names))
-        variables = ", ".join(f"_{i}" for i in range(len(self.names)))
-        self.structs = eval(  # noqa: S307 - built from repr() of the names only
-            f"lambda columns: [{{{items}}} for {variables}, in zip(*columns)]"
+        # the values' fields: a count's is an int64 never null, a mean's a float64, a sum's, min's or max's
+        # its accumulator's dtype; those are null where no record had a value
+        self.fields = StructFields(
+            self.names,
+            [_FLOAT if kind == "mean" else columns[name].dtype for kind, name, _ in self.outputs],
+            [kind != "count" for kind, _, _ in self.outputs],
         )
+        self.structs = self.fields.structs  # the value dicts of rows of field lists
 
-    def value_columns(self, state: dict[str, np.ndarray]) -> list[list]:
-        """The output fields, each a list over the rows of `state` (column name -> array)."""
-        out = []
+    def struct_values(self, state: dict[str, np.ndarray]) -> StructValues:
+        """The values of the rows of `state` (column name -> per row) as columns of their fields."""
+        fields, nulls = [], []
         for kind, name, counted in self.outputs:
             values = state[name]
             if kind == "count":
-                out.append(values.tolist())
+                fields.append(values)
+                nulls.append(None)
                 continue
             n = state[counted]
             if kind == "mean":
                 with np.errstate(invalid="ignore", divide="ignore"):
                     values = values / n
             missing = n == 0
-            if missing.any():
-                objects = values.astype(object)
-                objects[missing] = None
-                out.append(objects.tolist())
-            else:
-                out.append(values.tolist())
-        return out
+            fields.append(values)
+            nulls.append(missing if missing.any() else None)
+        return StructValues(fields, nulls)
+
+    def value_columns(self, state: dict[str, np.ndarray]) -> list[list]:
+        """The output fields, each a list over the rows of `state` (column name -> array)."""
+        return self.fields.lists(self.struct_values(state))
 
     def struct(self, state: dict[str, Any]) -> dict[str, Any]:
         """One row's value dict (column name -> that row's value)."""

@@ -3,9 +3,10 @@
 `windowed_by(TimeWindows).agg(...).suppress(until_window_closes(unbounded()))` emits one value per key and
 window, when the window closes. Run node by node, the aggregation builds a value dict for every (record,
 window) pair and the buffer puts each one; here the aggregation folds the batch as it does alone
-(`DeclaredWindowAggregateNode.fold_batch`, its values as numpy columns), and only what the buffer keeps
-becomes Python objects: per (window, key) of the batch its value after the batch, the old value of its last
-update and, for an entry new to the buffer, its prior value (the old value of its first update).
+(`DeclaredWindowAggregateNode.fold_batch`, its values as numpy columns), and the buffer keeps them as
+columns too (TimeOrderedKeyValueBuffer.hold_structs): per (window, key) of the batch its value after the
+batch, the old value of its last update and, for an entry new to the buffer, its prior value (the old value
+of its first update). A value becomes a dict only when its entry leaves the buffer.
 
 The result is the nodes' own, to the metric, for the reasons that nodes/final_window_count.py gives: the
 buffer's observed time after each pair is the running maximum of the aggregation's output timestamps,
@@ -26,7 +27,6 @@ import numpy as np
 from .base import Batch
 from .declared_aggregations import DeclaredWindowAggregateNode, FoldedBatch
 from .final_window_count import evict_at_passes
-from .key_table import object_array
 from .suppress import SuppressNode
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
@@ -55,6 +55,9 @@ class FinalWindowAggregate:
     def __init__(self, aggregate: DeclaredWindowAggregateNode, suppress: SuppressNode) -> None:
         self.aggregate = aggregate
         self.suppress = suppress
+        # The buffer's values are this aggregation's: columns of its fields, which the fused pass fills with
+        # numpy. Only for the fused pair: run node by node, the suppress loop reads and writes each value.
+        suppress.buffer.hold_structs(aggregate.layout.fields)
 
     def process_columns(self, keys, values, olds, timestamps, headers) -> Batch | None:
         """The suppress node's output; its `src` points at this batch's rows (the aggregation's input)."""
@@ -98,8 +101,6 @@ class FinalWindowAggregate:
         # per group: its entry's row in the buffer's window (-1: new), the windows' new keys in the order
         # of their first put
         buffer_row = np.full(n_groups, -1, np.int64)
-        single = groups.sizes == 1
-        old_values = np.empty(n_groups, object)
         windows = []
         expected = max((len(buffer.window_rows(w)) for w in buffer.windows()), default=0)
         for start, store, (lo, hi) in zip(
@@ -111,74 +112,51 @@ class FinalWindowAggregate:
             if entries is not None:
                 if _same_rows(store.keys, entries.keys):
                     rows = groups.rows[in_window]
-                    found = np.where(rows < len(entries.keys), rows, -1)
+                    buffer_row[in_window] = np.where(rows < len(entries.keys), rows, -1)
                 else:
-                    found = entries.rows_of(groups.keys[in_window].tolist(), expected)
-                buffer_row[in_window] = found
-                # a held entry's value is the aggregation's before the batch: a group of one pair has it as
-                # the old value of its put, the very object (as the put loop would pass it on)
-                reused = single[in_window] & (found >= 0)
-                if reused.any():
-                    held_values = entries.columns[2]  # ENTRY_COLUMNS: ts, size, new, ...
-                    old_values[in_window[reused]] = list(map(held_values.__getitem__, found[reused].tolist()))
+                    buffer_row[in_window] = entries.rows_of(groups.keys[in_window].tolist(), expected)
             windows.append((window, in_window))
         new_entry = buffer_row < 0
 
-        finals, olds = folds.at_last_pairs()
+        # the entries' values as columns (the buffer holds them so: `hold_structs`): per group its value
+        # after the batch; the old value of its last put, its value before its last pair (a held entry's
+        # value before the batch, for a group of one pair); and, for an entry new to the buffer, its prior
+        # value, the old value of its first put: the group's value before the batch
+        finals, befores = folds.at_last_pairs()
         ts = finals["ts"]
-        new_values = object_array(_structs(layout, finals))
-        built = np.flatnonzero(~(single & ~new_entry))
-        old_values[built] = _structs(layout, {name: column[built] for name, column in olds.items()})
+        new_values = layout.struct_values(finals)
+        old_values = layout.struct_values(befores)
+        prior_values = layout.struct_values(folds.prior)
+        windows.sort(key=lambda window: int(first_pair[window[1][0]]))  # opened in order of first put
+        for window, in_window in windows:
+            new = in_window[new_entry[in_window]]
+            # the held entries in group order: the aggregation's row order, which is the buffer's row order
+            # where the two rows came from the same puts, so the buffer's columns are written in order
+            lo, hi = int(in_window.min()), int(in_window.max()) + 1
+            put = lo + np.flatnonzero(~new_entry[lo:hi])
+            buffer.put_window_rows(
+                window,
+                buffer_row[put],
+                [ts[put], np.zeros(len(put), np.int64), new_values[put], old_values[put], [None] * len(put)],
+                groups.keys[new].tolist(),
+                [
+                    ts[new],
+                    np.zeros(len(new), np.int64),
+                    new_values[new],
+                    old_values[new],
+                    [None] * len(new),
+                    np.zeros(len(new), np.int64),
+                    prior_values[new],
+                ],
+                None,
+            )
+
         # the buffer's observed time after each pair's put: the running maximum of the output timestamps,
         # each the maximum of its group's timestamp before the batch and of its pairs' up to it: the running
         # maximum of the pairs' timestamps and of each group's prior one from its first pair on
         output_ts_bound = folded.pair_ts.copy()
         output_ts_bound[first_pair] = np.maximum(output_ts_bound[first_pair], folds.prior["ts"])
         buffer_observed = np.maximum(np.maximum.accumulate(output_ts_bound), buffer.observed)
-        # an entry's prior value is the old value of its first put: the group's value before the batch, the
-        # old value's very object for a group of one pair. Nothing reads it once its window left, so the
-        # entries of the windows that leave within the batch keep None.
-        priors = np.empty(n_groups, object)
-        staying = np.repeat(
-            [buffer.due_at(window[1]) > buffer_observed[-1] for window, _ in windows],
-            [len(in_window) for _, in_window in windows],
-        )
-        staying_groups = np.empty(n_groups, bool)
-        staying_groups[np.concatenate([in_window for _, in_window in windows])] = staying
-        new_single = np.flatnonzero(new_entry & single & staying_groups)
-        priors[new_single] = old_values[new_single]
-        new_more = np.flatnonzero(new_entry & ~single & staying_groups)
-        priors[new_more] = _structs(layout, {name: column[new_more] for name, column in folds.prior.items()})
-        windows.sort(key=lambda window: int(first_pair[window[1][0]]))  # opened in order of first put
-        for window, in_window in windows:
-            new = in_window[buffer_row[in_window] < 0]
-            # the held entries in group order: the aggregation's row order, which is the buffer's row order
-            # where the two rows came from the same puts, so the buffer's columns are written in order
-            lo, hi = int(in_window.min()), int(in_window.max()) + 1
-            put = lo + np.flatnonzero(buffer_row[lo:hi] >= 0)
-            buffer.put_window_rows(
-                window,
-                buffer_row[put],
-                [
-                    ts[put],
-                    np.zeros(len(put), np.int64),
-                    new_values[put].tolist(),
-                    old_values[put].tolist(),
-                    [None] * len(put),
-                ],
-                groups.keys[new].tolist(),
-                [
-                    ts[new],
-                    np.zeros(len(new), np.int64),
-                    new_values[new].tolist(),
-                    old_values[new].tolist(),
-                    [None] * len(new),
-                    np.zeros(len(new), np.int64),
-                    priors[new].tolist(),
-                ],
-                None,
-            )
-
         delta_count = np.zeros(m, np.int64)
         delta_count[first_pair[new_entry]] = 1
         leaves = np.searchsorted(
@@ -196,8 +174,3 @@ def _same_rows(aggregated: list, buffered: list) -> bool:
     while the two hold the same key objects."""
     held = len(buffered)
     return len(aggregated) >= held and aggregated[:held] == buffered
-
-
-def _structs(layout: Any, state: dict[str, np.ndarray]) -> list[dict]:
-    """The value dicts of rows of state columns (column name -> per row)."""
-    return layout.structs(layout.value_columns(state))

@@ -14,7 +14,8 @@ keeps a heap of its windows only: a window's entries share its end as buffer tim
 strict, leave together when it closes, so they are sorted by key bytes once then, not pushed into a heap one
 by one (and their key bytes are computed then, not kept). Its windows keep their entries in rows
 (WindowRows, columns ENTRY_COLUMNS; COUNT_ENTRY_COLUMNS when a count feeds it), which an export saves
-column-wise. Fed by a windowed aggregation alone (the fused pairs of nodes/final_window_count.py and
+column-wise; fed by a declared aggregation, its values in StructColumns (`hold_structs`). Fed by a windowed
+aggregation alone (the fused pairs of nodes/final_window_count.py and
 nodes/final_window_user_aggregate.py), an entry's new value is the object the aggregation's row holds: the
 buffer saves neither it nor the sizes (all 0), and a load takes the new values from the aggregation's store
 (`share_new_values`), so that a restored task holds each value once.
@@ -39,7 +40,7 @@ from ..serde import headers_size, key_bytes, value_size, window_start_bytes
 from ..suppress import BufferFullError
 from .base import StateRow
 from .store_log import StoreLog
-from .window_rows import INT64, OBJECT, WindowRows
+from .window_rows import INT64, OBJECT, StructColumn, StructFields, WindowRows
 
 # Entry fields, in a tuple per buffered key (replaced on update). The entry and its heap item hold only
 # the inner key and plain values, no list and no Windowed key: tuples of untracked objects leave the cyclic
@@ -60,6 +61,15 @@ ENTRY_COLUMNS = (INT64, INT64, OBJECT, OBJECT, OBJECT, INT64, OBJECT)  # ts, siz
 # A buffer fed by a count (`TimeOrderedKeyValueBuffer.hold_counts`): its new, old and prior values are ints,
 # in int64 columns. Saving and loading them then copies arrays instead of pickling an object per value.
 COUNT_ENTRY_COLUMNS = (INT64, INT64, INT64, INT64, OBJECT, INT64, INT64)
+
+
+def struct_entry_columns(fields: StructFields) -> tuple:
+    """The columns of a buffer fed by a declared aggregation (`TimeOrderedKeyValueBuffer.hold_structs`): its
+    new, old and prior values are dicts of the declared fields, held in StructColumns (a numpy array per
+    field): saving and loading them copies arrays, and a dict is made only for an entry that leaves."""
+    return (INT64, INT64, fields, fields, OBJECT, INT64, fields)
+
+
 # A batch at least this long goes into an unbounded until_window_closes buffer a segment at a time
 # (`_put_windowed_at_once`); shorter ones row by row.
 MIN_ROWS_AT_ONCE = 64
@@ -145,6 +155,14 @@ class TimeOrderedKeyValueBuffer:
         if self.buckets and self.entry_columns is not COUNT_ENTRY_COLUMNS:
             raise RuntimeError("hold_counts() must be set before the buffer holds entries")
         self.entry_columns = COUNT_ENTRY_COLUMNS
+
+    def hold_structs(self, fields: StructFields) -> None:
+        """Keep the values in StructColumns (`struct_entry_columns`): the buffer is fed by a declared
+        aggregation, so every new, old and prior value is a dict of `fields`. Set before the buffer holds
+        anything (set again, it changes nothing)."""
+        if self.buckets and self.entry_columns[NEW_COLUMN] != fields:
+            raise RuntimeError("hold_structs() must be set before the buffer holds entries")
+        self.entry_columns = struct_entry_columns(fields)
 
     def share_new_values(self, new_values_of: Any) -> None:
         """until_window_closes fed by a windowed aggregation alone (a fused pair, nodes/final_window_count.py):
@@ -423,10 +441,16 @@ class TimeOrderedKeyValueBuffer:
             put_rows = list(last_row.values())
             if len(new_keys) < len(last_row):  # keys the window holds: their fields replaced
                 kept = [(row, put) for row, put in zip(held, put_rows, strict=True) if row is not None]
+                structs = type(c_new) is StructColumn
+                if structs:  # the values of the rows at once, into their columns
+                    at = np.array([row for row, _ in kept], np.int64)
+                    c_new.assign(at, [values[put] for _, put in kept])
+                    c_old.assign(at, [olds[put] for _, put in kept])
                 for row, put in kept:
                     c_ts[row] = timestamps[put]
-                    c_new[row] = values[put]
-                    c_old[row] = olds[put]
+                    if not structs:
+                        c_new[row] = values[put]
+                        c_old[row] = olds[put]
                     c_hdr[row] = None
                     bucket.dirty[row] = 1
             if new_keys:
@@ -633,15 +657,20 @@ class TimeOrderedKeyValueBuffer:
             left += len(order)
             self.count -= len(order)
             self.num_bytes -= sum(size)
-            if None in new:  # tombstones
+            if type(new) is not StructColumn and None in new:  # tombstones (a struct is never one)
                 order = [i for i in order if new[i] is not None]
             if type(windows) is list:
                 windows = map(windows.__getitem__, order)
             out.keys += map(
                 _new_tuple, repeat(Windowed), zip(map(inners.__getitem__, order), windows, strict=False)
             )
-            out.values += map(new.__getitem__, order)
-            out.olds += map(old.__getitem__, order)
+            if type(new) is StructColumn:  # the leaving entries' dicts, made now
+                at = np.array(order, np.int64)
+                out.values += new.dicts(at)
+                out.olds += old.dicts(at)
+            else:
+                out.values += map(new.__getitem__, order)
+                out.olds += map(old.__getitem__, order)
             out.timestamps += map(ts.__getitem__, order)
             if out.headers is not None:
                 out.headers += map(hdr.__getitem__, order)

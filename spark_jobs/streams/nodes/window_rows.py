@@ -9,7 +9,9 @@ tuple, its key, its int objects, scattered over the heap), which dominates an ex
 A list column is not packed into an int64 array even when it holds ints: checking that they are all ints
 (not bools) and packing costs more than pickling small ints. Stores whose values are ints by construction
 have int64 columns instead: a count's, and a final suppress buffer fed by a count (its new, old and prior
-values).
+values). A final suppress buffer fed by a declared aggregation holds its values, dicts of the same numeric
+fields, in `StructColumn`s: a numpy array per field and a null mask, saved as arrays; a dict is made when a
+value is read (an entry leaving the buffer).
 
 A row whose entry left is dead: its first field is None and the index no longer names it; should the key
 come back it gets a new row. Dead rows stay until the window goes, so that row numbers agree between the
@@ -41,14 +43,15 @@ import pickle
 from array import array
 from collections import deque
 from itertools import repeat
-from operator import itemgetter
+from operator import is_, itemgetter
 from typing import Any
 
 import numpy as np
 
-from .key_table import KeyTable, number_by_first_appearance
+from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance
 
-# A column is a list (any value) or an array("q") (int64: timestamps, counts, sizes, sequence numbers).
+# A column is a list (any value), an array("q") (int64: timestamps, counts, sizes, sequence numbers), or a
+# StructColumn (values that are dicts of the same numeric fields: its kind is their StructFields).
 INT64 = "q"
 OBJECT = ""
 
@@ -65,7 +68,7 @@ class WindowRows:
         # the keys' rows for look-ups by batch (see `rows_of`); None: not built, False: not for this window
         self._table: KeyTable | None | bool = None
         self.keys: list[Any] = []  # by row
-        self.columns: list[Any] = [array(kind) if kind else [] for kind in kinds]
+        self.columns: list[Any] = [_new_column(kind) for kind in kinds]
         self.changing = len(kinds) - fixed  # the columns before it can change
         # changing columns the saved form leaves out: their owner derives them from another store after a
         # load (which leaves the rows' values as they were, and gives new rows a placeholder: 0 or None)
@@ -156,8 +159,9 @@ class WindowRows:
 
     def extend(self, keys: list, columns: list, pickled_keys: bytes | None = None) -> None:
         """Rows for `keys` (each new to the window), appended in order; per column its values, an int64
-        ndarray or a list. `pickled_keys`: `dumps_plain(keys)`, made by the caller while the keys are in
-        the CPU's caches (and once for two stores that append the same keys), for saves to reuse."""
+        ndarray, a list or StructValues. `pickled_keys`: `dumps_plain(keys)`, made by the caller while the
+        keys are in the CPU's caches (and once for two stores that append the same keys), for saves to
+        reuse."""
         first = len(self.keys)
         if pickled_keys is not None:
             self.key_chunks.append((first, first + len(keys), pickled_keys))
@@ -179,7 +183,7 @@ class WindowRows:
 
     def put_rows(self, rows: np.ndarray, columns: list) -> None:
         """Replace the changing fields of existing rows (their numbers in `rows`) and flag them put; per
-        changing column its values, an int64 ndarray or a list."""
+        changing column its values, an int64 ndarray, a list, or StructValues for a struct column."""
         row_list = self._row_list(rows)
         for column, values in zip(self.columns[: self.changing], columns, strict=True):
             _assign(column, rows, row_list, values)
@@ -188,7 +192,7 @@ class WindowRows:
     def _row_list(self, rows: np.ndarray) -> list[int] | None:
         """The row numbers as a list, for the list columns' stores (None when every changing column is an
         int64 array: a count's window)."""
-        if all(type(column) is array for column in self.columns[: self.changing]):
+        if all(type(column) is not list for column in self.columns[: self.changing]):
             return None
         return rows.tolist()
 
@@ -234,12 +238,20 @@ class WindowRows:
             "keys": self._saved_keys(first),
             "rows": _int64s(rows),
             "columns": [
-                _int64s(np.frombuffer(column, np.int64)[rows]) if type(column) is array else gather(column)
+                _int64s(np.frombuffer(column, np.int64)[rows])
+                if type(column) is array
+                else column.saved(rows)
+                if type(column) is StructColumn
+                else gather(column)
                 for n, column in enumerate(columns[: self.changing])
                 if n not in unsaved
             ]
             + [
-                column[first:] if type(column) is array else tuple(column[first:])
+                column[first:]
+                if type(column) is array
+                else column.saved(slice(first, None))
+                if type(column) is StructColumn
+                else tuple(column[first:])
                 for column in columns[self.changing :]
             ],
         }
@@ -249,7 +261,11 @@ class WindowRows:
         holds the live columns, not copies (a copy of every column is a large part of a snapshot): pickle it
         before the window changes, as every export and snapshot does."""
         unsaved = self.unsaved
-        columns = [column for n, column in enumerate(self.columns) if n not in unsaved]
+        columns = [
+            column.saved() if type(column) is StructColumn else column
+            for n, column in enumerate(self.columns)
+            if n not in unsaved
+        ]
         return {"keys": self._saved_keys(0), "columns": columns}
 
     def _saved_keys(self, first: int) -> tuple[bytes, ...]:
@@ -373,7 +389,9 @@ class WindowRows:
             )
         loadable = []
         for n, (column, values) in enumerate(zip(saved_columns, values_by_column, strict=True)):
-            if type(column) is array and type(values) is not array:
+            if type(column) is StructColumn:
+                values = column.spec.loadable(values, name)
+            elif type(column) is array and type(values) is not array:
                 try:
                     values = array(INT64, values)
                 except (TypeError, OverflowError) as error:
@@ -426,12 +444,213 @@ def _assign(column: Any, rows: np.ndarray, row_list: list[int] | None, values: A
         target = np.frombuffer(column, np.int64)
         target[rows] = values
         del target  # an array exporting its buffer cannot grow
+    elif type(column) is StructColumn:
+        column.assign(rows, values)
     else:
         if type(values) is np.ndarray:
             values = values.tolist()
         deque(map(column.__setitem__, row_list, values), maxlen=0)
 
 
+def _new_column(kind: Any) -> Any:
+    """An empty column of a kind: INT64, OBJECT or StructFields."""
+    if type(kind) is StructFields:
+        return StructColumn(kind)
+    return array(kind) if kind else []
+
+
 def _int64s(values: np.ndarray) -> array:
     """An int64 ndarray as an array("q"): saved forms hold no numpy object."""
     return array(INT64, values.astype(np.int64, copy=False).tobytes())
+
+
+# -- struct columns: values that are dicts of the same numeric fields --------------------------------------
+
+
+class StructFields:
+    """The fields of a struct column's values: dicts of the same names in the same order, each field's value
+    a number of its dtype (int64 or float64) or, where the field is `nullable`, None (a declared
+    aggregation's value: nodes/declared_aggregations.py)."""
+
+    __slots__ = ("names", "dtypes", "nullable", "structs")
+
+    def __init__(self, names: list[str], dtypes: list[np.dtype], nullable: list[bool]) -> None:
+        self.names = tuple(names)
+        self.dtypes = tuple(np.dtype(dtype) for dtype in dtypes)
+        self.nullable = tuple(nullable)
+        # the dicts of rows of field lists, in one comprehension (the names as literals: a dict display
+        # builds each dict in place, where dict(zip(names, row)) makes a zip and a call per row)
+        items = ", ".join(f"{name!r}: _{i}" for i, name in enumerate(self.names))
+        variables = ", ".join(f"_{i}" for i in range(len(self.names)))
+        self.structs = eval(  # noqa: S307 - built from repr() of the names only
+            f"lambda columns: [{{{items}}} for {variables}, in zip(*columns)]"
+        )
+
+    def dicts(self, values: StructValues) -> list[dict]:
+        """The values as dicts, None in a field where it is null."""
+        return self.structs(self.lists(values))
+
+    def lists(self, values: StructValues) -> list[list]:
+        """The values as a list per field, None where it is null."""
+        lists = []
+        for field, null in zip(values.fields, values.nulls, strict=True):
+            if null is not None and null.any():
+                objects = field.astype(object)
+                objects[null] = None
+                lists.append(objects.tolist())
+            else:
+                lists.append(field.tolist())
+        return lists
+
+    def parse(self, dicts: list) -> StructValues:
+        """Dicts of these fields as columns; TypeError for a value that is not one."""
+        fields, nulls = [], []
+        for name, dtype, nullable in zip(self.names, self.dtypes, self.nullable, strict=True):
+            try:
+                column = list(map(itemgetter(name), dicts))
+            except (KeyError, TypeError):
+                raise TypeError(f"a struct column holds dicts of the fields {list(self.names)}") from None
+            null = np.fromiter(map(is_, column, repeat(None)), bool, len(column)) if nullable else None
+            if null is not None and null.any():
+                column = [0 if x is None else x for x in column]
+            else:
+                null = None
+            fields.append(np.array(column, dtype))
+            nulls.append(null)
+        return StructValues(fields, nulls)
+
+    def loadable(self, saved: Any, name: str) -> StructValues:
+        """A saved form of a struct column (`StructColumn.saved`) as columns, checked against these
+        fields."""
+        try:
+            rows, fields, nulls = saved["rows"], saved["fields"], saved["nulls"]
+            if len(fields) != len(self.dtypes) or len(nulls) != len(self.dtypes):
+                raise ValueError
+            arrays = []
+            for field, dtype in zip(fields, self.dtypes, strict=True):
+                if type(field) is not array or field.typecode != ("d" if dtype == np.float64 else INT64):
+                    raise ValueError
+                arrays.append(np.frombuffer(field, dtype))
+            masks = []
+            for null, nullable in zip(nulls, self.nullable, strict=True):
+                if null is not None and (not nullable or type(null) is not bytes):
+                    raise ValueError
+                masks.append(None if null is None else np.frombuffer(null, bool))
+            if any(len(x) != rows for x in [*arrays, *(m for m in masks if m is not None)]):
+                raise ValueError
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(
+                f"state part {name!r}: a struct column that is not one of the fields {list(self.names)}"
+            ) from None
+        return StructValues(arrays, masks)
+
+
+class StructValues:
+    """Values of a struct column as columns: per field its numbers and its null mask (None: no null)."""
+
+    __slots__ = ("fields", "nulls")
+
+    def __init__(self, fields: list[np.ndarray], nulls: list[np.ndarray | None]) -> None:
+        self.fields = fields
+        self.nulls = nulls
+
+    def __len__(self) -> int:
+        return len(self.fields[0])
+
+    def __getitem__(self, at: Any) -> StructValues:
+        """The values at a slice or at row numbers."""
+        return StructValues([f[at] for f in self.fields], [None if n is None else n[at] for n in self.nulls])
+
+
+class StructColumn:
+    """A column of struct values (`StructFields`) held as a numpy array per field and a null mask per
+    nullable field: a value is a dict made when it is read, so that a store of many of them holds no
+    Python object per value and saves its columns as arrays. A list of such dicts otherwise, for the
+    loops that read and write one value at a time."""
+
+    __slots__ = ("spec", "fields", "nulls", "size")
+
+    def __init__(self, spec: StructFields) -> None:
+        self.spec = spec
+        self.fields = [np.zeros(0, dtype) for dtype in spec.dtypes]
+        self.nulls = [np.zeros(0, bool) if nullable else None for nullable in spec.nullable]
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _reserve(self, rows: int) -> None:
+        capacity = grown_capacity(rows, len(self.fields[0]))
+        if capacity is not None:
+            self.fields = [grown(field, self.size, capacity) for field in self.fields]
+            self.nulls = [None if null is None else grown(null, self.size, capacity) for null in self.nulls]
+
+    def values(self, at: Any = None) -> StructValues:
+        """The values at row numbers or a slice (None: every row), as columns."""
+        size = self.size
+        whole = StructValues(
+            [field[:size] for field in self.fields], [None if n is None else n[:size] for n in self.nulls]
+        )
+        return whole if at is None else whole[at]
+
+    def dicts(self, at: Any = None) -> list[dict]:
+        """The values at row numbers (None: every row), as dicts."""
+        return self.spec.dicts(self.values(at))
+
+    def extend(self, values: Any) -> None:
+        """Append values: `StructValues`, or dicts."""
+        if type(values) is not StructValues:
+            values = self.spec.parse(list(values))
+        first = self.size
+        end = first + len(values)
+        self._reserve(end)
+        for field, new in zip(self.fields, values.fields, strict=True):
+            field[first:end] = new
+        for null, new in zip(self.nulls, values.nulls, strict=True):
+            if null is not None:
+                null[first:end] = False if new is None else new
+        self.size = end
+
+    def append(self, value: Any) -> None:
+        self.extend([value])
+
+    def assign(self, rows: np.ndarray, values: Any) -> None:
+        """Replace the values at row numbers `rows`: `StructValues`, or dicts."""
+        if type(values) is not StructValues:
+            values = self.spec.parse(list(values))
+        for field, new in zip(self.fields, values.fields, strict=True):
+            field[rows] = new
+        for null, new in zip(self.nulls, values.nulls, strict=True):
+            if null is not None:
+                null[rows] = False if new is None else new
+
+    def _row(self, row: int) -> int:
+        if type(row) is not int or not -self.size <= row < self.size:
+            raise IndexError(f"row {row!r} of a struct column of {self.size}")
+        return row + self.size if row < 0 else row
+
+    def __getitem__(self, row: int) -> dict:
+        return self.dicts(np.array([self._row(row)]))[0]
+
+    def __setitem__(self, row: int, value: dict) -> None:
+        self.assign(np.array([self._row(row)]), [value])
+
+    def __iter__(self):
+        return iter(self.dicts())
+
+    def __contains__(self, value: Any) -> bool:
+        return value is not None and value in self.dicts()
+
+    def saved(self, at: Any = None) -> dict[str, Any]:
+        """The saved form of the values at row numbers or a slice (None: every row): per field its numbers
+        as an array ("q": int64, "d": float64) and its null mask as bytes (None where none is null)."""
+        values = self.values(at)
+        fields, nulls = [], []
+        for field, null in zip(values.fields, values.nulls, strict=True):
+            if null is not None and null.any():
+                field = np.where(null, field.dtype.type(0), field)  # a null's number: 0, however it was put
+                nulls.append(null.tobytes())
+            else:
+                nulls.append(None)
+            fields.append(array("d" if field.dtype == np.float64 else INT64, field.tobytes()))
+        return {"rows": len(values), "fields": fields, "nulls": nulls}
