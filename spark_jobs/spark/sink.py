@@ -87,6 +87,26 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns (dotted paths into structs) that a staged file dictionary-encodes: all but the int64
+    ones. Those hold timestamps, sequence numbers and the times in values, mostly distinct per row: a
+    dictionary for them would be built only to be dropped for plain encoding once it outgrows its page."""
+
+    def paths(fields, prefix: str):
+        for f in fields:
+            if pa.types.is_struct(f.type):
+                yield from paths(list(f.type), f"{prefix}{f.name}.")
+            elif not pa.types.is_int64(f.type):
+                yield f"{prefix}{f.name}"
+
+    return list(paths(schema, ""))
+
+
+def write_parquet(table: pa.Table, path: str | os.PathLike) -> None:
+    """A topic's rows as one Parquet file (see `dictionary_columns`)."""
+    pq.write_table(table, path, use_dictionary=dictionary_columns(table.schema))
+
+
 def stage_partition_output(
     output_dir: str | os.PathLike, partition: int, tables: dict[str, pa.Table]
 ) -> list[tuple[str, str | None, int, bytes | None]]:
@@ -101,7 +121,7 @@ def stage_partition_output(
         directory = tasks_dir(output_dir) / topic
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"p{partition:05d}-{attempt}.parquet"
-        pq.write_table(table, path)
+        write_parquet(table, path)
         _fsync(path)
         manifest.append((topic, str(path), table.num_rows, None))
     return manifest
@@ -151,7 +171,7 @@ def commit_batch(
             schema = (
                 _BUILT_IN_SCHEMAS[topic] if topic in _BUILT_IN_SCHEMAS else declared[topic].arrow_schema()
             )
-            pq.write_table(_empty_table(schema), part / "part-00000.parquet")
+            write_parquet(_empty_table(schema), part / "part-00000.parquet")
         (output / topic).mkdir(parents=True, exist_ok=True)
         _fsync(part)
         os.rename(part, final)

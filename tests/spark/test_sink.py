@@ -138,3 +138,35 @@ def test_late_values_json_cannot_say_are_kept_as_their_repr():
     assert table.column("key").to_pylist() == ["k", '["a", 1]']
     assert table.column("offset").to_pylist() == [7, None]
     assert table.column("line").to_pylist() == [None, 3]
+
+
+def test_staged_files_dictionary_encode_all_but_the_int64_columns(tmp_path):
+    """Names and measures repeat, so they are dictionary-encoded; int64 columns (timestamps, sequence
+    numbers, times in values) are mostly distinct per row and stay plain; the rows read back the same."""
+    value = pa.struct([("site", pa.string()), ("temperature", pa.float64()), ("reading_time", pa.int64())])
+    schema = TopicSchema(pa.string(), value).arrow_schema()
+    rows = 5000
+    table = pa.Table.from_arrays(
+        [
+            pa.array([f"k{i % 7}" for i in range(rows)]),
+            pa.array(
+                [{"site": f"s{i % 3}", "temperature": i % 11 / 2, "reading_time": i} for i in range(rows)],
+                value,
+            ),
+            pa.array(range(rows), pa.int64()),
+            pa.array([None] * rows, pa.int64()),
+            pa.array([None] * rows, pa.int64()),
+            pa.array([2] * rows, pa.int32()),
+            pa.array(range(rows), pa.int64()),
+        ],
+        schema=schema,
+    )
+    ((_, path, count, _),) = sink.stage_partition_output(tmp_path, 2, {"enriched": table})
+    assert count == rows and pq.read_table(path).equals(table)
+    row_group = pq.ParquetFile(path).metadata.row_group(0)
+    dictionary = {
+        row_group.column(i).path_in_schema
+        for i in range(row_group.num_columns)
+        if any("DICTIONARY" in e for e in row_group.column(i).encodings)
+    }
+    assert dictionary == {"key", "value.site", "value.temperature", "partition"}
