@@ -99,6 +99,9 @@ def _storage_type(declared: pa.DataType | str) -> pa.DataType:
     return pa.string() if declared == JSON else declared
 
 
+_STR_OR_NONE = frozenset((str, type(None)))
+
+
 def _column(declared: pa.DataType | str, items: list[Any], default: Any = None) -> pa.Array:
     """`default`: what json.dumps makes of a value JSON has no form for (None: such a value is an error)."""
     if declared == JSON:
@@ -106,7 +109,7 @@ def _column(declared: pa.DataType | str, items: list[Any], default: Any = None) 
             [None if x is None else json.dumps(x, sort_keys=True, default=default) for x in items],
             pa.string(),
         )
-    if pa.types.is_string(declared) and not all(x is None or isinstance(x, str) for x in items):
+    if pa.types.is_string(declared) and not _STR_OR_NONE.issuperset(map(type, items)):
         # A topology that forwards non-string keys to a string topic still gets readable rows.
         items = [
             x if x is None or isinstance(x, str) else json.dumps(x, sort_keys=True, default=default)
@@ -116,35 +119,61 @@ def _column(declared: pa.DataType | str, items: list[Any], default: Any = None) 
 
 
 def topic_tables(output, partition: int, schemas: dict[str, TopicSchema]) -> dict[str, pa.Table]:
-    """Split one columnar OutputBatch (the engine's drain) into one Arrow table per topic, in output order."""
+    """Split one columnar OutputBatch (the engine's drain) into one Arrow table per topic, in output order.
+
+    Keys and values are converted per topic (each topic declares their types); the integer columns once
+    for the whole batch, then taken per topic, and window bounds that are all null (no windowed key) as
+    null columns without looking at each row."""
     n = len(output.topics)
     if n == 0:
         return {}
-    # Positions of each topic found by numpy; itemgetter then picks each column's items in C.
     topics = set(output.topics)
     if len(topics) == 1:
-        positions = {topics.pop(): range(n)}
+        positions = {topics.pop(): None}  # every row
     else:
-        column = np.array(output.topics, dtype=object)
-        positions = {topic: np.flatnonzero(column == topic).tolist() for topic in topics}
+        # Each row's topic numbered by Arrow (in C), then the rows of each number found by numpy.
+        encoded = pa.array(output.topics, pa.string()).dictionary_encode()
+        codes = encoded.indices.to_numpy()
+        positions = {
+            topic: np.flatnonzero(codes == code) for code, topic in enumerate(encoded.dictionary.to_pylist())
+        }
+    integers = {
+        "timestamp": pa.array(output.timestamps, pa.int64()),
+        "window_start": _window_bounds(output.window_starts),
+        "window_end": _window_bounds(output.window_ends),
+        "seq": pa.array(output.seqs, pa.int64()),
+    }
     tables = {}
     for topic, idx in positions.items():
-        pick = (lambda col: list(col)) if len(idx) == n else _picker(idx)
         schema = schemas.get(topic, DEFAULT_TOPIC_SCHEMA)
-        arrow_schema = schema.arrow_schema()
+        if idx is None:
+            pick, take, rows = list, (lambda column: column), n
+        else:
+            pick, take, rows = _picker(idx.tolist()), _taker(idx), len(idx)
         tables[topic] = pa.Table.from_arrays(
             [
                 _column(schema.key, pick(output.keys)),
                 _column(schema.value, pick(output.values)),
-                pa.array(pick(output.timestamps), pa.int64()),
-                pa.array(pick(output.window_starts), pa.int64()),
-                pa.array(pick(output.window_ends), pa.int64()),
-                pa.array([partition] * len(idx), pa.int32()),
-                pa.array(pick(output.seqs), pa.int64()),
+                take(integers["timestamp"]),
+                take(integers["window_start"]),
+                take(integers["window_end"]),
+                pa.array(np.full(rows, partition, np.int32)),
+                take(integers["seq"]),
             ],
-            schema=arrow_schema,
+            schema=schema.arrow_schema(),
         )
     return tables
+
+
+def _window_bounds(items: list) -> pa.Array:
+    if items.count(None) == len(items):  # identity first: one C loop over a list of None
+        return pa.nulls(len(items), pa.int64())
+    return pa.array(items, pa.int64())
+
+
+def _taker(idx: np.ndarray):
+    indices = pa.array(idx, pa.int64())
+    return lambda column: column.take(indices)
 
 
 def _picker(idx: list[int]):
