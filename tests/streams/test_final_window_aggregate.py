@@ -5,6 +5,7 @@ rewrite optimizer.py chooses when a task wires its nodes) gives what the two nod
 from __future__ import annotations
 
 import contextlib
+import pickle
 import struct
 
 import numpy as np
@@ -19,6 +20,7 @@ from spark_jobs.streams import (
 )
 from spark_jobs.streams.nodes import final_window_aggregate
 from spark_jobs.streams.nodes.final_window_aggregate import FinalWindowAggregate
+from spark_jobs.streams.nodes.window_rows import dumps_plain
 from spark_jobs.streams.optimizer import rewrites
 
 from .test_declared_aggregations import (
@@ -242,3 +244,34 @@ def test_the_optimizer_fuses_an_unbounded_final_suppress_that_is_the_only_child(
     bounded = Suppressed.until_window_closes(BufferConfig.max_records(5).shut_down_when_full())
     table.suppress(bounded).to_stream().to("finals")
     assert fused_nodes(builder.build()) == []
+
+
+def test_the_fused_pass_pickles_a_windows_new_keys_once_for_both_stores() -> None:
+    """The aggregation's window and the buffer's hold the same keys in the same rows: their parts carry the
+    same pickled lists of keys (pickled once, as the rows were appended), and a base written later reuses
+    them; an import gives both stores one list of key objects."""
+    from spark_jobs.streams import TimeWindows
+
+    task = StreamTask(finals_topology(TimeWindows.of_size_and_grace(10, 2)))
+    parts: dict = {}
+    for batch in range(3):
+        keys = [f"k{i}" for i in range(100 * batch, 100 * batch + 300)]
+        with min_rows(1):
+            task.process_batch(TOPIC, keys, [{"v": 1}] * len(keys), [5] * len(keys))
+        export = task.export_state()
+        parts.update(export.parts)
+        aggregate, buffer = (
+            pickle.loads(data)[0]["keys"]
+            for name, data in sorted(export.parts.items())
+            if name.endswith(("/0.0", f"/0.{batch}", "/0:10.0", f"/0:10.{batch}"))
+        )
+        assert type(aggregate) is tuple and aggregate == buffer
+    assert pickle.loads(parts["KSTREAM-AGGREGATE-0000000001/0.2"])[0]["keys"] == (
+        dumps_plain([f"k{i}" for i in range(400, 500)]),
+    )
+    imported = StreamTask.import_state(finals_topology(TimeWindows.of_size_and_grace(10, 2)), parts)
+    rows = [row for node in imported.nodes.values() for row in node.state_rows()]
+    stored = [row.key for row in rows if row.store == "window"]
+    buffered = [row.key for row in rows if row.store == "suppress_buffer"]
+    assert stored == buffered == [f"k{i}" for i in range(500)]
+    assert all(a is b for a, b in zip(stored, buffered, strict=True))

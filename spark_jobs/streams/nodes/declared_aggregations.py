@@ -34,7 +34,7 @@ from .base import Batch, Node, StateRow
 from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, object_array
 from .kv_rows import NumberedRows, RowParts
 from .store_log import StoreLog
-from .window_rows import StructFields, StructValues
+from .window_rows import StructFields, StructValues, loaded_keys, saved_key_chunks
 
 INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 _FLOAT = np.dtype(np.float64)
@@ -256,7 +256,7 @@ class AggregateRows(NumberedRows):
     time, in a `KeyTable` while they are str (nodes/key_table.py), else in a dict.
     """
 
-    __slots__ = ("layout", "keys", "columns", "size", "dirty", "saved", "_index", "_table")
+    __slots__ = ("layout", "keys", "columns", "size", "dirty", "saved", "_index", "_table", "key_chunks")
 
     def __init__(self, layout: AggregateLayout) -> None:
         self.layout = layout
@@ -267,9 +267,19 @@ class AggregateRows(NumberedRows):
         self.saved = 0  # rows the last export (or import) saw
         self._index: dict | None = None
         self._table: KeyTable | None | bool = None  # None: not built, False: a key is not a str
+        # (first row, end row, the pickled list of their keys), ascending: what saves of those rows reuse,
+        # as a window's rows do (nodes/window_rows.py)
+        self.key_chunks: list[tuple[int, int, bytes]] = []
 
     def __len__(self) -> int:
         return self.size
+
+    def add_key_chunk(self, first: int, end: int, pickled_keys: bytes) -> None:
+        """`dumps_plain(keys[first:end])`, made by a caller that pickled those keys for another store too
+        (the fused final suppress's buffer, which appends the same keys), for saves to reuse; ignored if
+        earlier chunks reach past `first`."""
+        if not self.key_chunks or self.key_chunks[-1][1] <= first:
+            self.key_chunks.append((first, end, pickled_keys))
 
     def column(self, name: str) -> np.ndarray:
         return self.columns[name][: self.size]
@@ -351,15 +361,18 @@ class AggregateRows(NumberedRows):
         self.dirty[: self.size] = False
         return {
             "from": first,
-            "keys": self.keys[first:],
+            "keys": saved_key_chunks(self.keys, self.key_chunks, first),
             "rows": rows,
             "columns": {name: column[rows] for name, column in self.columns.items()},
         }
 
     def base(self) -> dict[str, Any]:
-        """Every row (the live key list and column views: pickle it before the group changes, as every
-        export and snapshot does)."""
-        return {"keys": self.keys, "columns": {name: self.column(name) for name in self.columns}}
+        """Every row (its keys as pickled lists, and column views: pickle it before the group changes, as
+        every export and snapshot does)."""
+        return {
+            "keys": saved_key_chunks(self.keys, self.key_chunks, 0),
+            "columns": {name: self.column(name) for name in self.columns},
+        }
 
     def load(self, saved: dict[str, Any], name: str) -> None:
         """Apply a saved base (to an empty group) or delta (to the rows it continues)."""
@@ -371,7 +384,7 @@ class AggregateRows(NumberedRows):
         if "rows" not in saved:
             if self.size:
                 raise ValueError(f"state part {name!r}: a base for a group that has rows")
-            keys = list(saved["keys"])  # the loader may share the list with other parts
+            keys = list(loaded_keys(saved["keys"]))  # the loader may share the list with other parts
             self.keys = []
             self._append(keys)
             for column_name, values in columns.items():
@@ -381,7 +394,7 @@ class AggregateRows(NumberedRows):
                 raise ValueError(
                     f"state part {name!r} continues {saved['from']} rows, the group has {self.size}"
                 )
-            self._append(list(saved["keys"]))
+            self._append(list(loaded_keys(saved["keys"])))
             rows = saved["rows"]
             for column_name, values in columns.items():
                 self.columns[column_name][rows] = values

@@ -28,6 +28,7 @@ from .base import Batch
 from .declared_aggregations import DeclaredWindowAggregateNode, FoldedBatch
 from .final_window_count import evict_at_passes
 from .suppress import SuppressNode
+from .window_rows import dumps_plain
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
 MIN_ROWS = 256
@@ -101,6 +102,8 @@ class FinalWindowAggregate:
         # per group: its entry's row in the buffer's window (-1: new), the windows' new keys in the order
         # of their first put
         buffer_row = np.full(n_groups, -1, np.int64)
+        # per window: its groups by first pair, the aggregation's rows where they are the buffer's, and the
+        # buffer's rows before the batch
         windows = []
         expected = max((len(buffer.window_rows(w)) for w in buffer.windows()), default=0)
         for start, store, (lo, hi) in zip(
@@ -109,13 +112,15 @@ class FinalWindowAggregate:
             window = aggregate.window_objects[start]
             in_window = lo + np.argsort(first_pair[lo:hi], kind="stable")
             entries = buffer.window_rows(window)
+            held = 0 if entries is None else len(entries.keys)
+            same = entries is None or _same_rows(store.keys, entries.keys)
             if entries is not None:
-                if _same_rows(store.keys, entries.keys):
+                if same:
                     rows = groups.rows[in_window]
-                    buffer_row[in_window] = np.where(rows < len(entries.keys), rows, -1)
+                    buffer_row[in_window] = np.where(rows < held, rows, -1)
                 else:
                     buffer_row[in_window] = entries.rows_of(groups.keys[in_window].tolist(), expected)
-            windows.append((window, in_window))
+            windows.append((window, in_window, store if same else None, held))
         new_entry = buffer_row < 0
 
         # the entries' values as columns (the buffer holds them so: `hold_structs`): per group its value
@@ -128,8 +133,15 @@ class FinalWindowAggregate:
         old_values = layout.struct_values(befores)
         prior_values = layout.struct_values(folds.prior)
         windows.sort(key=lambda window: int(first_pair[window[1][0]]))  # opened in order of first put
-        for window, in_window in windows:
+        for window, in_window, same_rows, held in windows:
             new = in_window[new_entry[in_window]]
+            new_keys = groups.keys[new].tolist()
+            # where the two stores hold the same rows, the window's new keys are the rows the aggregation
+            # appended in this batch, in order: pickled once, for both stores' saves
+            pickled_keys = None
+            if new_keys and same_rows is not None and len(same_rows.keys) == held + len(new_keys):
+                pickled_keys = dumps_plain(new_keys)
+                same_rows.add_key_chunk(held, held + len(new_keys), pickled_keys)
             # the held entries in group order: the aggregation's row order, which is the buffer's row order
             # where the two rows came from the same puts, so the buffer's columns are written in order
             lo, hi = int(in_window.min()), int(in_window.max()) + 1
@@ -138,7 +150,7 @@ class FinalWindowAggregate:
                 window,
                 buffer_row[put],
                 [ts[put], np.zeros(len(put), np.int64), new_values[put], old_values[put], [None] * len(put)],
-                groups.keys[new].tolist(),
+                new_keys,
                 [
                     ts[new],
                     np.zeros(len(new), np.int64),
@@ -148,7 +160,7 @@ class FinalWindowAggregate:
                     np.zeros(len(new), np.int64),
                     prior_values[new],
                 ],
-                None,
+                pickled_keys,
             )
 
         # the buffer's observed time after each pair's put: the running maximum of the output timestamps,

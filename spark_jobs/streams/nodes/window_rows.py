@@ -269,26 +269,7 @@ class WindowRows:
         return {"keys": self._saved_keys(0), "columns": columns}
 
     def _saved_keys(self, first: int) -> tuple[bytes, ...]:
-        """The keys of rows `first`.. as pickled lists, in row order: the chunks pickled when their rows
-        were appended, and the rows between them (appended one by one, or loaded) pickled now and kept as
-        chunks too, so that a later base does not pickle them again. `first` is 0 or a row count that an
-        export saw: no chunk made since runs across it."""
-        keys, chunks = self.keys, self.key_chunks
-        at = len(chunks)
-        while at and chunks[at - 1][0] >= first:
-            at -= 1
-        if at and chunks[at - 1][1] > first:  # across `first`: pickled apart (no history makes one)
-            return (dumps_plain(keys[first:]),)
-        covered: list[tuple[int, int, bytes]] = []
-        row = first
-        for chunk in [*chunks[at:], (len(keys), len(keys), b"")]:
-            if chunk[0] > row:
-                covered.append((row, chunk[0], dumps_plain(keys[row : chunk[0]])))
-            if chunk[1] > chunk[0]:
-                covered.append(chunk)
-            row = chunk[1]
-        chunks[at:] = covered
-        return tuple(chunk[2] for chunk in covered)
+        return saved_key_chunks(self.keys, self.key_chunks, first)
 
     def load(self, saved: dict[str, Any], name: str, owned: bool = False) -> None:
         """Apply a saved base (to an empty window) or delta (to the rows it continues). `owned`: `saved` is
@@ -409,6 +390,28 @@ class WindowRows:
         for row, first in zip(rows, firsts, strict=True):
             if first is None and index.get(keys[row]) == row:
                 del index[keys[row]]
+
+
+def saved_key_chunks(keys: list, chunks: list[tuple[int, int, bytes]], first: int) -> tuple[bytes, ...]:
+    """The keys of rows `first`.. as pickled lists, in row order: the chunks (first row, end row, bytes)
+    pickled when their rows were appended, and the rows between them (appended one by one, or loaded)
+    pickled now and kept in `chunks` too, so that a later base does not pickle them again. `first` is 0
+    or a row count that an export saw: no chunk made since runs across it."""
+    at = len(chunks)
+    while at and chunks[at - 1][0] >= first:
+        at -= 1
+    if at and chunks[at - 1][1] > first:  # across `first`: pickled apart (no history makes one)
+        return (dumps_plain(keys[first:]),)
+    covered: list[tuple[int, int, bytes]] = []
+    row = first
+    for chunk in [*chunks[at:], (len(keys), len(keys), b"")]:
+        if chunk[0] > row:
+            covered.append((row, chunk[0], dumps_plain(keys[row : chunk[0]])))
+        if chunk[1] > chunk[0]:
+            covered.append(chunk)
+        row = chunk[1]
+    chunks[at:] = covered
+    return tuple(chunk[2] for chunk in covered)
 
 
 def dumps_plain(obj: Any) -> bytes:
