@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from bench.jobs import hopping_builtin, hopping_stats, running_count, session_count
 from spark_jobs.jobs import window_finals
-from spark_jobs.streams import Count, JoinWindows, Max, StreamsBuilder, Sum
+from spark_jobs.streams import Count, JoinWindows, Max, SessionWindows, StreamsBuilder, Sum
 
 from .helpers import check_any_batching, one_by_one, plain_task, record_stream
 from .helpers import in_batches as batched
@@ -108,6 +108,33 @@ def table_aggregate():
     return builder.build()
 
 
+def session_aggregate():
+    """Session windows with a user aggregate and merger: the temperatures of a session, in the order merged
+    (a None value counts as none)."""
+
+    def add(key, value, agg):
+        return [*agg, None if value is None else value.get("temperature")]
+
+    builder = StreamsBuilder()
+    windows = SessionWindows.of_inactivity_gap_and_grace(5, 4)
+    grouped = builder.stream(READINGS).group_by_key().windowed_by(windows)
+    grouped.aggregate(list, add, lambda key, a, b: a + b).to_stream().to("temperatures")
+    return builder.build()
+
+
+def session_reduce():
+    """Session windows with a reduce (its merger folds the sessions' values with the reducer; a None value
+    reaches it as the other aggregations' do)."""
+
+    def reduce(agg, value):
+        return {"temperature": agg.get("temperature", 0.0) + (value or {}).get("temperature", 1.0)}
+
+    builder = StreamsBuilder()
+    windows = SessionWindows.of_inactivity_gap_and_grace(3, 0)
+    builder.stream(READINGS).group_by_key().windowed_by(windows).reduce(reduce).to_stream().to("sums")
+    return builder.build()
+
+
 SHAPES = {
     "count": lambda: window_finals.build_topology(window_size=20, grace=6),
     "hopping_user": lambda: hopping_stats.build_topology(window_size=20, advance=5, grace=6),
@@ -119,6 +146,8 @@ SHAPES = {
     "table_count": table_count,
     "table_aggregate": table_aggregate,
     "session_count": lambda: session_count.build_topology(gap=7, grace=6),
+    "session_aggregate": session_aggregate,
+    "session_reduce": session_reduce,
     "stream_table_join": stream_table_join,
     "stream_stream_join": stream_stream_join,
 }
@@ -173,3 +202,61 @@ def test_the_scenario_is_not_vacuous(shape):
     ):  # neither has windows to be late for
         assert late
     assert in_batches(shape, records, [1, 2, 50, 51, 90], [0, 1, 0, 2]) == (rows, late, state, metrics)
+
+
+def kafka_session_counts(records, gap: int, grace: int) -> tuple[list, list]:
+    """Kafka's session window count, written plainly for one record at a time: per key its sessions, sorted by
+    (end, start); the sessions within `gap` of a record merge with it (tombstones for the absorbed ones, in
+    store order, stamped with their ends, unless the record's window is its own timestamp alone); a merged
+    session ending before observed time - gap - grace is late, as is a result the store's retention (gap +
+    grace behind its clock, the max session end put) has passed. Output rows (key, start, end, count,
+    timestamp) and the origins of the late records."""
+    sessions: dict = {}
+    observed = store_time = -1
+    rows, late = [], []
+    for origin, (_, key, _, ts) in enumerate(records):
+        if key is None:
+            continue
+        observed = max(observed, ts)
+        live = sorted(
+            (s for s in sessions.get(key, []) if s[1] > store_time - gap - grace), key=lambda s: (s[1], s[0])
+        )
+        merged = [s for s in live if s[1] >= ts - gap and s[0] <= ts + gap]
+        start, end = min([ts] + [s[0] for s in merged]), max([ts] + [s[1] for s in merged])
+        count = sum(s[2] for s in merged) + 1
+        sessions[key] = live
+        if end < observed - gap - grace:
+            late.append(origin)
+            continue
+        if (start, end) != (ts, ts):
+            for s in merged:
+                live.remove(s)
+                rows.append((key, s[0], s[1], None, s[1]))
+        store_time = max(store_time, end)
+        if end <= store_time - gap - grace:
+            late.append(origin)
+        else:
+            live[:] = [s for s in live if (s[0], s[1]) != (start, end)] + [(start, end, count)]
+        rows.append((key, start, end, count, end))
+    return rows, late
+
+
+@pytest.mark.parametrize("gap, grace", [(7, 6), (3, 0), (1, 20)])
+def test_session_counts_in_any_batching_are_kafkas_merges_tombstones_and_late_records(gap, grace):
+    """Batches cut anywhere, on worker copies taking turns (sessions merging across the cuts, records late
+    beyond grace, tombstones), give what the plain per-record rule gives."""
+    topology = lambda: session_count.build_topology(gap=gap, grace=grace)  # noqa: E731
+
+    def outcome(records, cuts, owners):
+        rows, late, _, _ = batched(topology(), records, cuts, owners)
+        return (
+            [(r[2], r[5], r[6], r[3], r[4]) for r in rows],
+            sorted(entry[2] for entry in late),
+        )
+
+    check_any_batching(
+        outcome,
+        lambda records: kafka_session_counts(records, gap, grace),
+        inputs("session_count"),
+        PROPERTY,
+    )

@@ -515,57 +515,21 @@ class SessionWindowAggregateNode(Node):
         self.store = SessionStore(windows.gap + windows.grace)
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        gap, grace = self.windows.gap, self.windows.grace
-        agg = self.aggregation
-        initializer, aggregator, merger = agg.initializer, agg.aggregator, agg.merger
-        store = self.store
-        out_k: list = []
-        out_v: list = []
-        out_o: list = []
-        out_t: list = []
-        src: list = []
-        late = LateRows()
-        dropped = 0
-        observed = self.observed
-        for i in range(len(keys)):
-            key = keys[i]
-            if key is None:
-                dropped += 1
-                continue
-            ts, value = timestamps[i], values[i]
-            if ts > observed:
-                observed = ts
-            close_time = observed - grace - gap
-            store.expire()
-            merged = [s for s in store.sessions(key) if s[1] >= ts - gap and s[0] <= ts + gap]
-            aggregate = initializer()
-            start = end = ts
-            for session in merged:
-                aggregate = merger(key, aggregate, session[2])
-                start, end = min(start, session[0]), max(end, session[1])
-            if end < close_time:
-                late.add(i, key, value, ts, start, end, observed)
-                continue
-            if start != ts or end != ts:
-                for session in merged:  # retract every absorbed session, stamped with its own end
-                    store.remove(key, session)
-                    out_k.append(make_windowed(key, session[0], session[1]))
-                    out_v.append(None)
-                    out_o.append(session[2])
-                    out_t.append(session[1])
-                    src.append(i)
-            aggregate = aggregator(key, value, aggregate)
-            if not store.put(key, start, end, aggregate):  # Kafka's store skips a put into an expired segment
-                late.add(i, key, value, ts, start, end, observed)
-            out_k.append(make_windowed(key, start, end))
-            out_v.append(aggregate)
-            out_o.append(None)
-            out_t.append(end)
-            src.append(i)
-        self.observed = observed
+        out_k, out_v, out_o, out_t, src, late, dropped, self.observed = self.store.merge_batch(
+            keys, values, timestamps, self.windows.gap, self.observed, self.aggregation
+        )
         if dropped:
             self.count_dropped(dropped)
-        late.report(self)
+        if late.rows:
+            self.count_late(
+                late.rows,
+                late.keys,
+                [values[row] for row in late.rows],
+                late.timestamps,
+                late.starts,
+                late.ends,
+                late.stream_times,
+            )
         out_h = None if headers is None else [headers[i] for i in src]
         return Batch(out_k, out_v, out_o, out_t, out_h, src)
 

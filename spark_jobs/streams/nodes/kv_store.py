@@ -67,6 +67,7 @@ class KeyValueStore:
     An entry mutated in place is to be marked with `touch(key)` (or put again) before the next export."""
 
     hash_shift = 0  # added to a key's hash for its group (tests: a process whose str hashes differ)
+    column_per_entry = True  # `columns` gives a value per entry in each column (else: rows of any count)
 
     def __init__(self, prefix: str = "kv") -> None:
         self.prefix = prefix
@@ -199,11 +200,15 @@ class KeyValueStore:
                         del members[old]
                     log.remove(old, key)
                     members.setdefault(self._own_group(key), {})[key] = None
-        columns = self.columns(entries)  # one pass over the entries, then gathered by group
+        # one pass over the entries, then gathered by group (per group where an entry spans several rows)
+        columns = self.columns(entries) if self.column_per_entry else None
         for group, at in self._by_group(keys):
             group_keys = _pick(keys, at)
             log.puts(group).extend(group_keys)
-            self._pending[group] = (group_keys, [_gather(column, at) for column in columns])
+            if columns is None:
+                self._pending[group] = (group_keys, self.columns(_pick(entries, at)))
+            else:
+                self._pending[group] = (group_keys, [_gather(column, at) for column in columns])
 
     def _name(self, group: int) -> str:
         return f"{self.prefix}{group}"

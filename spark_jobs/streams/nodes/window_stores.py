@@ -11,13 +11,14 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
-from itertools import accumulate
+from itertools import accumulate, chain
 from operator import sub
 from typing import Any
 
-from .kv_store import KeyValueStore
+from ..records import Window, Windowed
+from .kv_store import KeyValueStore, int_column
 from .store_log import StoreLog
 
 
@@ -63,6 +64,33 @@ class WindowCounts:
             self.counts[window] = n - 1
         if self._union is not None:
             _uncount(self._union, window, 1)
+
+    def update(self, added: list[int], removed: list[int]) -> None:
+        """A batch's changes to a store whose windows are `(start, end)` bounded by their end: one entry
+        more per window of `added`, then one fewer per window of `removed` (each a flat list of start, end,
+        start, end, ...). As `add` and `remove` per window, the union aside (a store of its own)."""
+        if self._union is not None:
+            raise AssertionError("a batch update of counters sharing a union")
+        counts, bounds = self.counts, self._bounds
+        for n in range(0, len(added), 2):
+            window = (added[n], added[n + 1])
+            got = counts.get(window)
+            if got is None:
+                counts[window] = 1
+                heappush(bounds, (added[n + 1], window))
+            else:
+                counts[window] = got + 1
+        for n in range(0, len(removed), 2):
+            window = (removed[n], removed[n + 1])
+            got = counts.get(window)
+            if got is None:
+                continue
+            if got == 1:
+                del counts[window]
+            else:
+                counts[window] = got - 1
+            self.entries -= 1
+        self.entries += len(added) // 2
 
     def expire(self, limit: int) -> None:
         """Drop the windows whose bound is at or below `limit`."""
@@ -158,89 +186,203 @@ class TimestampCounts:
         self._order, self._fresh = [], []
 
 
-def _session_order(session: list) -> tuple[int, int]:
-    return session[1], session[0]
+_FEW_SESSIONS = 3 * 16  # values of the sessions of a part saved as lists rather than int64 arrays
+
+
+class SessionEntries(KeyValueStore):
+    """key -> its sessions as one flat tuple `(start, end, aggregate, start, end, aggregate, ...)`, sorted by
+    (end, start). A tuple of ints is left alone by the cyclic garbage collector, as a list is not. Saved by
+    column: `[sessions per key, starts, ends, aggregates]` (int64 arrays, the aggregates too where they are
+    all ints; lists for a few sessions), a row per session, the keys' sessions one after another."""
+
+    column_per_entry = False
+
+    def columns(self, entries: list) -> list:
+        flat = list(chain.from_iterable(entries))
+        if len(flat) < _FEW_SESSIONS:  # an array's pickle carries a fixed cost: a small delta stays lists
+            return [[len(entry) // 3 for entry in entries], flat[0::3], flat[1::3], flat[2::3]]
+        return [
+            array("q", [len(entry) // 3 for entry in entries]),
+            array("q", flat[0::3]),
+            array("q", flat[1::3]),
+            int_column(flat[2::3]),
+        ]
+
+    def loaded_entries(self, columns: list, name: str) -> Iterable[Any]:
+        if len(columns) != 4 or not len(columns[1]) == len(columns[2]) == len(columns[3]) == sum(columns[0]):
+            raise ValueError(f"state part {name!r}: not a session store's columns")
+        flat = list(chain.from_iterable(zip(columns[1], columns[2], columns[3], strict=True)))
+        at = 0
+        for n in columns[0]:
+            yield tuple(flat[at : at + 3 * n])
+            at += 3 * n
+
+    def writers(self) -> tuple[dict, dict]:
+        """The entries and the changes since the last export, for a batch operation of the session store
+        to put a key's new entry into both (as `put` does), without a call per entry."""
+        return self.entries, self._changed
 
 
 class SessionStore:
-    """key -> its sessions `[start, end, aggregate]`, sorted by (end, start) (Kafka's in-memory session store
-    iteration order). Sessions whose end is at or before `store_time - retention` are expired: `expire`
-    deletes them (the node calls it before each look-up, as Kafka's store expires on every put)."""
+    """key -> its sessions (`SessionEntries`), sorted by (end, start) (Kafka's in-memory session store
+    iteration order). Sessions whose end is at or before `store_time - retention` are expired: neither found
+    nor put, and deleted as the store's clock passes them (as Kafka's store expires on every put).
+
+    `merge_batch` runs Kafka's session merge rule (KStreamSessionWindowAggregate) over a batch of records:
+    per record, the sessions of its key within the inactivity gap of its timestamp merge with it into one
+    session (the merger folds their aggregates, in store order, into the initializer's), which the
+    aggregator then updates. Each absorbed session is retracted (a tombstone stamped with its own end,
+    in store order) unless the record falls into a single session of its own timestamp only; the result is
+    emitted stamped with its end. A record whose merged session ends before the close time (observed time
+    - gap - grace) is late, and so is a result that is expired as it is put (emitted, not stored). A count
+    (`Aggregation.count`: the initializer 0, the merger +, the aggregator + 1) is summed in place."""
 
     def __init__(self, retention: int) -> None:
         self.retention = retention
         self.store_time = -1  # the max session end put
-        self.kv = KeyValueStore("s")
+        self.kv = SessionEntries("s")
         self._expiry: list[tuple[int, int, Any, int]] = []  # heap of (end, seq, key, start)
         self._seq = 0
-        self.counts = WindowCounts()  # per (start, end)
+        self.counts = WindowCounts()  # per (start, end), brought up to date at the end of each batch
 
-    def sessions(self, key: Any) -> list[list]:
-        """`key`'s live sessions (read only: change them through `remove` and `put`)."""
-        return self.kv.entries.get(key) or []
+    def merge_batch(
+        self, keys: list, values: list, timestamps: list, gap: int, observed: int, aggregation: Any
+    ) -> tuple[list, list, list, list, list, LateSessions, int, int]:
+        """Merge the records in order (see above): `(output keys, values, old values, timestamps, the record
+        of each output row, the late records, the records without key, the observed time after)`."""
+        count = aggregation.kind == "count"
+        initializer, aggregator, merger = aggregation.initializer, aggregation.aggregator, aggregation.merger
+        retention = self.retention
+        store_time = self.store_time
+        entries, changed = self.kv.writers()
+        get = entries.get
+        expiry = self._expiry
+        seq = self._seq
+        new, windowed_type, window_type = tuple.__new__, Windowed, Window
+        out_k: list = []
+        out_v: list = []
+        out_o: list = []
+        out_t: list = []
+        src: list = []
+        late = LateSessions()
+        added: list = []  # (start, end) of the sessions put, then those removed: counted at the end
+        removed: list = []
+        dropped = 0
+        for i, key, ts in zip(range(len(keys)), keys, timestamps, strict=False):
+            if key is None:
+                dropped += 1
+                continue
+            if ts > observed:
+                observed = ts
+            if expiry and expiry[0][0] <= store_time - retention:
+                self.store_time = store_time
+                self._expire()
+            entry = get(key)
+            lo, hi = ts - gap, ts + gap
+            kept: tuple = ()
+            merged: tuple = ()
+            if entry is not None:
+                if len(entry) == 3:
+                    if entry[1] >= lo and entry[0] <= hi:
+                        merged = entry
+                    else:
+                        kept = entry
+                else:
+                    merged, kept = _split_sessions(entry, lo, hi)
+            start = end = ts
+            if count:
+                aggregate = 0
+                for n in range(0, len(merged), 3):
+                    aggregate += merged[n + 2]
+                    if merged[n] < start:
+                        start = merged[n]
+                    if merged[n + 1] > end:
+                        end = merged[n + 1]
+            else:
+                aggregate = initializer()
+                for n in range(0, len(merged), 3):
+                    aggregate = merger(key, aggregate, merged[n + 2])
+                    if merged[n] < start:
+                        start = merged[n]
+                    if merged[n + 1] > end:
+                        end = merged[n + 1]
+            if end < observed - retention:
+                late.add(i, key, ts, start, end, observed)
+                continue
+            retracted = start != ts or end != ts
+            if retracted:
+                for n in range(0, len(merged), 3):  # every absorbed session, stamped with its own end
+                    s, e = merged[n], merged[n + 1]
+                    removed.append(s)
+                    removed.append(e)
+                    out_k.append(new(windowed_type, (key, new(window_type, (s, e)))))
+                    out_v.append(None)
+                    out_o.append(merged[n + 2])
+                    out_t.append(e)
+                    src.append(i)
+            aggregate = aggregate + 1 if count else aggregator(key, values[i], aggregate)
+            if end > store_time:
+                store_time = end
+            if end <= store_time - retention:  # Kafka's store skips a put into an expired segment
+                late.add(i, key, ts, start, end, observed)
+                if retracted:
+                    if kept:
+                        entries[key] = changed[key] = kept
+                    else:
+                        self.kv.delete(key)
+            elif not retracted and merged:  # the record's own single-instant session: its aggregate only
+                entries[key] = changed[key] = _with_aggregate(entry, start, end, aggregate)
+            else:
+                if not kept:
+                    entries[key] = changed[key] = (start, end, aggregate)
+                else:
+                    entries[key] = changed[key] = _with_session(kept, start, end, aggregate)
+                heappush(expiry, (end, seq, key, start))
+                seq += 1
+                added.append(start)
+                added.append(end)
+            out_k.append(new(windowed_type, (key, new(window_type, (start, end)))))
+            out_v.append(aggregate)
+            out_o.append(None)
+            out_t.append(end)
+            src.append(i)
+        self.store_time = store_time
+        self._seq = seq
+        self.counts.update(added, removed)
+        return out_k, out_v, out_o, out_t, src, late, dropped, observed
 
-    def remove(self, key: Any, session: list) -> None:
-        """Remove a session that a merge absorbs: the merged session's `put` follows (a key left without
-        sessions keeps its entry until then, so that it is not deleted and inserted again)."""
-        self.kv.entries[key].remove(session)
-        self.kv.touch(key)
-        self.counts.remove((session[0], session[1]))
-
-    def put(self, key: Any, start: int, end: int, aggregate: Any) -> bool:
-        """Put a session (replacing the one of the same bounds); False, and nothing put, when it is
-        expired already."""
-        if end > self.store_time:
-            self.store_time = end
-        kv = self.kv
-        if end <= self.store_time - self.retention:
-            if kv.entries.get(key) == []:  # its sessions merged into this one
-                kv.delete(key)
-            return False
-        sessions = kv.entries.get(key)
-        if sessions is None:
-            sessions = []
-            kv.put(key, sessions)
-        else:
-            kv.put(key, sessions)  # changed in place below
-            for session in sessions:
-                if session[0] == start and session[1] == end:
-                    session[2] = aggregate
-                    return True
-        insort(sessions, [start, end, aggregate], key=_session_order)
-        heappush(self._expiry, (end, self._seq, key, start))
-        self._seq += 1
-        self.counts.add((start, end), end)
-        return True
-
-    def expire(self) -> None:
+    def _expire(self) -> None:
+        """Delete the sessions the store's clock expired."""
         expiry, limit, kv = self._expiry, self.store_time - self.retention, self.kv
-        self.counts.expire(limit)
+        entries, changed = kv.writers()
         while expiry and expiry[0][0] <= limit:
             end, _, key, start = heappop(expiry)
-            sessions = kv.get(key)
-            if sessions:
-                kept = [s for s in sessions if not (s[0] == start and s[1] == end)]
-                if len(kept) == len(sessions):
-                    continue  # merged into a later session since
-                if kept:
-                    sessions[:] = kept
-                    kv.touch(key)
-                else:
-                    kv.delete(key)
+            entry = entries.get(key)
+            if entry is None:
+                continue
+            for n in range(0, len(entry), 3):
+                if entry[n] == start and entry[n + 1] == end:
+                    kept = entry[:n] + entry[n + 3 :]
+                    if kept:
+                        entries[key] = changed[key] = kept
+                    else:
+                        kv.delete(key)
+                    break  # else merged into a later session since
 
     def get(self, key: Any, start: int, end: int) -> tuple[Any, int] | None:
-        for session in self.kv.get(key) or ():
-            if session[0] == start and session[1] == end:
-                return session[2], session[1]
+        entry = self.kv.get(key) or ()
+        for n in range(0, len(entry), 3):
+            if entry[n] == start and entry[n + 1] == end and end > self.store_time - self.retention:
+                return entry[n + 2], end
         return None
 
     def items(self) -> Iterator[tuple[Any, int, int, Any]]:
-        """(key, start, end, aggregate) of every live session (an expired one may wait for `expire`)."""
+        """(key, start, end, aggregate) of every live session (an expired one may wait for the clock)."""
         limit = self.store_time - self.retention
-        for key, sessions in self.kv.items():
-            for start, end, aggregate in sessions:
-                if end > limit:
-                    yield key, start, end, aggregate
+        for key, entry in self.kv.items():
+            for n in range(0, len(entry), 3):
+                if entry[n + 1] > limit:
+                    yield key, entry[n], entry[n + 1], entry[n + 2]
 
     def size(self) -> tuple[int, int]:
         """`(sessions, distinct (start, end))` that `items` lists."""
@@ -249,13 +391,62 @@ class SessionStore:
 
     def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
         self.kv.apply_parts(parts, removed)
-        every = ((key, s[0], s[1]) for key, sessions in self.kv.items() for s in sessions)
+        every = ((key, e[n], e[n + 1]) for key, e in self.kv.items() for n in range(0, len(e), 3))
         self._expiry = [(end, n, key, start) for n, (key, start, end) in enumerate(every)]
         heapify(self._expiry)
         self._seq = len(self._expiry)
         self.counts.clear()
         for end, _, _, start in self._expiry:
             self.counts.add((start, end), end)
+
+
+class LateSessions:
+    """The records `SessionStore.merge_batch` finds late: their rows in the batch, keys, timestamps, merged
+    sessions' bounds and the observed time when each was dropped."""
+
+    __slots__ = ("rows", "keys", "timestamps", "starts", "ends", "stream_times")
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.keys: list = []
+        self.timestamps: list[int] = []
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.stream_times: list[int] = []
+
+    def add(self, row: int, key: Any, timestamp: int, start: int, end: int, stream_time: int) -> None:
+        self.rows.append(row)
+        self.keys.append(key)
+        self.timestamps.append(timestamp)
+        self.starts.append(start)
+        self.ends.append(end)
+        self.stream_times.append(stream_time)
+
+
+def _split_sessions(entry: tuple, lo: int, hi: int) -> tuple[tuple, tuple]:
+    """A key's sessions that end at or after `lo` and start at or before `hi` (they merge with a record),
+    and the others, each in store order."""
+    merged: list = []
+    kept: list = []
+    for n in range(0, len(entry), 3):
+        (merged if entry[n + 1] >= lo and entry[n] <= hi else kept).extend(entry[n : n + 3])
+    return tuple(merged), tuple(kept)
+
+
+def _with_session(entry: tuple, start: int, end: int, aggregate: Any) -> tuple:
+    """`entry` with a session added in (end, start) order (none of its sessions has those bounds)."""
+    at = len(entry)
+    while at and (entry[at - 2], entry[at - 3]) > (end, start):
+        at -= 3
+    return (*entry[:at], start, end, aggregate, *entry[at:])
+
+
+def _with_aggregate(entry: tuple, start: int, end: int, aggregate: Any) -> tuple:
+    """`entry` with the aggregate of its session `[start, end]` replaced."""
+    for n in range(0, len(entry), 3):
+        if entry[n] == start and entry[n + 1] == end:
+            return (*entry[: n + 2], aggregate, *entry[n + 3 :])
+    raise AssertionError(f"no session [{start}, {end}] to update")
 
 
 class SlidingWindowStore:
