@@ -15,14 +15,15 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.jobs import hopping_builtin, hopping_stats, running_count, session_count
 from spark_jobs.jobs import window_finals
 from spark_jobs.streams import Count, JoinWindows, Max, SessionWindows, StreamsBuilder, Sum
+from spark_jobs.streams.nodes.aggregations import SessionWindowAggregateNode
 
-from .helpers import check_any_batching, one_by_one, plain_task, record_stream
+from .helpers import WorkerCopies, check_any_batching, observed, one_by_one, plain_task, record_stream
 from .helpers import in_batches as batched
 
 READINGS = "sensor-readings"
@@ -260,3 +261,30 @@ def test_session_counts_in_any_batching_are_kafkas_merges_tombstones_and_late_re
         inputs("session_count"),
         PROPERTY,
     )
+
+
+@PROPERTY
+@given(
+    records=inputs("session_count"),
+    cuts=st.lists(st.integers(0, 80), max_size=6),
+    owners=st.lists(st.integers(0, 2), min_size=1, max_size=4),
+)
+def test_session_state_size_is_what_its_rows_list_after_every_batch_and_catch_up(records, cuts, owners):
+    """The session store's counts (sessions, distinct windows) follow merges, expiry and imports."""
+    copies = WorkerCopies(session_aggregate())
+    bounds = sorted({0, len(records), *(c for c in cuts if c <= len(records))})
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        owner = owners[i % len(owners)]
+        task = copies.task_for(owner)
+        (node,) = [n for n in task.nodes.values() if isinstance(n, SessionWindowAggregateNode)]
+        assert node.state_size() == counted_rows(node)
+        run = records[lo:hi]
+        task.process_batch(READINGS, [r[1] for r in run], [r[2] for r in run], [r[3] for r in run])
+        observed(task)
+        assert node.state_size() == counted_rows(node)
+        copies.export(owner, task)
+
+
+def counted_rows(node) -> tuple[int, int]:
+    rows = list(node.state_rows())
+    return len(rows), len({(r.window_start, r.window_end) for r in rows})

@@ -65,33 +65,6 @@ class WindowCounts:
         if self._union is not None:
             _uncount(self._union, window, 1)
 
-    def update(self, added: list[int], removed: list[int]) -> None:
-        """A batch's changes to a store whose windows are `(start, end)` bounded by their end: one entry
-        more per window of `added`, then one fewer per window of `removed` (each a flat list of start, end,
-        start, end, ...). As `add` and `remove` per window, the union aside (a store of its own)."""
-        if self._union is not None:
-            raise AssertionError("a batch update of counters sharing a union")
-        counts, bounds = self.counts, self._bounds
-        for n in range(0, len(added), 2):
-            window = (added[n], added[n + 1])
-            got = counts.get(window)
-            if got is None:
-                counts[window] = 1
-                heappush(bounds, (added[n + 1], window))
-            else:
-                counts[window] = got + 1
-        for n in range(0, len(removed), 2):
-            window = (removed[n], removed[n + 1])
-            got = counts.get(window)
-            if got is None:
-                continue
-            if got == 1:
-                del counts[window]
-            else:
-                counts[window] = got - 1
-            self.entries -= 1
-        self.entries += len(added) // 2
-
     def expire(self, limit: int) -> None:
         """Drop the windows whose bound is at or below `limit`."""
         bounds, counts = self._bounds, self.counts
@@ -186,6 +159,35 @@ class TimestampCounts:
         self._order, self._fresh = [], []
 
 
+class SessionCounts:
+    """A session store's sessions, in all and per window `(start, end)`, brought up to date a batch at a
+    time: a session counts from its put until a merge absorbs it or the store deletes it as expired (the
+    store deletes every expired session before it is asked for its size)."""
+
+    __slots__ = ("windows", "entries")
+
+    def __init__(self) -> None:
+        self.windows: Counter = Counter()  # window -> its sessions (> 0)
+        self.entries = 0
+
+    def update(self, added: list[int], removed: list[int]) -> None:
+        """One session more per window of `added`, then one fewer per window of `removed` (each a flat list
+        of start, end, start, end, ...)."""
+        windows = self.windows
+        windows.update(zip(added[0::2], added[1::2], strict=True))  # counted in C
+        for window in zip(removed[0::2], removed[1::2], strict=True):
+            n = windows[window] - 1
+            if n:
+                windows[window] = n
+            else:
+                del windows[window]
+        self.entries += (len(added) - len(removed)) // 2
+
+    def clear(self) -> None:
+        self.windows = Counter()
+        self.entries = 0
+
+
 _FEW_SESSIONS = 3 * 16  # values of the sessions of a part saved as lists rather than int64 arrays
 
 
@@ -199,10 +201,14 @@ class SessionEntries(KeyValueStore):
 
     def columns(self, entries: list) -> list:
         flat = list(chain.from_iterable(entries))
+        if len(flat) == 3 * len(entries):  # a session per key (no key is without one)
+            per_key = [1] * len(entries)
+        else:
+            per_key = [len(entry) // 3 for entry in entries]
         if len(flat) < _FEW_SESSIONS:  # an array's pickle carries a fixed cost: a small delta stays lists
-            return [[len(entry) // 3 for entry in entries], flat[0::3], flat[1::3], flat[2::3]]
+            return [per_key, flat[0::3], flat[1::3], flat[2::3]]
         return [
-            array("q", [len(entry) // 3 for entry in entries]),
+            array("q", per_key),
             array("q", flat[0::3]),
             array("q", flat[1::3]),
             int_column(flat[2::3]),
@@ -243,7 +249,7 @@ class SessionStore:
         self.kv = SessionEntries("s")
         self._expiry: list[tuple[int, int, Any, int]] = []  # heap of (end, seq, key, start)
         self._seq = 0
-        self.counts = WindowCounts()  # per (start, end), brought up to date at the end of each batch
+        self.counts = SessionCounts()
 
     def merge_batch(
         self, keys: list, values: list, timestamps: list, gap: int, observed: int, aggregation: Any
@@ -276,7 +282,7 @@ class SessionStore:
                 observed = ts
             if expiry and expiry[0][0] <= store_time - retention:
                 self.store_time = store_time
-                self._expire()
+                self._expire(removed)
             entry = get(key)
             lo, hi = ts - gap, ts + gap
             kept: tuple = ()
@@ -351,8 +357,9 @@ class SessionStore:
         self.counts.update(added, removed)
         return out_k, out_v, out_o, out_t, src, late, dropped, observed
 
-    def _expire(self) -> None:
-        """Delete the sessions the store's clock expired."""
+    def _expire(self, gone: list[int]) -> None:
+        """Delete the sessions the store's clock expired; their bounds go to `gone` (start, end, ...) for
+        the counts."""
         expiry, limit, kv = self._expiry, self.store_time - self.retention, self.kv
         entries, changed = kv.writers()
         while expiry and expiry[0][0] <= limit:
@@ -367,6 +374,8 @@ class SessionStore:
                         entries[key] = changed[key] = kept
                     else:
                         kv.delete(key)
+                    gone.append(start)
+                    gone.append(end)
                     break  # else merged into a later session since
 
     def get(self, key: Any, start: int, end: int) -> tuple[Any, int] | None:
@@ -386,8 +395,10 @@ class SessionStore:
 
     def size(self) -> tuple[int, int]:
         """`(sessions, distinct (start, end))` that `items` lists."""
-        self.counts.expire(self.store_time - self.retention)
-        return self.counts.entries, len(self.counts.counts)
+        gone: list[int] = []
+        self._expire(gone)
+        self.counts.update([], gone)
+        return self.counts.entries, len(self.counts.windows)
 
     def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
         self.kv.apply_parts(parts, removed)
@@ -396,8 +407,9 @@ class SessionStore:
         heapify(self._expiry)
         self._seq = len(self._expiry)
         self.counts.clear()
-        for end, _, _, start in self._expiry:
-            self.counts.add((start, end), end)
+        gone: list[int] = []
+        self._expire(gone)  # the sessions the exporting copy had not deleted yet
+        self.counts.update([bound for end, _, _, start in self._expiry for bound in (start, end)], [])
 
 
 class LateSessions:
