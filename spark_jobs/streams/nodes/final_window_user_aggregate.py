@@ -3,11 +3,14 @@
 The plan is FinalWindowCount's (nodes/final_window_count.py): a batch's (record, window) pairs in numpy
 arrays, grouped by window and key, each group's store row and buffer entry looked up and written once,
 the buffer's windows leaving at the pairs where the nodes' would, and only the entries that leave built as
-output. What differs is the values: the user's functions make them, in one Python loop over the pairs in
-the node's order, the initializer called where the node's row is missing and the aggregator once per
-pair, as the node calls them; each group's aggregate so far is kept by group number instead of in the
-store, and only what the store and the buffer keep of a batch (a group's last value, the old values of its
-first and last puts) is written.
+output. What differs is the values: the user's functions make them, as often as the node calls them and
+in its order within each (window, key) group: the initializer once for each group whose key has no row
+(before the aggregator's calls, where the node calls it at the group's first pair), then the aggregator
+in one Python loop over the pairs in the node's order. The loop goes by record rather than group by group:
+the records' values are then read in the order they lie in memory, which costs less than a loop per group
+saves. Each group's aggregate so far is kept by group number instead of in the store, and only what the
+store and the buffer keep of a batch (a group's last value, the old values of its first and last puts) is
+written.
 
 A result of None is a tombstone: the node's store deletes the row and the key's next record in the
 window starts from the initializer again, in a new row. The fold stops there and the batch is run by the
