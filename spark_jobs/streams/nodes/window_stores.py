@@ -13,7 +13,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
-from itertools import accumulate, chain
+from itertools import accumulate, chain, count, repeat
 from operator import sub
 from typing import Any
 
@@ -161,8 +161,9 @@ class TimestampCounts:
 
 class SessionCounts:
     """A session store's sessions, in all and per window `(start, end)`, brought up to date a batch at a
-    time: a session counts from its put until a merge absorbs it or the store deletes it as expired (the
-    store deletes every expired session before it is asked for its size)."""
+    time from the entries of the keys the batch changed, as they were before it and as they are after: a
+    session counts while it is in the store (which deletes every expired session before it is asked for
+    its size)."""
 
     __slots__ = ("windows", "entries")
 
@@ -170,18 +171,27 @@ class SessionCounts:
         self.windows: Counter = Counter()  # window -> its sessions (> 0)
         self.entries = 0
 
-    def update(self, added: list[int], removed: list[int]) -> None:
-        """One session more per window of `added`, then one fewer per window of `removed` (each a flat list
-        of start, end, start, end, ...)."""
+    def update(self, added: list, removed: list) -> None:
+        """One session more per session of `added`, then one fewer per session of `removed` (each a flat
+        list of sessions: start, end, aggregate, start, ...)."""
         windows = self.windows
-        windows.update(zip(added[0::2], added[1::2], strict=True))  # counted in C
-        for window in zip(removed[0::2], removed[1::2], strict=True):
+        windows.update(zip(added[0::3], added[1::3], strict=True))  # counted in C
+        for window in zip(removed[0::3], removed[1::3], strict=True):
             n = windows[window] - 1
             if n:
                 windows[window] = n
             else:
                 del windows[window]
-        self.entries += (len(added) - len(removed)) // 2
+        self.entries += (len(added) - len(removed)) // 3
+
+    def changed(self, before: dict, entries: dict) -> None:
+        """Count the change of the keys of `before` (key -> its entry before the change, `()` for none) to
+        their `entries` now."""
+        if before:
+            self.update(
+                list(chain.from_iterable(map(entries.get, before, repeat(())))),
+                list(chain.from_iterable(before.values())),
+            )
 
     def clear(self) -> None:
         self.windows = Counter()
@@ -247,8 +257,11 @@ class SessionStore:
         self.retention = retention
         self.store_time = -1  # the max session end put
         self.kv = SessionEntries("s")
-        self._expiry: list[tuple[int, int, Any, int]] = []  # heap of (end, seq, key, start)
-        self._seq = 0
+        # heap of (bound, seq, key): a key's sessions end at or after the bound of one of its items (where
+        # its sessions' first end went down, a bound is pushed; an item popped for a key that keeps
+        # sessions is pushed again with their first end)
+        self._expiry: list[tuple[int, int, Any]] = []
+        self._seq = count()
         self.counts = SessionCounts()
 
     def merge_batch(
@@ -264,6 +277,7 @@ class SessionStore:
         get = entries.get
         expiry = self._expiry
         seq = self._seq
+        before: dict = {}  # key -> its entry before the batch changed it (`()`: none), for the counts
         new, windowed_type, window_type = tuple.__new__, Windowed, Window
         out_k: list = []
         out_v: list = []
@@ -271,8 +285,6 @@ class SessionStore:
         out_t: list = []
         src: list = []
         late = LateSessions()
-        added: list = []  # (start, end) of the sessions put, then those removed: counted at the end
-        removed: list = []
         dropped = 0
         for i, key, ts in zip(range(len(keys)), keys, timestamps, strict=False):
             if key is None:
@@ -282,7 +294,7 @@ class SessionStore:
                 observed = ts
             if expiry and expiry[0][0] <= store_time - retention:
                 self.store_time = store_time
-                self._expire(removed)
+                self._expire(before)
             entry = get(key)
             lo, hi = ts - gap, ts + gap
             kept: tuple = ()
@@ -319,8 +331,6 @@ class SessionStore:
             if retracted:
                 for n in range(0, len(merged), 3):  # every absorbed session, stamped with its own end
                     s, e = merged[n], merged[n + 1]
-                    removed.append(s)
-                    removed.append(e)
                     out_k.append(new(windowed_type, (key, new(window_type, (s, e)))))
                     out_v.append(None)
                     out_o.append(merged[n + 2])
@@ -329,6 +339,8 @@ class SessionStore:
             aggregate = aggregate + 1 if count else aggregator(key, values[i], aggregate)
             if end > store_time:
                 store_time = end
+            if key not in before:
+                before[key] = () if entry is None else entry
             if end <= store_time - retention:  # Kafka's store skips a put into an expired segment
                 late.add(i, key, ts, start, end, observed)
                 if retracted:
@@ -340,43 +352,41 @@ class SessionStore:
                 entries[key] = changed[key] = _with_aggregate(entry, start, end, aggregate)
             else:
                 if not kept:
-                    entries[key] = changed[key] = (start, end, aggregate)
+                    put = entries[key] = changed[key] = (start, end, aggregate)
                 else:
-                    entries[key] = changed[key] = _with_session(kept, start, end, aggregate)
-                heappush(expiry, (end, seq, key, start))
-                seq += 1
-                added.append(start)
-                added.append(end)
+                    put = entries[key] = changed[key] = _with_session(kept, start, end, aggregate)
+                if not entry or put[1] < entry[1]:  # the key's first end went down (or it is new)
+                    heappush(expiry, (put[1], next(seq), key))
             out_k.append(new(windowed_type, (key, new(window_type, (start, end)))))
             out_v.append(aggregate)
             out_o.append(None)
             out_t.append(end)
             src.append(i)
         self.store_time = store_time
-        self._seq = seq
-        self.counts.update(added, removed)
+        self.counts.changed(before, entries)
         return out_k, out_v, out_o, out_t, src, late, dropped, observed
 
-    def _expire(self, gone: list[int]) -> None:
-        """Delete the sessions the store's clock expired; their bounds go to `gone` (start, end, ...) for
-        the counts."""
+    def _expire(self, before: dict) -> None:
+        """Delete the sessions the store's clock expired (the first ones of their keys: sorted by end); the
+        keys changed go to `before` with their entries before the change (for the counts)."""
         expiry, limit, kv = self._expiry, self.store_time - self.retention, self.kv
         entries, changed = kv.writers()
         while expiry and expiry[0][0] <= limit:
-            end, _, key, start = heappop(expiry)
+            key = heappop(expiry)[2]
             entry = entries.get(key)
             if entry is None:
                 continue
-            for n in range(0, len(entry), 3):
-                if entry[n] == start and entry[n + 1] == end:
-                    kept = entry[:n] + entry[n + 3 :]
-                    if kept:
-                        entries[key] = changed[key] = kept
-                    else:
-                        kv.delete(key)
-                    gone.append(start)
-                    gone.append(end)
-                    break  # else merged into a later session since
+            cut = 0
+            while cut < len(entry) and entry[cut + 1] <= limit:
+                cut += 3
+            if cut:
+                if key not in before:
+                    before[key] = entry
+                if cut == len(entry):
+                    kv.delete(key)
+                    continue
+                entry = entries[key] = changed[key] = entry[cut:]
+            heappush(expiry, (entry[1], next(self._seq), key))
 
     def get(self, key: Any, start: int, end: int) -> tuple[Any, int] | None:
         entry = self.kv.get(key) or ()
@@ -395,21 +405,19 @@ class SessionStore:
 
     def size(self) -> tuple[int, int]:
         """`(sessions, distinct (start, end))` that `items` lists."""
-        gone: list[int] = []
-        self._expire(gone)
-        self.counts.update([], gone)
+        before: dict = {}
+        self._expire(before)
+        self.counts.changed(before, self.kv.entries)
         return self.counts.entries, len(self.counts.windows)
 
     def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
         self.kv.apply_parts(parts, removed)
-        every = ((key, e[n], e[n + 1]) for key, e in self.kv.items() for n in range(0, len(e), 3))
-        self._expiry = [(end, n, key, start) for n, (key, start, end) in enumerate(every)]
+        self._seq = count()
+        self._expiry = [(entry[1], next(self._seq), key) for key, entry in self.kv.items()]
         heapify(self._expiry)
-        self._seq = len(self._expiry)
+        self._expire({})  # the sessions the exporting copy had not deleted yet
         self.counts.clear()
-        gone: list[int] = []
-        self._expire(gone)  # the sessions the exporting copy had not deleted yet
-        self.counts.update([bound for end, _, _, start in self._expiry for bound in (start, end)], [])
+        self.counts.update(list(chain.from_iterable(self.kv.entries.values())), [])
 
 
 class LateSessions:
