@@ -28,7 +28,7 @@ from .base import Batch
 from .declared_aggregations import DeclaredWindowAggregateNode, FoldedBatch
 from .final_window_count import evict_at_passes
 from .suppress import SuppressNode
-from .window_rows import dumps_plain
+from .window_rows import StructValues, dumps_plain
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
 MIN_ROWS = 256
@@ -59,6 +59,32 @@ class FinalWindowAggregate:
         # The buffer's values are this aggregation's: columns of its fields, which the fused pass fills with
         # numpy. Only for the fused pair: run node by node, the suppress loop reads and writes each value.
         suppress.buffer.hold_structs(aggregate.layout.fields)
+        suppress.buffer.share_new_values(self.stored_values)
+
+    def stored_values(self, window: Any, entries: Any, at: np.ndarray | None) -> StructValues:
+        """The buffer's new values of its window `window`'s rows `entries` at row numbers `at` (None: every
+        row), as the buffer loads them (TimeOrderedKeyValueBuffer.share_new_values): each key's value in the
+        aggregation's store, the last one it forwarded. A window whose rows are the store's reads them by
+        row number, the others by key."""
+        rows = self.aggregate.groups.get(window[0])
+        if rows is None:
+            raise ValueError(
+                f"state of {self.suppress.name}: window {window[0]}:{window[1]} buffered, "
+                f"not in the store of {self.aggregate.name}"
+            )
+        if len(rows.keys) == len(entries.keys) and rows.keys == entries.keys:
+            found = np.arange(len(entries.keys)) if at is None else at
+        else:
+            keys = entries.keys if at is None else [entries.keys[row] for row in at.tolist()]
+            found = np.array([-1 if row is None else row for row in map(rows.row_of, keys)], np.int64)
+            if len(found) and found.min() < 0:
+                raise ValueError(
+                    f"state of {self.suppress.name}: an entry of window {window[0]}:{window[1]} without a "
+                    f"value in the store of {self.aggregate.name}"
+                )
+        return self.aggregate.layout.struct_values(
+            {name: column[found] for name, column in rows.columns.items()}
+        )
 
     def process_columns(self, keys, values, olds, timestamps, headers) -> Batch | None:
         """The suppress node's output; its `src` points at this batch's rows (the aggregation's input)."""

@@ -15,10 +15,10 @@ strict, leave together when it closes, so they are sorted by key bytes once then
 by one (and their key bytes are computed then, not kept). Its windows keep their entries in rows
 (WindowRows, columns ENTRY_COLUMNS; COUNT_ENTRY_COLUMNS when a count feeds it), which an export saves
 column-wise; fed by a declared aggregation, its values in StructColumns (`hold_structs`). Fed by a windowed
-aggregation alone (the fused pairs of nodes/final_window_count.py and
-nodes/final_window_user_aggregate.py), an entry's new value is the object the aggregation's row holds: the
-buffer saves neither it nor the sizes (all 0), and a load takes the new values from the aggregation's store
-(`share_new_values`), so that a restored task holds each value once.
+aggregation alone (the fused pairs of nodes/final_window_count.py, nodes/final_window_user_aggregate.py and
+nodes/final_window_aggregate.py), an entry's new value is the aggregation's value for its key (the object
+its row holds, or the declared aggregation's columns): the buffer saves neither it nor the sizes (all 0),
+and a load takes the new values from the aggregation's store (`share_new_values`).
 
 Sizes: an entry's byte size (8 + key bytes + serialized prior, old when it differs from the prior, and new
 values + 20 + topic name + header bytes) is computed only by a buffer with a byte limit, the one bound that

@@ -316,7 +316,7 @@ class WindowRows:
             row_list = self._row_list(older)
             for column, values in zip(columns[: self.changing], values_by_column, strict=False):
                 if values is None:  # unsaved: placeholders for the new rows, the others left as they were
-                    column.extend(array(INT64, bytes(8 * added)) if type(column) is array else [None] * added)
+                    column.extend(_placeholders(column, added))
                     continue
                 if type(column) is array:
                     values = np.frombuffer(values, np.int64)
@@ -341,7 +341,7 @@ class WindowRows:
             if n not in self.unsaved:
                 full.append(next(saved))
             elif base:
-                full.append(array(INT64, bytes(8 * rows)) if type(column) is array else [None] * rows)
+                full.append(_placeholders(column, rows))
             else:
                 full.append(None)
         return full
@@ -355,6 +355,8 @@ class WindowRows:
                 raise ValueError(f"{len(values)} values for a window of {len(self.keys)} rows")
             if type(target) is array:
                 self.columns[column] = _int64s(np.asarray(values, np.int64))
+            elif type(target) is StructColumn:
+                target.assign(np.arange(len(self.keys)), values)
             else:
                 self.columns[column] = values if type(values) is list else list(values)
             return
@@ -455,6 +457,15 @@ def _assign(column: Any, rows: np.ndarray, row_list: list[int] | None, values: A
         deque(map(column.__setitem__, row_list, values), maxlen=0)
 
 
+def _placeholders(column: Any, rows: int) -> Any:
+    """What an unsaved column holds for `rows` rows until its owner fills them: 0, None or zero fields."""
+    if type(column) is array:
+        return array(INT64, bytes(8 * rows))
+    if type(column) is StructColumn:
+        return column.spec.zeros(rows)
+    return [None] * rows
+
+
 def _new_column(kind: Any) -> Any:
     """An empty column of a kind: INT64, OBJECT or StructFields."""
     if type(kind) is StructFields:
@@ -504,6 +515,10 @@ class StructFields:
             else:
                 lists.append(field.tolist())
         return lists
+
+    def zeros(self, rows: int) -> StructValues:
+        """`rows` values whose fields are all 0."""
+        return StructValues([np.zeros(rows, dtype) for dtype in self.dtypes], [None] * len(self.dtypes))
 
     def parse(self, dicts: list) -> StructValues:
         """Dicts of these fields as columns; TypeError for a value that is not one."""
