@@ -369,3 +369,27 @@ def test_a_struct_column_saves_arrays_and_refuses_a_saved_form_of_other_fields()
             refused.load(dict(saved, columns=[saved["columns"][0], bad]), "w.0")
     with pytest.raises(TypeError, match="dicts of the fields"):
         store.columns[1][0] = {"count": 1}
+
+
+def test_a_struct_field_of_one_value_in_every_row_is_saved_once() -> None:
+    """A field holding one number in every row (to the bit: -0.0 is not 0.0) is saved as that number, a
+    field null in every row as one byte; both load back as a value per row."""
+    store = WindowRows((INT64, STRUCT))
+    for i, total in enumerate([-0.0, -0.0, -0.0]):
+        store.append(f"k{i}", (i, {"count": 0, "sum": total, "max": None}))
+    saved = round_trip(store.save(changed_only=False))
+    column = saved["columns"][1]
+    assert [len(field) for field in column["fields"]] == [1, 1, 1] and column["nulls"][2] == b"\x01"
+    copy = WindowRows((INT64, STRUCT))
+    copy.load(saved, "w.0")
+    assert repr(copy.columns[1].dicts()) == repr([{"count": 0, "sum": -0.0, "max": None}] * 3)
+    store.columns[1][2] = {"count": 0, "sum": 0.0, "max": 1}
+    store.dirty[2] = 1
+    delta = round_trip(store.save(changed_only=True))
+    copy.load(delta, "w.1")
+    assert [len(field) for field in round_trip(store.save(changed_only=False))["columns"][1]["fields"]] == [
+        1,
+        3,
+        3,
+    ]
+    assert repr(copy.columns[1].dicts()) == repr(store.columns[1].dicts())

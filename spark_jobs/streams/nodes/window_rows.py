@@ -548,19 +548,27 @@ class StructFields:
             for field, dtype in zip(fields, self.dtypes, strict=True):
                 if type(field) is not array or field.typecode != ("d" if dtype == np.float64 else INT64):
                     raise ValueError
-                arrays.append(np.frombuffer(field, dtype))
+                arrays.append(_rows_of(np.frombuffer(field, dtype), rows))
             masks = []
             for null, nullable in zip(nulls, self.nullable, strict=True):
                 if null is not None and (not nullable or type(null) is not bytes):
                     raise ValueError
-                masks.append(None if null is None else np.frombuffer(null, bool))
-            if any(len(x) != rows for x in [*arrays, *(m for m in masks if m is not None)]):
-                raise ValueError
+                masks.append(None if null is None else _rows_of(np.frombuffer(null, bool), rows))
         except (KeyError, TypeError, ValueError):
             raise ValueError(
                 f"state part {name!r}: a struct column that is not one of the fields {list(self.names)}"
             ) from None
         return StructValues(arrays, masks)
+
+
+def _rows_of(saved: np.ndarray, rows: int) -> np.ndarray:
+    """A saved field or mask of `rows` rows: its value per row, or one for every row (`StructColumn.saved`);
+    ValueError for another length."""
+    if len(saved) == rows:
+        return saved
+    if len(saved) == 1 and rows > 1:
+        return np.broadcast_to(saved, rows)
+    raise ValueError
 
 
 class StructValues:
@@ -661,14 +669,21 @@ class StructColumn:
 
     def saved(self, at: Any = None) -> dict[str, Any]:
         """The saved form of the values at row numbers or a slice (None: every row): per field its numbers
-        as an array ("q": int64, "d": float64) and its null mask as bytes (None where none is null)."""
+        as an array ("q": int64, "d": float64) and its null mask as bytes (None where none is null). A
+        field that holds one number in every row (to the bit) is saved as that number alone, a mask that is
+        null in every row as one byte: a buffer's prior values, a key's first old value, are mostly the
+        aggregation's initial one."""
         values = self.values(at)
+        rows = len(values)
         fields, nulls = [], []
         for field, null in zip(values.fields, values.nulls, strict=True):
             if null is not None and null.any():
                 field = np.where(null, field.dtype.type(0), field)  # a null's number: 0, however it was put
-                nulls.append(null.tobytes())
+                nulls.append(b"\x01" if rows > 1 and null.all() else null.tobytes())
             else:
                 nulls.append(None)
+            bits = field.view(np.int64)
+            if rows > 1 and (bits == bits[0]).all():
+                field = field[:1]
             fields.append(array("d" if field.dtype == np.float64 else INT64, field.tobytes()))
-        return {"rows": len(values), "fields": fields, "nulls": nulls}
+        return {"rows": rows, "fields": fields, "nulls": nulls}
