@@ -140,7 +140,10 @@ class StoreLog:
                 continue  # a new base: the deltas before it went
             group = group_of(group_name)
             log = self.saved.get(group)
-            if log is None or gone != set(range(log[0] + 1)):
+            if log is None and group_name not in by_group:
+                continue  # based and gone after this store's last export: nothing of it is here
+            # every part this store applied went, and with them any delta written and gone since
+            if log is None or not gone.issuperset(range(log[0] + 1)):
                 raise ValueError(f"state parts of {group_name!r}: {sorted(gone)} removed without a new base")
             del self.saved[group]
             dropped.append(group)
