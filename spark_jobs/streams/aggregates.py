@@ -15,8 +15,8 @@ windows (tests/streams/test_declared_aggregations.py checks it):
   would) or "int64" (only ints in the int64 range are values; other numbers are skipped like any non-value;
   a sum wraps around at 64 bits, as a Java long does). `Mean` is float64.
 
-Over session windows, which merge per key, the declarations run as that user aggregate (with a merger)
-in the session node's per-record loop, not vectorized.
+Over session windows, which merge per key, the declarations run as that user aggregate (with a merger),
+called once per record by the session store's batch merge (`SessionStore.merge_batch`), not vectorized.
 
 Floating-point sums are accumulated in record order, one addition per value as a Python loop would do,
 so results match a user function's to the last bit. The Arrow type of the output value is

@@ -107,7 +107,8 @@ class WindowedKStream:
     def agg(self, **declared: DeclaredAggregate) -> KTable:
         """Declared aggregations (spark_jobs/streams/aggregates.py) per key and window, e.g.
         `agg(n=Count(), top=Max("v"))`: over time windows computed without a Python call per record; over
-        session windows by the session node's per-record loop (sessions merge per key)."""
+        session windows as a user aggregate with a merger, called once per record by the session store's
+        batch merge (sessions merge per key)."""
         declared = check_declarations(declared)
         windows = self.windows
         if isinstance(windows, SessionWindows):
