@@ -23,6 +23,7 @@ from .base import Batch, Node, StateRow
 from .declared_aggregations import segmented_accumulate
 from .key_table import number_by_first_appearance
 from .kv_rows import NO_TIME, KeyValueRows
+from .late_rows import LateRows
 from .stores import TimestampedStoreNode
 from .time_window_store import TimeWindowStore
 from .window_rows import INT64, OBJECT
@@ -454,46 +455,6 @@ class TableAggregateNode(TimestampedStoreNode):
         return Batch(keys, out_v, out_o, out_t, headers, None)
 
 
-class LateRows:
-    """The (record, window) pairs a node drops as late during one batch, handed to `Node.count_late` at
-    its end (one call per batch)."""
-
-    __slots__ = ("rows", "keys", "values", "timestamps", "starts", "ends", "stream_times")
-
-    def __init__(self) -> None:
-        self.rows: list[int] = []
-        self.keys: list = []
-        self.values: list = []
-        self.timestamps: list[int] = []
-        self.starts: list[int | None] = []
-        self.ends: list[int | None] = []
-        self.stream_times: list[int] = []  # the node's observed time when it dropped each
-
-    def add(
-        self,
-        row: int,
-        key: Any,
-        value: Any,
-        timestamp: int,
-        start: int | None,
-        end: int | None,
-        stream_time: int,
-    ) -> None:
-        self.rows.append(row)
-        self.keys.append(key)
-        self.values.append(value)
-        self.timestamps.append(timestamp)
-        self.starts.append(start)
-        self.ends.append(end)
-        self.stream_times.append(stream_time)
-
-    def report(self, node: Node) -> None:
-        if self.rows:
-            node.count_late(
-                self.rows, self.keys, self.values, self.timestamps, self.starts, self.ends, self.stream_times
-            )
-
-
 class SessionWindowAggregateNode(Node):
     """Session windows (Kafka's KStreamSessionWindowAggregate over an in-memory session store).
 
@@ -520,16 +481,7 @@ class SessionWindowAggregateNode(Node):
         )
         if dropped:
             self.count_dropped(dropped)
-        if late.rows:
-            self.count_late(
-                late.rows,
-                late.keys,
-                [values[row] for row in late.rows],
-                late.timestamps,
-                late.starts,
-                late.ends,
-                late.stream_times,
-            )
+        late.report(self)
         out_h = None if headers is None else [headers[i] for i in src]
         return Batch(out_k, out_v, out_o, out_t, out_h, src)
 

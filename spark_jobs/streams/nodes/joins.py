@@ -17,9 +17,9 @@ from typing import Any
 
 from ..serde import key_bytes
 from ..windows import JoinWindows
-from .aggregations import LateRows
 from .base import Batch, Node, StateRow
 from .kv_store import KeyValueStore, split_parts
+from .late_rows import LateRows
 from .window_stores import JoinWindowStore, WindowCounts
 
 LEFT, RIGHT = 0, 1

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..records import Window, Windowed
 from .kv_store import KeyValueStore, int_column
+from .late_rows import LateRows
 from .store_log import StoreLog
 
 
@@ -266,7 +267,7 @@ class SessionStore:
 
     def merge_batch(
         self, keys: list, values: list, timestamps: list, gap: int, observed: int, aggregation: Any
-    ) -> tuple[list, list, list, list, list, LateSessions, int, int]:
+    ) -> tuple[list, list, list, list, list, LateRows, int, int]:
         """Merge the records in order (see above): `(output keys, values, old values, timestamps, the record
         of each output row, the late records, the records without key, the observed time after)`."""
         count = aggregation.kind == "count"
@@ -284,7 +285,7 @@ class SessionStore:
         out_o: list = []
         out_t: list = []
         src: list = []
-        late = LateSessions()
+        late = LateRows()
         dropped = 0
         for i, key, ts in zip(range(len(keys)), keys, timestamps, strict=False):
             if key is None:
@@ -325,7 +326,7 @@ class SessionStore:
                     if merged[n + 1] > end:
                         end = merged[n + 1]
             if end < observed - retention:
-                late.add(i, key, ts, start, end, observed)
+                late.add(i, key, values[i], ts, start, end, observed)
                 continue
             retracted = start != ts or end != ts
             if retracted:
@@ -342,7 +343,7 @@ class SessionStore:
             if key not in before:
                 before[key] = () if entry is None else entry
             if end <= store_time - retention:  # Kafka's store skips a put into an expired segment
-                late.add(i, key, ts, start, end, observed)
+                late.add(i, key, values[i], ts, start, end, observed)
                 if retracted:
                     if kept:
                         entries[key] = changed[key] = kept
@@ -418,29 +419,6 @@ class SessionStore:
         self._expire({})  # the sessions the exporting copy had not deleted yet
         self.counts.clear()
         self.counts.update(list(chain.from_iterable(self.kv.entries.values())), [])
-
-
-class LateSessions:
-    """The records `SessionStore.merge_batch` finds late: their rows in the batch, keys, timestamps, merged
-    sessions' bounds and the observed time when each was dropped."""
-
-    __slots__ = ("rows", "keys", "timestamps", "starts", "ends", "stream_times")
-
-    def __init__(self) -> None:
-        self.rows: list[int] = []
-        self.keys: list = []
-        self.timestamps: list[int] = []
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-        self.stream_times: list[int] = []
-
-    def add(self, row: int, key: Any, timestamp: int, start: int, end: int, stream_time: int) -> None:
-        self.rows.append(row)
-        self.keys.append(key)
-        self.timestamps.append(timestamp)
-        self.starts.append(start)
-        self.ends.append(end)
-        self.stream_times.append(stream_time)
 
 
 def _split_sessions(entry: tuple, lo: int, hi: int) -> tuple[tuple, tuple]:
