@@ -55,19 +55,11 @@ def _pick(items: list, positions: list[int]) -> list:
     return list(itemgetter(*positions)(items)) if positions else []
 
 
-def _gather(column: Any, positions: list[int]) -> Any:
-    """A column's values at `positions`: an int64 array's gathered by numpy (no object per value)."""
-    if type(column) is array:
-        return array("q", np.frombuffer(column, np.int64)[np.asarray(positions, np.int64)].tobytes())
-    return _pick(column, positions)
-
-
 class KeyValueStore:
     """key -> entry (any object; None is no entry). `prefix` names the store's parts: `<prefix><group>.<n>`.
     An entry mutated in place is to be marked with `touch(key)` (or put again) before the next export."""
 
     hash_shift = 0  # added to a key's hash for its group (tests: a process whose str hashes differ)
-    column_per_entry = True  # `columns` gives a value per entry in each column (else: rows of any count)
 
     def __init__(self, prefix: str = "kv") -> None:
         self.prefix = prefix
@@ -200,15 +192,11 @@ class KeyValueStore:
                         del members[old]
                     log.remove(old, key)
                     members.setdefault(self._own_group(key), {})[key] = None
-        # one pass over the entries, then gathered by group (per group where an entry spans several rows)
-        columns = self.columns(entries) if self.column_per_entry else None
+        # saved columns per group: an entry may span several rows (a session store's key, its sessions)
         for group, at in self._by_group(keys):
             group_keys = _pick(keys, at)
             log.puts(group).extend(group_keys)
-            if columns is None:
-                self._pending[group] = (group_keys, self.columns(_pick(entries, at)))
-            else:
-                self._pending[group] = (group_keys, [_gather(column, at) for column in columns])
+            self._pending[group] = (group_keys, self.columns(_pick(entries, at)))
 
     def _name(self, group: int) -> str:
         return f"{self.prefix}{group}"

@@ -208,8 +208,6 @@ class SessionEntries(KeyValueStore):
     column: `[sessions per key, starts, ends, aggregates]` (int64 arrays, the aggregates too where they are
     all ints; lists for a few sessions), a row per session, the keys' sessions one after another."""
 
-    column_per_entry = False
-
     def columns(self, entries: list) -> list:
         flat = list(chain.from_iterable(entries))
         if len(flat) == 3 * len(entries):  # a session per key (no key is without one)
