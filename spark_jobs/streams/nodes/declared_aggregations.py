@@ -500,13 +500,26 @@ def _group_by_rows(key_objects, str_keys: bool, rec, store_of_pair, stores: list
 def _sorted_runs(codes: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The stable sort of `codes` (each below `bound`; a radix sort for small ones), and its runs of equal
     codes: their lengths and codes."""
-    order = np.argsort(codes.astype(np.uint16) if bound <= 1 << 16 else codes, kind="stable")
+    order = _stable_order(codes, bound)
     in_order = codes[order]
     starts_run = np.empty(len(order), bool)
     starts_run[:1] = True
     np.not_equal(in_order[1:], in_order[:-1], out=starts_run[1:])
     run_at = np.flatnonzero(starts_run)
     return order, np.diff(np.append(run_at, len(order))), in_order[run_at]
+
+
+def _stable_order(codes: np.ndarray, bound: int) -> np.ndarray:
+    """`np.argsort(codes, kind="stable")` of non-negative int64 `codes` below `bound`. numpy sorts 16-bit
+    ints by radix (a pass over the data per byte) and wider ones by merging (many passes): codes below 2**32
+    are sorted by their low 16 bits, then stably by their high 16 bits, two radix sorts."""
+    if bound <= 1 << 16:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    if bound > 1 << 32:
+        return np.argsort(codes, kind="stable")
+    by_low = np.argsort(codes.astype(np.uint16), kind="stable")  # astype keeps the low 16 bits
+    high = (codes[by_low] >> 16).astype(np.uint16)
+    return by_low[np.argsort(high, kind="stable")]
 
 
 def _store_ranges(store_of_group: np.ndarray, n_stores: int) -> list[tuple[int, int]]:
