@@ -75,26 +75,52 @@ SHAPES = {
 SIDES = ("ours", "native", "native_untuned")
 
 
+def process_role(process, root) -> str:
+    """What a process of a run's tree is: the driver (the run's own process), the JVM, pyspark's daemon
+    (a Python child of the JVM, forking the workers) or a Python worker (the daemon's child)."""
+    if process.pid == root.pid:
+        return "driver"
+    name = process.name()
+    if name.startswith("java"):
+        return "jvm"
+    parent = process.ppid()
+    with contextlib.suppress(psutil.Error):
+        if psutil.Process(parent).name().startswith("java"):
+            return "python_daemon"
+    return "python_workers"
+
+
 class PeakMemory:
-    """Peak summed RSS of a process and all its descendants, sampled every 200 ms."""
+    """Peak summed RSS of a process and all its descendants, sampled every 200 ms, with the share of each
+    kind of process at that peak (`process_role`) and the most processes of each kind seen at once."""
 
     def __init__(self, pid: int):
         self.root = psutil.Process(pid)
         self.peak = 0
+        self.breakdown: dict[str, int] = {}
+        self.most_processes: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _sample(self) -> int:
-        total = 0
+    def _sample(self) -> dict[str, int]:
+        by_role: dict[str, int] = {}
+        processes: dict[str, int] = {}
         with contextlib.suppress(psutil.Error):
             for process in [self.root, *self.root.children(recursive=True)]:
                 with contextlib.suppress(psutil.Error):  # a worker may exit between listing and sampling
-                    total += process.memory_info().rss
-        return total
+                    role = process_role(process, self.root)  # not kept: spark-submit's shell becomes the JVM
+                    by_role[role] = by_role.get(role, 0) + process.memory_info().rss
+                    processes[role] = processes.get(role, 0) + 1
+        for role, count in processes.items():
+            self.most_processes[role] = max(self.most_processes.get(role, 0), count)
+        return by_role
 
     def _run(self):
         while not self._stop.is_set():
-            self.peak = max(self.peak, self._sample())
+            by_role = self._sample()
+            total = sum(by_role.values())
+            if total > self.peak:
+                self.peak, self.breakdown = total, by_role
             self._stop.wait(0.2)
 
     def __enter__(self):
@@ -306,6 +332,10 @@ def timed_process(command: list[str], scratch: Path, max_files_per_trigger: int 
     result["in_process_seconds"] = round(result.pop("seconds"), 2)
     result["seconds"] = round(seconds, 2)
     result["peak_rss_mb"] = round(memory.peak / 2**20)
+    result["peak_rss_mb_by_process"] = {
+        role: round(rss / 2**20) for role, rss in sorted(memory.breakdown.items())
+    }
+    result["most_processes"] = dict(sorted(memory.most_processes.items()))
     result["events_per_s"] = round(result["events"] / seconds)
     return result
 
@@ -344,16 +374,21 @@ def compare(shape: str, keys: int, input_dir: Path, sides: list[str], args, nati
         row["all_runs_events_per_s"] = [r["events_per_s"] for r in runs[side]]
         if settings is not None:
             row["settings"] = settings
-        if side != "ours":
+        if side != "ours" and "ours" in best:
             row["ratio_ours_over_this"] = round(best["ours"]["events_per_s"] / result["events_per_s"], 3)
         rows.append(row)
+    for side in sides:
+        parts = ", ".join(f"{role} {mb:,}" for role, mb in best[side]["peak_rss_mb_by_process"].items())
+        print(
+            f"  {shape} {keys:,} keys {side}: peak MB {parts}; processes at most {best[side]['most_processes']}"
+        )
     line = " | ".join(
         f"{side} {best[side]['events_per_s']:>9,} ev/s ({best[side]['seconds']:.0f} s, "
         f"{best[side]['output_rows']:,} rows, peak {best[side]['peak_rss_mb']:,} MB)"
         for side in sides
     )
     ratios = ", ".join(
-        f"ours/{row['side']} {row['ratio_ours_over_this']}" for row in rows if row["side"] != "ours"
+        f"ours/{row['side']} {row['ratio_ours_over_this']}" for row in rows if "ratio_ours_over_this" in row
     )
     print(f"{shape:16s} {keys:>9,} keys | {line} | {ratios}", flush=True)
     return rows
@@ -381,6 +416,11 @@ def parse_args(argv):
     parser.add_argument("--partitions", type=int, default=4, help="ours: the job's partitions (tasks)")
     parser.add_argument("--untuned", action="store_true", help="also run native without our query's settings")
     parser.add_argument(
+        "--sides",
+        default="ours,native",
+        help=f"comma-separated, of {', '.join(SIDES)}: the sides to run (--untuned adds native_untuned)",
+    )
+    parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each side, taking turns; the best counts"
     )
     parser.add_argument(
@@ -395,6 +435,9 @@ def parse_args(argv):
     unknown = [s for s in args.shape_names if s not in SHAPES]
     if unknown:
         parser.exit(2, f"error: unknown shapes {unknown}; known: {', '.join(SHAPES)}\n")
+    args.side_names = [s for s in args.sides.split(",") if s]
+    if not args.side_names or set(args.side_names) - set(SIDES):
+        parser.exit(2, f"error: --sides takes some of {', '.join(SIDES)}, got {args.sides!r}\n")
     if min([*args.keys, args.events, args.repeat, args.partitions]) < 1:
         parser.exit(2, "error: --keys, --events, --repeat and --partitions must be at least 1\n")
     if args.minutes is not None and not args.minutes > 0:
@@ -408,7 +451,9 @@ def main(argv: list[str] | None = None) -> int:
         return one_run(args)
     recorder = Recorder("spark", argv, args.results_dir)
     WORK.mkdir(parents=True, exist_ok=True)
-    sides = ["ours", "native"] + (["native_untuned"] if args.untuned else [])
+    sides = args.side_names + (
+        ["native_untuned"] if args.untuned and "native_untuned" not in args.side_names else []
+    )
     files = max(1, args.events // 100_000)
     figures: list[dict] = []
     skipped = {}

@@ -10,7 +10,7 @@ from .records import Record, To
 from .timeutil import Duration
 
 if TYPE_CHECKING:
-    from .nodes.base import UserProcessorNode
+    from .nodes.base import ForwardBuffer, UserProcessorNode
 
 
 class PunctuationType(enum.Enum):
@@ -69,10 +69,13 @@ class Processor:
 class ProcessorContext:
     """What a processor sees of its task: forwarding, schedules and the clocks."""
 
-    __slots__ = ("_node",)
+    __slots__ = ("_node", "_held")
 
     def __init__(self, node: UserProcessorNode) -> None:
         self._node = node
+        # The node's `ForwardBuffer` while the task holds its forwards and every one went to every child
+        # (UserProcessorNode.forwards), else None.
+        self._held: ForwardBuffer | None = None
 
     def forward(self, record: Record, to: To | str | None = None) -> None:
         """Send `record` to all children (`to=None` / `To.all()`) or to one child by name.
@@ -80,6 +83,12 @@ class ProcessorContext:
         The record keeps its timestamp; `to.with_timestamp(ts)` overrides it for this call only; a record
         whose timestamp is None gets the current time (the input record's, or the punctuation's `now`).
         """
+        held = self._held
+        if held is not None and to is None and type(record) is Record and record[2] is not None:
+            # to every child, with its own (valid) timestamp: held as it is (ForwardBuffer.add)
+            held.records.append(record)
+            held.src.append(held.row)
+            return
         self._node.forward(record, to)
 
     def schedule(

@@ -45,9 +45,9 @@ PROPERTY = settings(
 
 class Stamp(Processor):
     """Counts records per key (its own state); drops every fifth of a key, forwards the others with the
-    count in the value, and every fourth again with an earlier timestamp. Options: `headers` (the count as
-    headers), `named` (every third to one child by name), `punctuate` (a STREAM_TIME punctuator forwarding
-    each key's count)."""
+    count in the value (every seventh without a timestamp: stamped with the input record's), and every
+    fourth again with an earlier timestamp. Options: `headers` (the count as headers), `named` (every third
+    to one child by name), `punctuate` (a STREAM_TIME punctuator forwarding each key's count)."""
 
     def __init__(self, headers: bool = False, named: bool = False, punctuate: int | None = None) -> None:
         self.headers, self.named, self.punctuate = headers, named, punctuate
@@ -67,6 +67,8 @@ class Stamp(Processor):
         if self.named and n % 3 == 0:
             children = self.context.child_names()
             self.context.forward(out, To.child(children[(n // 3) % len(children)]))
+        elif n % 7 == 0:  # no timestamp: the context stamps it with the input record's
+            self.context.forward(Record(record.key, value, None, out.headers))
         else:
             self.context.forward(out)
         if n % 4 == 0:
