@@ -12,6 +12,9 @@ from hypothesis import strategies as st
 
 from spark_jobs.streams import BufferConfig, StreamsBuilder, StreamTask, Suppressed, TimeWindows
 from spark_jobs.streams.nodes.final_window_user_aggregate import FinalWindowUserAggregate
+from spark_jobs.streams.nodes.suppress import SuppressNode
+from spark_jobs.streams.nodes.time_ordered_buffer import OLD_COLUMN
+from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
 from .test_final_window_count import TOPIC, Pair, batches
 
@@ -42,7 +45,13 @@ AGGREGATIONS = {
 
 
 def aggregate_topology(
-    kind: str, size: int, advance: int, grace: int, other_branch: bool = False, calls=None
+    kind: str,
+    size: int,
+    advance: int,
+    grace: int,
+    other_branch: bool = False,
+    calls=None,
+    reads_olds: bool = False,
 ):
     windows = TimeWindows.of_size_and_grace(size, grace)
     if advance != size:
@@ -65,6 +74,8 @@ def aggregate_topology(
         table = AGGREGATIONS[kind](windowed)
     finals = table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()).with_name("finals"))
     finals.to_stream().map_values(lambda v: (v, "final")).to("finals")
+    if reads_olds:  # a table grouped again reads the old values the suppress forwards: its buffer keeps them
+        finals.group_by(lambda key, value: (key[0], 1)).count().to_stream().to("regrouped")
     if other_branch:
         stream.map_values(lambda v: v).to("echo")
     return builder.build()
@@ -80,12 +91,38 @@ def aggregate_topology(
     other_branch=st.booleans(),
     moves=st.lists(st.booleans(), min_size=6, max_size=6),
     keys_pickled_from=st.sampled_from([1, 3, 10**9]),
+    reads_olds=st.booleans(),
 )
-def test_fused_equals_node_by_node(kind, shape, runs, other_branch, moves, keys_pickled_from) -> None:
+def test_fused_equals_node_by_node(
+    kind, shape, runs, other_branch, moves, keys_pickled_from, reads_olds
+) -> None:
     size, advance, grace = shape
-    Pair(lambda: aggregate_topology(kind, size, advance, grace, other_branch), keys_pickled_from).check(
-        runs, moves
-    )
+    Pair(
+        lambda: aggregate_topology(kind, size, advance, grace, other_branch, reads_olds=reads_olds),
+        keys_pickled_from,
+    ).check(runs, moves)
+
+
+def test_a_buffer_keeps_old_values_only_where_a_child_of_the_suppressed_table_reads_them() -> None:
+    """The finals go to a stream (which drops old values): the buffer neither saves nor forwards them.
+    Grouped again, the suppressed table's old values are read: saved, loaded and forwarded."""
+    for reads_olds in (False, True):
+        pair = Pair(
+            lambda reads_olds=reads_olds: aggregate_topology("aggregate", 10, 5, 0, reads_olds=reads_olds)
+        )
+        pair.check([(["a", "b", "a", "c"], [1, 2, 3, 4], None), (["b", "a"], [30, 31], None)], [True, True])
+        for task in (pair.fused, pair.nodes):
+            (suppress,) = (n for n in task.nodes.values() if isinstance(n, SuppressNode))
+            assert suppress.buffer.keeps_olds is reads_olds
+            assert (
+                OLD_COLUMN in suppress.buffer.unsaved_columns
+            ) is True  # not a column: apart, or not at all
+        saved = [
+            KeyListLoader().loads(data)[0]
+            for name, data in pair.parts[0].items()
+            if name.startswith("finals/") and "." in name
+        ]
+        assert saved and all(("olds" in part) is reads_olds for part in saved)
 
 
 def test_the_optimizer_rewrites_an_unbounded_final_aggregate() -> None:

@@ -98,13 +98,14 @@ class KTable:
         parent = self.getter_name
         builder = self.builder
         name = suppressed.name or builder.new_name("KTABLE-SUPPRESS")
+        options = {"send_old_values": False}  # set by the suppressed table's children, before the build
         builder.add_node(
             name,
-            lambda n: SuppressNode(n, suppressed, duration, parent),
+            lambda n: SuppressNode(n, suppressed, duration, parent, options["send_old_values"]),
             [self.node_name],
             explicit_name=True,
         )
-        return KTable(builder, name, self.windows)
+        return KTable(builder, name, self.windows, options)
 
     def group_by(self, selector: Callable[[Any, Any], tuple]) -> KGroupedTable:
         """Re-group: selector(key, value) -> (group key, value)."""

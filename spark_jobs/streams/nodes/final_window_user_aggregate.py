@@ -143,6 +143,8 @@ class FinalWindowUserAggregate(FinalWindowCount):
                 raise _Tombstone(
                     self._replay_steps(group, len(rec) - len(rest), current, first_old, last_old, rest)
                 )
+        if not self.suppress.buffer.keeps_olds:  # not read: the last old values are freed with the batch
+            last_old = [None] * len(old0)
         return current, last_old, first_old
 
     def _replay_steps(

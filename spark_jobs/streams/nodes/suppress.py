@@ -14,7 +14,9 @@ from .time_ordered_buffer import TimeOrderedKeyValueBuffer
 class SuppressNode(Node):
     """Hands each batch to its buffer and forwards what the buffer evicts."""
 
-    def __init__(self, name: str, suppressed: Suppressed, duration: int, parent_name: str) -> None:
+    def __init__(
+        self, name: str, suppressed: Suppressed, duration: int, parent_name: str, send_old_values: bool = True
+    ) -> None:
         super().__init__(name)
         config = suppressed.buffer_config
         # D: the time limit, or the upstream window's grace (+ gap for sessions)
@@ -27,6 +29,11 @@ class SuppressNode(Node):
             name,
         )
         self.parent_name = parent_name
+        # Whether a child reads the old values this node forwards (its table sends them): else it forwards
+        # none, and its buffer need not keep them (TimeOrderedKeyValueBuffer.forget_olds).
+        self.send_old_values = send_old_values
+        if not send_old_values:
+            self.buffer.forget_olds()
         # A buffer that shuts down when full raises mid-batch: record by record, what it evicted before the
         # error has been forwarded, as in Kafka; a batch would lose it with the exception.
         self.columnar = not (self.buffer.bounded and self.buffer.shut_down)
@@ -43,7 +50,8 @@ class SuppressNode(Node):
         out_h = out.headers
         if out_h is not None and all(h is None for h in out_h):
             out_h = None
-        return Batch(out.keys, out.values, out.olds, out.timestamps, out_h, out.src)
+        out_o = out.olds if self.send_old_values else None
+        return Batch(out.keys, out.values, out_o, out.timestamps, out_h, out.src)
 
     def get(self, key: Any) -> tuple[Any, int] | None:
         """A join reading the suppressed table sees the last emitted value while the key is buffered."""

@@ -18,7 +18,8 @@ column-wise; fed by a declared aggregation, its values in StructColumns (`hold_s
 aggregation alone (the fused pairs of nodes/final_window_count.py, nodes/final_window_user_aggregate.py and
 nodes/final_window_aggregate.py), an entry's new value is the aggregation's value for its key (the object
 its row holds, or the declared aggregation's columns): the buffer saves neither it nor the sizes (all 0),
-and a load takes the new values from the aggregation's store (`share_new_values`).
+and a load takes the new values from the aggregation's store (`share_new_values`). A buffer whose suppress
+forwards no old values (no child of its table reads them) keeps none in its saved form (`forget_olds`).
 
 Sizes: an entry's byte size (8 + key bytes + serialized prior, old when it differs from the prior, and new
 values + 20 + topic name + header bytes) is computed only by a buffer with a byte limit, the one bound that
@@ -138,6 +139,8 @@ class TimeOrderedKeyValueBuffer:
         # (window, its rows, row numbers or None for all) -> those rows' new values, when every entry's new
         # value is what the aggregation upstream holds for its key and window (`share_new_values`)
         self.new_values_of: Any = None
+        # False when nothing reads the entries' old values (`forget_olds`)
+        self.keeps_olds = True
         self.unsaved_columns: tuple[int, ...] = ()
         self.observed = -1  # the buffer's stream time: the highest timestamp put
         self.count = 0
@@ -155,6 +158,7 @@ class TimeOrderedKeyValueBuffer:
         if self.buckets and self.entry_columns is not COUNT_ENTRY_COLUMNS:
             raise RuntimeError("hold_counts() must be set before the buffer holds entries")
         self.entry_columns = COUNT_ENTRY_COLUMNS
+        self._leave_unsaved()
 
     def hold_structs(self, fields: StructFields) -> None:
         """Keep the values in StructColumns (`struct_entry_columns`): the buffer is fed by a declared
@@ -163,6 +167,7 @@ class TimeOrderedKeyValueBuffer:
         if self.buckets and self.entry_columns[NEW_COLUMN] != fields:
             raise RuntimeError("hold_structs() must be set before the buffer holds entries")
         self.entry_columns = struct_entry_columns(fields)
+        self._leave_unsaved()
 
     def share_new_values(self, new_values_of: Any) -> None:
         """until_window_closes fed by a windowed aggregation alone (a fused pair, nodes/final_window_count.py):
@@ -177,8 +182,31 @@ class TimeOrderedKeyValueBuffer:
         if self.track_bytes:
             raise RuntimeError("a buffer that sizes its entries saves them")
         self.new_values_of = new_values_of
+        self._leave_unsaved()
+
+    def forget_olds(self) -> None:
+        """Nothing reads the entries' old values (the suppress node forwards none: no child of its table
+        asks for them; puts read an entry's prior value, not its old one): an until_window_closes buffer
+        leaves them out of its saved form, and a load leaves None (0 in a count's) in their place. The old
+        values the buffer holds are then whatever the puts gave (a fused pass gives None). Set before the
+        buffer holds anything."""
+        if self.buckets and self.keeps_olds:
+            raise RuntimeError("forget_olds() must be set before the buffer holds entries")
+        self.keeps_olds = False
+        self._leave_unsaved()
+
+    def _leave_unsaved(self) -> None:
+        """The columns an until_window_closes window's saved form leaves out: the sizes and new values of a
+        buffer that shares them (`share_new_values`), the old values of one that forgets them
+        (`forget_olds`) or that shares its new values and holds its old values as objects (saved apart,
+        `_saved_olds`)."""
+        shared = self.new_values_of is not None
         objects = self.entry_columns[OLD_COLUMN] == OBJECT
-        self.unsaved_columns = (SIZE_COLUMN, NEW_COLUMN, *((OLD_COLUMN,) if objects else ()))
+        olds = not self.keeps_olds or (shared and objects)
+        self.unsaved_columns = (
+            *((SIZE_COLUMN, NEW_COLUMN) if shared else ()),
+            *((OLD_COLUMN,) if olds else ()),
+        )
 
     def open_window(self, window: Any) -> WindowRows:
         """An until_window_closes window's rows, new to the buffer, its end in the heap."""
@@ -888,7 +916,7 @@ class TimeOrderedKeyValueBuffer:
         (every row of a base) those that are not their prior value (`olds`), and per new row 1 where the
         old value is the prior one (`old_is_prior`, bytes). An entry's old value is its prior one while it
         was put once: a row put again since an earlier export has another."""
-        if OLD_COLUMN not in rows.unsaved:
+        if OLD_COLUMN not in rows.unsaved or not self.keeps_olds:
             return saved
         old, prior = rows.columns[OLD_COLUMN], rows.columns[PRIOR_COLUMN]
         first = saved.get("from", 0)
@@ -975,7 +1003,7 @@ class TimeOrderedKeyValueBuffer:
             if rows is None:
                 rows = buckets[window] = entry_rows(self.entry_columns, self.unsaved_columns)
             rows.load(saved, _part_name(window), owned=True)  # unpickled for this catch-up
-            if OLD_COLUMN in rows.unsaved:
+            if OLD_COLUMN in rows.unsaved and self.keeps_olds:
                 self._load_olds(rows, saved, _part_name(window))
             if "rows" not in saved:
                 to_fill[window] = None
