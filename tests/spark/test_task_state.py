@@ -309,6 +309,7 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
         "task-parts-v4",
         "task-parts-v5",
         "task-parts-v6",
+        "task-parts-v7",
     ],
     ids=[
         "single snapshot",
@@ -318,6 +319,7 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
         "aggregates by key group",
         "final buffers' own values",
         "declared values as dicts",
+        "final buffers' unread old values",
     ],
 )
 def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_path, old_layout):
@@ -325,7 +327,7 @@ def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_p
     spec = JobSpec(SENSOR_ALERTS, {}, 3)
     TopologyRuntime(spark, spec, config)._check_identity()
     record = json.loads((tmp_path / "ckpt" / "job.json").read_text())
-    assert record["state_layout"] == task_state.STATE_LAYOUT == "task-parts-v7"
+    assert record["state_layout"] == task_state.STATE_LAYOUT == "task-parts-v8"
     if old_layout is None:
         del record["state_layout"]  # as the applyInPandasWithState runtime wrote it
     else:
@@ -333,7 +335,7 @@ def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_p
     (tmp_path / "ckpt" / "job.json").write_text(json.dumps(record))
     shown = old_layout or "single-snapshot"
     with pytest.raises(
-        IdentityMismatch, match=f"{shown}.*task-parts-v7.*new checkpoint, with a new output folder"
+        IdentityMismatch, match=f"{shown}.*task-parts-v8.*new checkpoint, with a new output folder"
     ):
         TopologyRuntime(spark, spec, config)._check_identity()
 
