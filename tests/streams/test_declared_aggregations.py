@@ -328,9 +328,16 @@ def test_state_export_import_and_catch_up_change_no_output(
         assert _exported_run(topo, data, cut_points, import_at, catch_up) == expected
 
 
-def test_large_batches_with_many_keys_equal_the_user_aggregate() -> None:
-    """Batches over several windows and thousands of keys (the KeyTable and the multi-row segments)."""
+@pytest.mark.parametrize("renumber", [False, True])
+def test_large_batches_with_many_keys_equal_the_user_aggregate(renumber, monkeypatch) -> None:
+    """Batches over several windows and thousands of keys (the KeyTable, the keys numbered across windows
+    and the multi-row segments); `renumber`: the node's key numbers found stale at every batch, so every
+    window's rows are numbered afresh."""
     import random
+
+    if renumber:
+        monkeypatch.setattr(declared_aggregations.KeyNumbers, "STALE_FACTOR", 0)
+        monkeypatch.setattr(declared_aggregations.KeyNumbers, "MIN_STALE", 0)
 
     rng = random.Random(5)
     data = []
@@ -534,11 +541,32 @@ def test_both_ways_of_grouping_pairs_give_the_same_groups_and_rows(data, pool, s
     grouped = declared_aggregations.group_pairs(keys, rec, store_of_pair, by_rows, by_rows=True)
     by_numbers = stores_holding()
     numbered = declared_aggregations.group_pairs(keys, rec, store_of_pair, by_numbers, by_rows=False)
+    # by rows, the keys numbered across the stores (a node's KeyNumbers, which numbers the stores' rows
+    # before the batch as it first meets them), over two batches: the second batch's keys, and the rows
+    # the first one appended, numbered as they come
+    by_key_numbers = stores_holding()
+    key_numbers = declared_aggregations.KeyNumbers()
+    across = declared_aggregations.group_pairs(
+        keys, rec, store_of_pair, by_key_numbers, by_rows=True, numbers=key_numbers
+    )
     for name in ("order", "sizes", "rows", "store_of_group"):
         assert np.array_equal(getattr(grouped, name), getattr(numbered, name)), name
-    assert grouped.store_groups == numbered.store_groups
-    assert list(map(id, grouped.keys)) == list(map(id, numbered.keys))
+        assert np.array_equal(getattr(grouped, name), getattr(across, name)), name
+    assert grouped.store_groups == numbered.store_groups == across.store_groups
+    assert list(map(id, grouped.keys)) == list(map(id, numbered.keys)) == list(map(id, across.keys))
     assert [list(map(id, s.keys)) for s in by_rows] == [list(map(id, s.keys)) for s in by_numbers]
+    assert [list(map(id, s.keys)) for s in by_rows] == [list(map(id, s.keys)) for s in by_key_numbers]
+    second = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=40))
+    again = np.repeat(np.arange(len(second)), stores)  # every record in every store
+    store_again = np.tile(np.arange(stores), len(second))
+    plain = declared_aggregations.group_pairs(second, again, store_again, by_rows, by_rows=True)
+    across = declared_aggregations.group_pairs(
+        second, again, store_again, by_key_numbers, by_rows=True, numbers=key_numbers
+    )
+    for name in ("order", "sizes", "rows", "store_of_group"):
+        assert np.array_equal(getattr(plain, name), getattr(across, name)), name
+    assert list(map(id, plain.keys)) == list(map(id, across.keys))
+    assert [list(map(id, s.keys)) for s in by_rows] == [list(map(id, s.keys)) for s in by_key_numbers]
 
 
 @PROPERTY

@@ -256,7 +256,19 @@ class AggregateRows(NumberedRows):
     time, in a `KeyTable` while they are str (nodes/key_table.py), else in a dict.
     """
 
-    __slots__ = ("layout", "keys", "columns", "size", "dirty", "saved", "_index", "_table", "key_chunks")
+    __slots__ = (
+        "layout",
+        "keys",
+        "columns",
+        "size",
+        "dirty",
+        "saved",
+        "_index",
+        "_table",
+        "key_chunks",
+        "number_rows",
+        "numbered",
+    )
 
     def __init__(self, layout: AggregateLayout) -> None:
         self.layout = layout
@@ -270,6 +282,9 @@ class AggregateRows(NumberedRows):
         # (first row, end row, the pickled list of their keys), ascending: what saves of those rows reuse,
         # as a window's rows do (nodes/window_rows.py)
         self.key_chunks: list[tuple[int, int, bytes]] = []
+        # per number of its node's `KeyNumbers` the key's row here (-1: none), for rows `0..numbered`
+        self.number_rows = np.empty(0, np.int64)
+        self.numbered = 0
 
     def __len__(self) -> int:
         return self.size
@@ -309,11 +324,57 @@ class AggregateRows(NumberedRows):
                 self._table = False
                 return None
             self._table = table
+        elif table.size < self.size and not table.add(self.keys[table.size :]):  # rows appended by number
+            self._table = False
+            return None
         rows, new_keys = table.number(keys)
         table.confirm(len(new_keys))
         if len(new_keys):
             self._append(new_keys.tolist())
         return rows
+
+    def rows_by_number(
+        self, numbers: KeyNumbers, pair_number: np.ndarray, keys: np.ndarray, pair_key: np.ndarray
+    ) -> np.ndarray | None:
+        """`rows_for` of pairs whose str keys `numbers` numbered (`pair_number`, per pair): their rows by
+        number, in numpy; the keys new to the group get rows in order of first appearance, named by the
+        objects of their first pairs (`keys[pair_key]`: per pair its key, an object array). None, and
+        nothing changed, when a key of the group is not a str."""
+        if self.numbered < self.size:  # rows appended otherwise (loaded, or looked up by key): numbered now
+            if self._table is False:
+                return None
+            unnumbered = self.keys[self.numbered :]
+            if set(map(type, unnumbered)) != {str}:
+                self._table = False
+                return None
+            self._number_rows_for(len(numbers) + len(unnumbered))
+            self.number_rows[numbers.number(object_array(unnumbered))] = np.arange(self.numbered, self.size)
+            self.numbered = self.size
+        self._number_rows_for(len(numbers))
+        rows = self.number_rows[pair_number]
+        new = np.flatnonzero(rows < 0)
+        if len(new):
+            distinct, first = np.unique(pair_number[new], return_index=True)
+            by_appearance = np.argsort(first, kind="stable")
+            distinct, first = distinct[by_appearance], new[first[by_appearance]]
+            self.number_rows[distinct] = np.arange(self.size, self.size + len(distinct))
+            rows[new] = self.number_rows[pair_number[new]]
+            self._append(keys[pair_key[first]].tolist())
+            self.numbered = self.size
+        return rows
+
+    def _number_rows_for(self, numbers: int) -> None:
+        """`number_rows` long enough for `numbers` key numbers (doubling; -1 for the numbers added)."""
+        held = len(self.number_rows)
+        if numbers > held:
+            grown_rows = np.full(max(numbers, 2 * held, 1024), -1, np.int64)
+            grown_rows[:held] = self.number_rows
+            self.number_rows = grown_rows
+
+    def forget_numbers(self) -> None:
+        """Its node numbered its keys afresh (`KeyNumbers`): every row to be numbered again."""
+        self.number_rows = np.empty(0, np.int64)
+        self.numbered = 0
 
     def row_of(self, key: Any) -> int | None:
         return self._key_index().get(key)
@@ -404,6 +465,43 @@ class AggregateRows(NumberedRows):
         self.saved = self.size
 
 
+class KeyNumbers:
+    """A windowed node's str keys numbered across its windows, in a `KeyTable`: a batch's keys are looked
+    up once each, and each window finds its rows by number (`AggregateRows.rows_by_number`, numpy), where a
+    table per window looks each key up once per window of its record (twice for windows that advance by
+    half their size). The numbers outlive the windows of their keys: `stale` says when to number afresh."""
+
+    __slots__ = ("table", "keys")
+
+    # numbered afresh once the numbers are this many times the windows' rows (and at least MIN_STALE)
+    STALE_FACTOR = 2
+    MIN_STALE = 1 << 16
+
+    def __init__(self) -> None:
+        self.table: KeyTable | None = None
+        self.keys: list = []  # by number: the objects the table borrows, kept alive
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def number(self, keys: np.ndarray) -> np.ndarray | None:
+        """Per key (an object array of str) its number; keys new to the table get the next ones. None
+        without pandas (key_table.py)."""
+        table = self.table
+        if table is None:
+            table = self.table = KeyTable.new(max(len(keys), 1024))
+            if table is None:
+                return None
+        numbers, new_keys = table.number(keys)
+        table.confirm(len(new_keys))
+        self.keys += new_keys.tolist()
+        return numbers
+
+    def stale(self, rows: int) -> bool:
+        """Whether the numbers, next to `rows` rows of the windows, are mostly of keys gone with theirs."""
+        return len(self.keys) > max(self.STALE_FACTOR * rows, self.MIN_STALE)
+
+
 class _BatchGroups:
     """A batch's kept pairs grouped: per pair its group, and per group its store and row."""
 
@@ -433,7 +531,13 @@ class _BatchGroups:
 
 
 def group_pairs(
-    keys: list, rec: np.ndarray, store_of_pair: np.ndarray, stores: list, by_rows: bool | None = None
+    keys: list,
+    rec: np.ndarray,
+    store_of_pair: np.ndarray,
+    stores: list,
+    by_rows: bool | None = None,
+    numbers: KeyNumbers | None = None,
+    str_keys: bool | None = None,
 ) -> _BatchGroups:
     """Groups of the pairs `(rec, store_of_pair)` (record, index into `stores`): one per (store, key), by
     store then row, each group's pairs in record order. A store's new keys get rows in order of first
@@ -443,13 +547,17 @@ def group_pairs(
     numbered once, the pairs sorted by (store, key number), and each store looks up its groups' keys only;
     where they are large (many keys: about a look-up per pair either way), each store looks up its pairs'
     keys and the pairs are sorted by (store, row) at once (`by_rows`: that way or not, None: by the sizes).
-    The groups are the same either way."""
+    The groups are the same either way. `numbers`: the node's `KeyNumbers`, with which the look-ups of
+    str keys by rows take one per record, not one per pair. `str_keys`: whether every key is a str, when
+    the caller knows (None: read here)."""
     key_objects = object_array(keys)
-    str_keys = set(map(type, keys)) == {str}
+    if str_keys is None:
+        str_keys = set(map(type, keys)) == {str}
     if by_rows is None:
         by_rows = sum(map(len, stores)) > len(rec) // 2
     if by_rows:
-        return _group_by_rows(key_objects, str_keys, rec, store_of_pair, stores)
+        numbered = numbers if str_keys and len(stores) > 1 else None
+        return _group_by_rows(key_objects, str_keys, rec, store_of_pair, stores, numbered)
     key_number, n_keys = _number_keys(key_objects, str_keys)
     order, sizes, codes = _sorted_runs(store_of_pair * n_keys + key_number[rec], len(stores) * n_keys)
     store_of_group = codes // n_keys
@@ -473,14 +581,21 @@ def group_pairs(
     return _BatchGroups(order, sizes, stores, store_groups, rows, group_keys, store_of_group)
 
 
-def _group_by_rows(key_objects, str_keys: bool, rec, store_of_pair, stores: list) -> _BatchGroups:
-    """`group_pairs` by a look-up of each pair's key in its store."""
+def _group_by_rows(
+    key_objects, str_keys: bool, rec, store_of_pair, stores: list, numbers: KeyNumbers | None = None
+) -> _BatchGroups:
+    """`group_pairs` by a look-up of each pair's key in its store (by the keys' numbers in `numbers`)."""
     by_store, store_sizes, _ = _sorted_runs(store_of_pair, len(stores))  # in record order within a store
     pair_row = np.empty(len(rec), np.int64)
+    key_number = None if numbers is None else numbers.number(key_objects)
     lo = 0
     for store, hi in zip(stores, np.cumsum(store_sizes).tolist(), strict=True):
         at = by_store[lo:hi]
-        pair_row[at] = store.rows_for(key_objects[rec[at]], str_keys)
+        records = rec[at]
+        rows = None
+        if key_number is not None:
+            rows = store.rows_by_number(numbers, key_number[records], key_objects, records)
+        pair_row[at] = store.rows_for(key_objects[records], str_keys) if rows is None else rows
         lo = hi
     base = np.cumsum([0] + [len(store) for store in stores])  # the stores' rows numbered one after another
     order, sizes, ids = _sorted_runs(base[store_of_pair] + pair_row, int(base[-1]))
@@ -674,11 +789,14 @@ class _DeclaredAggregateNode(Node):
         self.log = StoreLog()
 
     def _split_nulls(self, keys, values, timestamps, headers, drop_null_values: bool):
-        """The records to aggregate: (their indices in the batch or None for all, keys, values, ts)."""
+        """The records to aggregate: (their indices in the batch or None for all, keys, values, ts, whether
+        those keys are all str). The keys' types are read in one pass, which finds the null keys too: a
+        pass over a batch's keys reads each key object, a cache miss apiece among many keys."""
         n = len(keys)
-        null = None in keys or (drop_null_values and None in values)
+        key_types = set(map(type, keys))
+        null = type(None) in key_types or (drop_null_values and None in values)
         if not null:
-            return None, keys, values, np.fromiter(timestamps, np.int64, n)
+            return None, keys, values, np.fromiter(timestamps, np.int64, n), key_types == {str}
         keep = [i for i in range(n) if keys[i] is not None and not (drop_null_values and values[i] is None)]
         self.count_dropped(n - len(keep))
         return (
@@ -686,6 +804,7 @@ class _DeclaredAggregateNode(Node):
             [keys[i] for i in keep],
             [values[i] for i in keep],
             np.fromiter((timestamps[i] for i in keep), np.int64, len(keep)),
+            key_types - {type(None)} == {str},
         )
 
     def _outputs(self, after, before, out_keys, src, headers) -> Batch:
@@ -739,6 +858,7 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
         self.observed = -1
         self.window_objects: dict[int, Window] = {}
         self.starts: list[int] = []  # heap of the groups' starts
+        self.key_numbers = KeyNumbers()
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         folded = self.fold_batch(keys, values, timestamps, headers)
@@ -766,7 +886,7 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
         pair is kept. `running`: the folds hold each pair's value too, not only each group's last two. The
         closed windows are still held: the caller deletes them (`drop_closed_windows`) once it has read what
         it needs of them."""
-        kept, keys, values, ts = self._split_nulls(keys, values, timestamps, headers, False)
+        kept, keys, values, ts, str_keys = self._split_nulls(keys, values, timestamps, headers, False)
         if not len(keys):
             return None
         observed = np.maximum(np.maximum.accumulate(ts), self.observed)
@@ -795,7 +915,11 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
                 rows = self.open_window(window_start)
             self.log.touch(window_start)
             stores.append(rows)
-        groups = group_pairs(keys, rec, store_of_pair, stores)
+        if self.key_numbers.stale(sum(map(len, self.groups.values()))):
+            self.key_numbers = KeyNumbers()
+            for rows in self.groups.values():
+                rows.forget_numbers()
+        groups = group_pairs(keys, rec, store_of_pair, stores, numbers=self.key_numbers, str_keys=str_keys)
         fields = read_fields(self.layout, values)
         pair_ts = ts[rec]
         folds = fold_groups(self.layout, groups, pair_ts, fields, rec, running)
@@ -906,11 +1030,11 @@ class DeclaredStreamAggregateNode(_DeclaredAggregateNode):
         self.parts = RowParts(KEY_VALUE_PREFIX)
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        kept, keys, values, ts = self._split_nulls(keys, values, timestamps, headers, True)
+        kept, keys, values, ts, str_keys = self._split_nulls(keys, values, timestamps, headers, True)
         if not len(keys):
             return None
         rec = np.arange(len(keys))
-        groups = group_pairs(keys, rec, np.zeros(len(keys), np.int64), [self.store])
+        groups = group_pairs(keys, rec, np.zeros(len(keys), np.int64), [self.store], str_keys=str_keys)
         fields = read_fields(self.layout, values)
         folds = fold_groups(self.layout, groups, ts, fields, rec)
         after, before = folds.after(), folds.before()
