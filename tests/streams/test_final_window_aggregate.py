@@ -37,7 +37,7 @@ from .test_final_window_count import decoded
 TOPIC = "readings"
 
 
-def finals_topology(windows, declared: bool = True, headers_branch: bool = False):
+def finals_topology(windows, declared: bool = True, headers_branch: bool = False, reads_olds: bool = False):
     builder = StreamsBuilder()
     stream = builder.stream(TOPIC)
     grouped = stream.group_by_key().windowed_by(windows)
@@ -47,6 +47,8 @@ def finals_topology(windows, declared: bool = True, headers_branch: bool = False
         table = grouped.aggregate(reference_initializer, reference_aggregator)
     finals = table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()).with_name("finals"))
     finals.to_stream().to("finals")
+    if reads_olds:  # a table grouped again reads the old values the suppress forwards: its buffer keeps them
+        finals.group_by(lambda key, value: (key[0], 1)).count().to_stream().to("regrouped")
     if headers_branch:  # a sibling of the aggregation: the outputs interleave by input record (src)
         stream.map_values(lambda v: v).to("echo")
     return builder.build()
@@ -159,9 +161,40 @@ class Pair:
     runs=batches(),
     headers_branch=st.booleans(),
     moves=st.lists(st.booleans(), min_size=6, max_size=6),
+    reads_olds=st.booleans(),
 )
-def test_fused_equals_node_by_node(windows, runs, headers_branch, moves) -> None:
-    Pair(lambda: finals_topology(windows, headers_branch=headers_branch)).check(runs, moves)
+def test_fused_equals_node_by_node(windows, runs, headers_branch, moves, reads_olds) -> None:
+    Pair(lambda: finals_topology(windows, headers_branch=headers_branch, reads_olds=reads_olds)).check(
+        runs, moves
+    )
+
+
+def test_old_values_become_dicts_only_where_a_child_of_the_suppressed_table_reads_them(monkeypatch) -> None:
+    """The finals go to a stream (which drops old values): the entries leaving the buffer make a dict of
+    their new values only. Grouped again, the suppressed table's old values are read: made too."""
+    from spark_jobs.streams import TimeWindows
+    from spark_jobs.streams.nodes.window_rows import StructColumn
+
+    made = []
+    real = StructColumn.dicts
+
+    def counting(self, at=None):
+        out = real(self, at)
+        made.append(len(out))
+        return out
+
+    monkeypatch.setattr(StructColumn, "dicts", counting)
+    keys = ["b", "a", "c", "a", "b", "z"]
+    vals = [{"v": 1}, {"v": 2.5}, {"v": 3}, {"v": 4}, {"v": 5}, {"v": 0}]
+    timestamps = [1, 2, 3, 11, 12, 25]  # windows [0, 10) and [10, 20) close: 5 finals
+    for reads_olds, dicts_per_final in ((False, 1), (True, 2)):
+        made.clear()
+        task = StreamTask(finals_topology(TimeWindows.of_size_and_grace(10, 0), reads_olds=reads_olds))
+        with min_rows(1):
+            task.process_batch(TOPIC, keys, vals, timestamps)
+        finals = [record for record in _records(task) if record[0] == "finals"]
+        assert len(finals) == 5
+        assert sum(made) == dicts_per_final * len(finals)
 
 
 @PROPERTY

@@ -97,7 +97,8 @@ class FinalWindowAggregate:
             return None
         out = self._put_and_evict(folded)
         aggregate.drop_closed_windows()
-        return Batch(out.keys, out.values, out.olds, out.timestamps, None, out.src)
+        olds = out.olds if self.suppress.send_old_values else None  # as the suppress node forwards them
+        return Batch(out.keys, out.values, olds, out.timestamps, None, out.src)
 
     def _fusable(self, keys: list, headers: Any) -> bool:
         buffer = self.suppress.buffer

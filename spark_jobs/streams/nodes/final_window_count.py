@@ -414,7 +414,8 @@ class FinalWindowCount:
         out = evict_at_passes(
             self.suppress.buffer, plan.passes, plan.delta_count, plan.buffer_observed, plan.pairs.rec
         )
-        return Batch(out.keys, out.values, out.olds, out.timestamps, None, out.src)
+        olds = out.olds if self.suppress.send_old_values else None  # as the suppress node forwards them
+        return Batch(out.keys, out.values, olds, out.timestamps, None, out.src)
 
     def _put_counts(
         self, plan_window: _PlanWindow, plan: _Plan, pickled_keys: bytes | None

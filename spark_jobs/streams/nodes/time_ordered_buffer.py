@@ -695,7 +695,8 @@ class TimeOrderedKeyValueBuffer:
             if type(new) is StructColumn:  # the leaving entries' dicts, made now
                 at = np.array(order, np.int64)
                 out.values += new.dicts(at)
-                out.olds += old.dicts(at)
+                # old values nothing reads (`forget_olds`) are not made: None, as a fused pass puts them
+                out.olds += old.dicts(at) if self.keeps_olds else repeat(None, len(order))
             else:
                 out.values += map(new.__getitem__, order)
                 out.olds += map(old.__getitem__, order)
