@@ -319,7 +319,7 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
         "aggregates by key group",
         "final buffers' own values",
         "declared values as dicts",
-        "final buffers' unread old values",
+        "final buffers' unread old values, sessions by row",
     ],
 )
 def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_path, old_layout):

@@ -473,7 +473,7 @@ class SessionWindowAggregateNode(Node):
         self.windows = windows
         self.aggregation = aggregation
         self.observed = -1
-        self.store = SessionStore(windows.gap + windows.grace)
+        self.store = SessionStore(windows.gap + windows.grace, counts=aggregation.kind == "count")
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         out_k, out_v, out_o, out_t, src, late, dropped, self.observed = self.store.merge_batch(
@@ -490,12 +490,12 @@ class SessionWindowAggregateNode(Node):
 
     # State parts: "" holds the clocks, the store's parts its sessions.
     def export_parts(self, changed_only):
-        parts, names = self.store.kv.export_parts(changed_only)
+        parts, names = self.store.export_parts(changed_only)
         parts[""] = (self.observed, self.store.store_time)
         return parts, ["", *names]
 
     def state_parts(self):
-        parts = self.store.kv.state_parts()
+        parts = self.store.state_parts()
         parts[""] = (self.observed, self.store.store_time)
         return parts
 

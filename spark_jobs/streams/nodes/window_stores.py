@@ -1,6 +1,7 @@
-"""The session store, the sliding-window store and the join window stores: a structure per key in a
-KeyValueStore (nodes/kv_store.py), which saves the keys a batch changed, so an export writes in proportion
-to what changed. Each store keeps its own clock (`store_time`) and retention, as Kafka's segmented stores
+"""The session store, the sliding-window store and the join window stores: a structure per key, in rows
+saved by column (the session store: SessionRows, through RowParts, nodes/kv_rows.py), in a KeyValueStore
+(nodes/kv_store.py) or by segment of event time (the join stores), each saving what a batch changed, so
+an export writes in proportion to what changed. Each store keeps its own clock (`store_time`) and retention, as Kafka's segmented stores
 do: an entry older than the retention is neither found nor put (`put` says so: the caller counts the
 record as late). Each store counts its live entries per window as it changes (`WindowCounts`), so that a
 node's state size (`Node.state_size`, read every micro-batch) needs no pass over the entries.
@@ -11,14 +12,17 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
-from itertools import accumulate, chain, count, repeat
+from itertools import accumulate, chain, count
 from operator import sub
 from typing import Any
 
+import numpy as np
+
 from ..records import Window, Windowed
-from .kv_store import KeyValueStore, int_column
+from .kv_rows import RowParts
+from .kv_store import KeyValueStore
 from .late_rows import LateRows
 from .store_log import StoreLog
 
@@ -185,12 +189,12 @@ class SessionCounts:
                 del windows[window]
         self.entries += (len(added) - len(removed)) // 3
 
-    def changed(self, before: dict, entries: dict) -> None:
-        """Count the change of the keys of `before` (key -> its entry before the change, `()` for none) to
-        their `entries` now."""
+    def changed(self, before: dict, sessions: list) -> None:
+        """Count the change of the rows of `before` (row -> its entry before the change, `()` for none) to
+        their `sessions` now."""
         if before:
             self.update(
-                list(chain.from_iterable(map(entries.get, before, repeat(())))),
+                list(chain.from_iterable(map(sessions.__getitem__, before))),
                 list(chain.from_iterable(before.values())),
             )
 
@@ -199,47 +203,151 @@ class SessionCounts:
         self.entries = 0
 
 
-_FEW_SESSIONS = 3 * 16  # values of the sessions of a part saved as lists rather than int64 arrays
+class SessionRows:
+    """key -> its sessions, a row per key (as KeyValueRows, nodes/kv_rows.py, keeps a table's entries): a
+    key gets a row when it first comes and keeps it (a key without sessions has a dead row, which lives
+    again when the key gets a session). `sessions[row]` is the key's sessions as one flat tuple `(start,
+    end, aggregate, start, ...)` (a tuple of ints is left alone by the cyclic garbage collector), which the
+    merge reads. Each put also writes the row's saved form, by column: its number of sessions, its first
+    session's start, end and aggregate (int64 where the aggregates are counts, else objects) and the flat
+    sessions after the first (`_more`, for a row with several), so that an export picks changed rows out
+    of arrays (RowParts, nodes/kv_rows.py) instead of walking the entries."""
 
+    def __init__(self, prefix: str, counts: bool) -> None:
+        self.prefix = prefix
+        self.counts = counts
+        self.keys: list = []
+        self.size = 0
+        self.index: dict[Any, int] = {}  # key -> row
+        self.sessions: list[tuple] = []  # row -> its sessions, () for none
+        self._n = array("q")  # row -> its sessions
+        self._starts = array("q")  # row -> its first session's start (ends, aggregates alike)
+        self._ends = array("q")
+        self._aggregates: Any = array("q") if counts else []
+        self._more: dict[int, tuple] = {}  # row -> the sessions after its first, where it has several
+        self._dirty = bytearray()  # row -> changed since the last export
+        self.parts = RowParts(prefix)
 
-class SessionEntries(KeyValueStore):
-    """key -> its sessions as one flat tuple `(start, end, aggregate, start, end, aggregate, ...)`, sorted by
-    (end, start). A tuple of ints is left alone by the cyclic garbage collector, as a list is not. Saved by
-    column: `[sessions per key, starts, ends, aggregates]` (int64 arrays, the aggregates too where they are
-    all ints; lists for a few sessions), a row per session, the keys' sessions one after another."""
+    @property
+    def dirty(self) -> np.ndarray:
+        """The changed flags as a numpy view (RowParts reads and clears them)."""
+        return np.frombuffer(self._dirty, np.bool_)
 
-    def columns(self, entries: list) -> list:
-        flat = list(chain.from_iterable(entries))
-        if len(flat) == 3 * len(entries):  # a session per key (no key is without one)
-            per_key = [1] * len(entries)
+    def row(self, key: Any) -> int:
+        """`key`'s row, a new one (without sessions) for a key new to the store."""
+        row = self.index.get(key)
+        if row is None:
+            row = self.index[key] = self.size
+            self._add_keys([key])
+        return row
+
+    def _add_keys(self, keys: list) -> None:
+        n = len(keys)
+        self.keys += keys
+        self.sessions += [()] * n
+        zeros = array("q", bytes(8 * n))
+        self._n += zeros
+        self._starts += zeros
+        self._ends += zeros
+        self._aggregates += zeros if self.counts else [None] * n
+        self._dirty += bytes(n)
+        self.size += n
+
+    def put(self, row: int, entry: tuple) -> None:
+        """Set a row's sessions (`()`: none)."""
+        self.sessions[row] = entry
+        if self._n[row] > 1:
+            del self._more[row]
+        n = self._n[row] = len(entry) // 3
+        if n:
+            self._starts[row], self._ends[row], self._aggregates[row] = entry[0], entry[1], entry[2]
+            if n > 1:
+                self._more[row] = entry[3:]
+        elif not self.counts:
+            self._aggregates[row] = None
+        self._dirty[row] = 1
+
+    def items(self) -> Iterator[tuple[Any, tuple]]:
+        """(key, sessions) of every key with sessions."""
+        for key, entry in zip(self.keys, self.sessions, strict=True):
+            if entry:
+                yield key, entry
+
+    # -- saving (RowParts) ----------------------------------------------------------------------------------
+
+    def saved_columns(self, rows: Any) -> list:
+        """`[sessions per row, first starts, first ends, first aggregates, the flat sessions after the first
+        of the rows with several, in row order]` (rows: an index array or a slice)."""
+        n = np.frombuffer(self._n, np.int64)[rows].copy()
+        starts = np.frombuffer(self._starts, np.int64)[rows].copy()
+        ends = np.frombuffer(self._ends, np.int64)[rows].copy()
+        if self.counts:
+            aggregates: Any = np.frombuffer(self._aggregates, np.int64)[rows].copy()
+        elif isinstance(rows, slice):
+            aggregates = self._aggregates[rows]
         else:
-            per_key = [len(entry) // 3 for entry in entries]
-        if len(flat) < _FEW_SESSIONS:  # an array's pickle carries a fixed cost: a small delta stays lists
-            return [per_key, flat[0::3], flat[1::3], flat[2::3]]
-        return [
-            array("q", per_key),
-            array("q", flat[0::3]),
-            array("q", flat[1::3]),
-            int_column(flat[2::3]),
-        ]
+            aggregates = list(map(self._aggregates.__getitem__, rows.tolist()))
+        more: list = []
+        if self._more:
+            several = np.arange(self.size)[rows][n > 1].tolist()
+            more = list(chain.from_iterable(map(self._more.__getitem__, several)))
+        return [n, starts, ends, aggregates, more]
 
-    def loaded_entries(self, columns: list, name: str) -> Iterable[Any]:
-        if len(columns) != 4 or not len(columns[1]) == len(columns[2]) == len(columns[3]) == sum(columns[0]):
+    def load_columns(self, rows: Any, columns: list, name: str) -> None:
+        if len(columns) != 5 or not len(columns[0]) == len(columns[1]) == len(columns[2]) == len(columns[3]):
             raise ValueError(f"state part {name!r}: not a session store's columns")
-        flat = list(chain.from_iterable(zip(columns[1], columns[2], columns[3], strict=True)))
+        numbers = np.arange(self.size)[rows].tolist()
+        if len(numbers) != len(columns[0]):
+            raise ValueError(f"state part {name!r}: {len(columns[0])} rows of sessions for {len(numbers)}")
+        n, starts, ends, aggregates, more = columns
+        np.frombuffer(self._n, np.int64)[rows] = n
+        np.frombuffer(self._starts, np.int64)[rows] = starts
+        np.frombuffer(self._ends, np.int64)[rows] = ends
+        sessions, kept = self.sessions, self._more
         at = 0
-        for n in columns[0]:
-            yield tuple(flat[at : at + 3 * n])
-            at += 3 * n
+        for row, several, start, end, aggregate in zip(
+            numbers, n.tolist(), starts.tolist(), ends.tolist(), _as_list(aggregates), strict=True
+        ):
+            kept.pop(row, None)
+            if not several:
+                sessions[row] = ()
+                aggregate = 0 if self.counts else None
+            elif several == 1:
+                sessions[row] = (start, end, aggregate)
+            else:
+                rest = kept[row] = tuple(more[at : at + 3 * (several - 1)])
+                at += len(rest)
+                sessions[row] = (start, end, aggregate, *rest)
+            self._aggregates[row] = aggregate
+        if at != len(more) or len(more) % 3:
+            raise ValueError(f"state part {name!r}: {len(more)} values of further sessions, {at} used")
 
-    def writers(self) -> tuple[dict, dict]:
-        """The entries and the changes since the last export, for a batch operation of the session store
-        to put a key's new entry into both (as `put` does), without a call per entry."""
-        return self.entries, self._changed
+    def append_rows(self, keys: list) -> None:
+        """Rows for `keys` (an import's rows not yet named): the index is built again once loaded."""
+        self._add_keys(keys)
+
+    def loaded(self) -> None:
+        """An import or catch-up wrote the rows directly."""
+        self.index = dict(zip(self.keys, range(self.size), strict=True))
+        self.dirty[: self.size] = False
+
+    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        return self.parts.export(self, changed_only)
+
+    def state_parts(self) -> dict[str, Any]:
+        return self.parts.state_parts(self)
+
+    def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
+        self.parts.apply(self, parts, removed)
+
+
+def _as_list(column: Any) -> list:
+    """A saved column's values as Python objects (an int64 array's as ints)."""
+    return column.tolist() if isinstance(column, np.ndarray) else list(column)
 
 
 class SessionStore:
-    """key -> its sessions (`SessionEntries`), sorted by (end, start) (Kafka's in-memory session store
+    """key -> its sessions (`SessionRows`), sorted by (end, start) (Kafka's in-memory session store
     iteration order). Sessions whose end is at or before `store_time - retention` are expired: neither found
     nor put, and deleted as the store's clock passes them (as Kafka's store expires on every put).
 
@@ -252,11 +360,12 @@ class SessionStore:
     - gap - grace) is late, and so is a result that is expired as it is put (emitted, not stored). A count
     (`Aggregation.count`: the initializer 0, the merger +, the aggregator + 1) is summed in place."""
 
-    def __init__(self, retention: int) -> None:
+    def __init__(self, retention: int, counts: bool) -> None:
+        """`counts`: the aggregates are counts (`Aggregation.count`), saved as int64."""
         self.retention = retention
         self.store_time = -1  # the max session end put
-        self.kv = SessionEntries("s")
-        # heap of (bound, seq, key): a key's sessions end at or after the bound of one of its items (where
+        self.rows = SessionRows("s", counts)
+        # heap of (bound, seq, row): a key's sessions end at or after the bound of one of its items (where
         # its sessions' first end went down, a bound is pushed; an item popped for a key that keeps
         # sessions is pushed again with their first end)
         self._expiry: list[tuple[int, int, Any]] = []
@@ -272,11 +381,11 @@ class SessionStore:
         initializer, aggregator, merger = aggregation.initializer, aggregation.aggregator, aggregation.merger
         retention = self.retention
         store_time = self.store_time
-        entries, changed = self.kv.writers()
-        get = entries.get
+        rows = self.rows
+        row_of, new_row, sessions, put_row = rows.index.get, rows.row, rows.sessions, rows.put
         expiry = self._expiry
         seq = self._seq
-        before: dict = {}  # key -> its entry before the batch changed it (`()`: none), for the counts
+        before: dict = {}  # row -> its entry before the batch changed it (`()`: none), for the counts
         new, windowed_type, window_type = tuple.__new__, Windowed, Window
         out_k: list = []
         out_v: list = []
@@ -294,11 +403,12 @@ class SessionStore:
             if expiry and expiry[0][0] <= store_time - retention:
                 self.store_time = store_time
                 self._expire(before)
-            entry = get(key)
+            row = row_of(key)
+            entry = () if row is None else sessions[row]
             lo, hi = ts - gap, ts + gap
             kept: tuple = ()
             merged: tuple = ()
-            if entry is not None:
+            if entry:
                 if len(entry) == 3:
                     if entry[1] >= lo and entry[0] <= hi:
                         merged = entry
@@ -338,57 +448,55 @@ class SessionStore:
             aggregate = aggregate + 1 if count else aggregator(key, values[i], aggregate)
             if end > store_time:
                 store_time = end
-            if key not in before:
-                before[key] = () if entry is None else entry
+            if row is None:
+                row = new_row(key)
+            if row not in before:
+                before[row] = entry
             if end <= store_time - retention:  # Kafka's store skips a put into an expired segment
                 late.add(i, key, values[i], ts, start, end, observed)
                 if retracted:
-                    if kept:
-                        entries[key] = changed[key] = kept
-                    else:
-                        self.kv.delete(key)
+                    put_row(row, kept)
             elif not retracted and merged:  # the record's own single-instant session: its aggregate only
-                entries[key] = changed[key] = _with_aggregate(entry, start, end, aggregate)
+                put_row(row, _with_aggregate(entry, start, end, aggregate))
             else:
-                if not kept:
-                    put = entries[key] = changed[key] = (start, end, aggregate)
-                else:
-                    put = entries[key] = changed[key] = _with_session(kept, start, end, aggregate)
+                put = (start, end, aggregate) if not kept else _with_session(kept, start, end, aggregate)
+                put_row(row, put)
                 if not entry or put[1] < entry[1]:  # the key's first end went down (or it is new)
-                    heappush(expiry, (put[1], next(seq), key))
+                    heappush(expiry, (put[1], next(seq), row))
             out_k.append(new(windowed_type, (key, new(window_type, (start, end)))))
             out_v.append(aggregate)
             out_o.append(None)
             out_t.append(end)
             src.append(i)
         self.store_time = store_time
-        self.counts.changed(before, entries)
+        self.counts.changed(before, sessions)
         return out_k, out_v, out_o, out_t, src, late, dropped, observed
 
     def _expire(self, before: dict) -> None:
         """Delete the sessions the store's clock expired (the first ones of their keys: sorted by end); the
         keys changed go to `before` with their entries before the change (for the counts)."""
-        expiry, limit, kv = self._expiry, self.store_time - self.retention, self.kv
-        entries, changed = kv.writers()
+        expiry, limit, rows = self._expiry, self.store_time - self.retention, self.rows
+        sessions = rows.sessions
         while expiry and expiry[0][0] <= limit:
-            key = heappop(expiry)[2]
-            entry = entries.get(key)
-            if entry is None:
+            row = heappop(expiry)[2]
+            entry = sessions[row]
+            if not entry:
                 continue
             cut = 0
             while cut < len(entry) and entry[cut + 1] <= limit:
                 cut += 3
             if cut:
-                if key not in before:
-                    before[key] = entry
-                if cut == len(entry):
-                    kv.delete(key)
+                if row not in before:
+                    before[row] = entry
+                entry = entry[cut:]
+                rows.put(row, entry)
+                if not entry:
                     continue
-                entry = entries[key] = changed[key] = entry[cut:]
-            heappush(expiry, (entry[1], next(self._seq), key))
+            heappush(expiry, (entry[1], next(self._seq), row))
 
     def get(self, key: Any, start: int, end: int) -> tuple[Any, int] | None:
-        entry = self.kv.get(key) or ()
+        row = self.rows.index.get(key)
+        entry = () if row is None else self.rows.sessions[row]
         for n in range(0, len(entry), 3):
             if entry[n] == start and entry[n + 1] == end and end > self.store_time - self.retention:
                 return entry[n + 2], end
@@ -397,7 +505,7 @@ class SessionStore:
     def items(self) -> Iterator[tuple[Any, int, int, Any]]:
         """(key, start, end, aggregate) of every live session (an expired one may wait for the clock)."""
         limit = self.store_time - self.retention
-        for key, entry in self.kv.items():
+        for key, entry in self.rows.items():
             for n in range(0, len(entry), 3):
                 if entry[n + 1] > limit:
                     yield key, entry[n], entry[n + 1], entry[n + 2]
@@ -406,17 +514,27 @@ class SessionStore:
         """`(sessions, distinct (start, end))` that `items` lists."""
         before: dict = {}
         self._expire(before)
-        self.counts.changed(before, self.kv.entries)
+        self.counts.changed(before, self.rows.sessions)
         return self.counts.entries, len(self.counts.windows)
 
+    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        return self.rows.export_parts(changed_only)
+
+    def state_parts(self) -> dict[str, Any]:
+        return self.rows.state_parts()
+
     def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
-        self.kv.apply_parts(parts, removed)
+        rows = self.rows
+        rows.apply_parts(parts, removed)
         self._seq = count()
-        self._expiry = [(entry[1], next(self._seq), key) for key, entry in self.kv.items()]
+        self._expiry = [(entry[1], next(self._seq), row) for row, entry in enumerate(rows.sessions) if entry]
         heapify(self._expiry)
-        self._expire({})  # the sessions the exporting copy had not deleted yet
+        # the sessions the exporting copy had not deleted yet: a clean-up its own clock repeats, not a
+        # change to export (the store stays at the point of the export history it caught up with)
+        self._expire({})
+        rows.dirty[: rows.size] = False
         self.counts.clear()
-        self.counts.update(list(chain.from_iterable(self.kv.entries.values())), [])
+        self.counts.update(list(chain.from_iterable(rows.sessions)), [])
 
 
 def _split_sessions(entry: tuple, lo: int, hi: int) -> tuple[tuple, tuple]:
