@@ -14,8 +14,8 @@ from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
-from itertools import accumulate, chain, count
-from operator import sub
+from itertools import accumulate, chain, compress, count
+from operator import itemgetter, sub
 from typing import Any
 
 import numpy as np
@@ -203,15 +203,20 @@ class SessionCounts:
         self.entries = 0
 
 
+_FIELDS = 4  # a session store's row: its sessions, its first session's start, end and (a count) aggregate
+_EMPTY_ROW = array("q", bytes(8 * _FIELDS))
+
+
 class SessionRows:
     """key -> its sessions, a row per key (as KeyValueRows, nodes/kv_rows.py, keeps a table's entries): a
     key gets a row when it first comes and keeps it (a key without sessions has a dead row, which lives
     again when the key gets a session). `sessions[row]` is the key's sessions as one flat tuple `(start,
     end, aggregate, start, ...)` (a tuple of ints is left alone by the cyclic garbage collector), which the
-    merge reads. Each put also writes the row's saved form, by column: its number of sessions, its first
-    session's start, end and aggregate (int64 where the aggregates are counts, else objects) and the flat
-    sessions after the first (`_more`, for a row with several), so that an export picks changed rows out
-    of arrays (RowParts, nodes/kv_rows.py) instead of walking the entries."""
+    merge reads and sets. After a batch, `written` brings the saved form of the rows it changed up to date,
+    by column: a row's number of sessions, its first session's start, end and aggregate (int64 where the
+    aggregates are counts, else objects) and the flat sessions after the first (`_more`, for a row with
+    several), so that an export picks changed rows out of arrays (RowParts, nodes/kv_rows.py) instead of
+    walking the entries."""
 
     def __init__(self, prefix: str, counts: bool) -> None:
         self.prefix = prefix
@@ -220,10 +225,9 @@ class SessionRows:
         self.size = 0
         self.index: dict[Any, int] = {}  # key -> row
         self.sessions: list[tuple] = []  # row -> its sessions, () for none
-        self._n = array("q")  # row -> its sessions
-        self._starts = array("q")  # row -> its first session's start (ends, aggregates alike)
-        self._ends = array("q")
-        self._aggregates: Any = array("q") if counts else []
+        # per row, side by side: its sessions, its first session's start, end and (a count) aggregate
+        self._first = array("q")
+        self._aggregates: list = []  # row -> its first session's aggregate, where they are not counts
         self._more: dict[int, tuple] = {}  # row -> the sessions after its first, where it has several
         self._dirty = bytearray()  # row -> changed since the last export
         self.parts = RowParts(prefix)
@@ -233,39 +237,64 @@ class SessionRows:
         """The changed flags as a numpy view (RowParts reads and clears them)."""
         return np.frombuffer(self._dirty, np.bool_)
 
-    def row(self, key: Any) -> int:
-        """`key`'s row, a new one (without sessions) for a key new to the store."""
-        row = self.index.get(key)
-        if row is None:
-            row = self.index[key] = self.size
-            self._add_keys([key])
+    def _fields(self) -> np.ndarray:
+        """The rows' saved fields as a numpy view, a row of `_FIELDS` per row (not kept: the array grows)."""
+        return np.frombuffer(self._first, np.int64).reshape(-1, _FIELDS)
+
+    def new_row(self, key: Any) -> int:
+        """A row (without sessions) for `key`, new to the store."""
+        row = self.index[key] = self.size
+        self.size += 1
+        self.keys.append(key)
+        self.sessions.append(())
+        self._first += _EMPTY_ROW
+        if not self.counts:
+            self._aggregates.append(None)
+        self._dirty.append(0)
         return row
 
     def _add_keys(self, keys: list) -> None:
         n = len(keys)
         self.keys += keys
         self.sessions += [()] * n
-        zeros = array("q", bytes(8 * n))
-        self._n += zeros
-        self._starts += zeros
-        self._ends += zeros
-        self._aggregates += zeros if self.counts else [None] * n
+        self._first += array("q", bytes(8 * _FIELDS * n))
+        if not self.counts:
+            self._aggregates += [None] * n
         self._dirty += bytes(n)
         self.size += n
 
-    def put(self, row: int, entry: tuple) -> None:
-        """Set a row's sessions (`()`: none)."""
-        self.sessions[row] = entry
-        if self._n[row] > 1:
-            del self._more[row]
-        n = self._n[row] = len(entry) // 3
-        if n:
-            self._starts[row], self._ends[row], self._aggregates[row] = entry[0], entry[1], entry[2]
-            if n > 1:
-                self._more[row] = entry[3:]
-        elif not self.counts:
-            self._aggregates[row] = None
-        self._dirty[row] = 1
+    def written(self, rows: list[int]) -> None:
+        """Write the saved fields of `rows` (distinct) from their sessions, which a batch set, and mark them
+        changed: a pass in C per field over the rows rather than work per put."""
+        if not rows:
+            return
+        entries = list(map(self.sessions.__getitem__, rows))
+        index = np.array(rows, np.int64)
+        n = np.fromiter(map(len, entries), np.int64, len(entries)) // 3
+        fields = self._fields()
+        more = self._more
+        if more:
+            for row in index[fields[index, 0] > 1].tolist():
+                del more[row]
+        fields[index, 0] = n
+        live = n > 0
+        if live.all():
+            kept, at = entries, index
+        else:
+            kept, at = list(compress(entries, live.tolist())), index[live]
+        fields[at, 1] = np.fromiter(map(itemgetter(0), kept), np.int64, len(kept))
+        fields[at, 2] = np.fromiter(map(itemgetter(1), kept), np.int64, len(kept))
+        if self.counts:
+            fields[at, 3] = np.fromiter(map(itemgetter(2), kept), np.int64, len(kept))
+        else:
+            objects = self._aggregates
+            for row, entry in zip(rows, entries, strict=True):
+                objects[row] = entry[2] if entry else None
+        several = np.flatnonzero(n > 1).tolist()
+        if several:
+            more.update((rows[i], entries[i][3:]) for i in several)
+        del fields
+        self.dirty[index] = True
 
     def items(self) -> Iterator[tuple[Any, tuple]]:
         """(key, sessions) of every key with sessions."""
@@ -278,11 +307,10 @@ class SessionRows:
     def saved_columns(self, rows: Any) -> list:
         """`[sessions per row, first starts, first ends, first aggregates, the flat sessions after the first
         of the rows with several, in row order]` (rows: an index array or a slice)."""
-        n = np.frombuffer(self._n, np.int64)[rows].copy()
-        starts = np.frombuffer(self._starts, np.int64)[rows].copy()
-        ends = np.frombuffer(self._ends, np.int64)[rows].copy()
+        fields = self._fields()[rows]
+        n, starts, ends = fields[:, 0].copy(), fields[:, 1].copy(), fields[:, 2].copy()
         if self.counts:
-            aggregates: Any = np.frombuffer(self._aggregates, np.int64)[rows].copy()
+            aggregates: Any = fields[:, 3].copy()
         elif isinstance(rows, slice):
             aggregates = self._aggregates[rows]
         else:
@@ -300,10 +328,12 @@ class SessionRows:
         if len(numbers) != len(columns[0]):
             raise ValueError(f"state part {name!r}: {len(columns[0])} rows of sessions for {len(numbers)}")
         n, starts, ends, aggregates, more = columns
-        np.frombuffer(self._n, np.int64)[rows] = n
-        np.frombuffer(self._starts, np.int64)[rows] = starts
-        np.frombuffer(self._ends, np.int64)[rows] = ends
-        sessions, kept = self.sessions, self._more
+        fields = self._fields()
+        fields[rows, 0], fields[rows, 1], fields[rows, 2] = n, starts, ends
+        if self.counts:
+            fields[rows, 3] = aggregates
+        del fields
+        sessions, kept, objects = self.sessions, self._more, self._aggregates
         at = 0
         for row, several, start, end, aggregate in zip(
             numbers, n.tolist(), starts.tolist(), ends.tolist(), _as_list(aggregates), strict=True
@@ -311,14 +341,15 @@ class SessionRows:
             kept.pop(row, None)
             if not several:
                 sessions[row] = ()
-                aggregate = 0 if self.counts else None
+                aggregate = None
             elif several == 1:
                 sessions[row] = (start, end, aggregate)
             else:
                 rest = kept[row] = tuple(more[at : at + 3 * (several - 1)])
                 at += len(rest)
                 sessions[row] = (start, end, aggregate, *rest)
-            self._aggregates[row] = aggregate
+            if not self.counts:
+                objects[row] = aggregate
         if at != len(more) or len(more) % 3:
             raise ValueError(f"state part {name!r}: {len(more)} values of further sessions, {at} used")
 
@@ -382,7 +413,7 @@ class SessionStore:
         retention = self.retention
         store_time = self.store_time
         rows = self.rows
-        row_of, new_row, sessions, put_row = rows.index.get, rows.row, rows.sessions, rows.put
+        row_of, new_row, sessions = rows.index.get, rows.new_row, rows.sessions
         expiry = self._expiry
         seq = self._seq
         before: dict = {}  # row -> its entry before the batch changed it (`()`: none), for the counts
@@ -455,12 +486,12 @@ class SessionStore:
             if end <= store_time - retention:  # Kafka's store skips a put into an expired segment
                 late.add(i, key, values[i], ts, start, end, observed)
                 if retracted:
-                    put_row(row, kept)
+                    sessions[row] = kept
             elif not retracted and merged:  # the record's own single-instant session: its aggregate only
-                put_row(row, _with_aggregate(entry, start, end, aggregate))
+                sessions[row] = _with_aggregate(entry, start, end, aggregate)
             else:
                 put = (start, end, aggregate) if not kept else _with_session(kept, start, end, aggregate)
-                put_row(row, put)
+                sessions[row] = put
                 if not entry or put[1] < entry[1]:  # the key's first end went down (or it is new)
                     heappush(expiry, (put[1], next(seq), row))
             out_k.append(new(windowed_type, (key, new(window_type, (start, end)))))
@@ -470,11 +501,13 @@ class SessionStore:
             src.append(i)
         self.store_time = store_time
         self.counts.changed(before, sessions)
+        rows.written(list(before))
         return out_k, out_v, out_o, out_t, src, late, dropped, observed
 
     def _expire(self, before: dict) -> None:
         """Delete the sessions the store's clock expired (the first ones of their keys: sorted by end); the
-        keys changed go to `before` with their entries before the change (for the counts)."""
+        rows changed go to `before` with their entries before the change (for the counts; the caller writes
+        their saved fields)."""
         expiry, limit, rows = self._expiry, self.store_time - self.retention, self.rows
         sessions = rows.sessions
         while expiry and expiry[0][0] <= limit:
@@ -488,8 +521,7 @@ class SessionStore:
             if cut:
                 if row not in before:
                     before[row] = entry
-                entry = entry[cut:]
-                rows.put(row, entry)
+                entry = sessions[row] = entry[cut:]
                 if not entry:
                     continue
             heappush(expiry, (entry[1], next(self._seq), row))
@@ -515,6 +547,7 @@ class SessionStore:
         before: dict = {}
         self._expire(before)
         self.counts.changed(before, self.rows.sessions)
+        self.rows.written(list(before))
         return self.counts.entries, len(self.counts.windows)
 
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
@@ -531,7 +564,9 @@ class SessionStore:
         heapify(self._expiry)
         # the sessions the exporting copy had not deleted yet: a clean-up its own clock repeats, not a
         # change to export (the store stays at the point of the export history it caught up with)
-        self._expire({})
+        before: dict = {}
+        self._expire(before)
+        rows.written(list(before))
         rows.dirty[: rows.size] = False
         self.counts.clear()
         self.counts.update(list(chain.from_iterable(rows.sessions)), [])
