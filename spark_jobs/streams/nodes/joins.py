@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 from bisect import insort
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, repeat
 from operator import itemgetter
 from typing import Any
@@ -169,10 +169,11 @@ class StreamStreamJoinNode(Node):
         assert state is not None
         side, other = self.side, 1 - self.side
         n = len(keys)
-        valid = [i for i in range(n) if keys[i] is not None and values[i] is not None]
-        if len(valid) == n:
+        if not _any_none(keys) and not _any_none(values):  # in C: every record has a key and a value
+            valid: Sequence[int] = range(n)
             valid_keys, valid_values, valid_ts = list(keys), list(values), list(timestamps)
         else:
+            valid = [i for i in range(n) if keys[i] is not None and values[i] is not None]
             valid_keys = [keys[i] for i in valid]
             valid_values = [values[i] for i in valid]
             valid_ts = [timestamps[i] for i in valid]

@@ -14,8 +14,8 @@ from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
-from itertools import accumulate, chain, compress, count
-from operator import itemgetter, sub
+from itertools import accumulate, chain, compress, count, repeat
+from operator import itemgetter, le, not_, sub
 from typing import Any
 
 import numpy as np
@@ -770,16 +770,12 @@ class JoinWindowStore:
         store_time = clocks[-1]
         expired: list[int] = []
         if max(map(sub, clocks, timestamps)) >= retention:  # a record as far behind the clock as that
-            expired = [
-                n
-                for n, (ts, clock) in enumerate(zip(timestamps, clocks, strict=True))
-                if ts <= clock - retention
-            ]
-            if expired:
-                skip = set(expired)
-                kept = [n for n in range(len(keys)) if n not in skip]
-                keys, values = [keys[n] for n in kept], [values[n] for n in kept]
-                timestamps, seqs = [timestamps[n] for n in kept], [seqs[n] for n in kept]
+            # each record's lag behind the clock against the retention, in C passes over the batch
+            late = list(map(le, repeat(retention), map(sub, clocks, timestamps)))
+            expired = list(compress(range(len(keys)), late))
+            kept = list(map(not_, late))
+            keys, values = list(compress(keys, kept)), list(compress(values, kept))
+            timestamps, seqs = list(compress(timestamps, kept)), list(compress(seqs, kept))
         new, runs = self._new, self._runs
         at = len(new[0])
         if not runs:
