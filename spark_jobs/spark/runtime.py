@@ -62,6 +62,7 @@ from spark_jobs.spark.transport import (
     ordered_input,
     quarantined_rows,
 )
+from spark_jobs.spark.worker_memory import WORKER_ENVIRONMENT, return_free_memory
 
 AVAILABLE_NOW = "available-now"
 CONTINUOUS = "continuous"
@@ -189,7 +190,8 @@ def run_partition(
     written = task_state.save(store, result.state, cache_key, chunk_bytes, live_tasks)
     saved = time.process_time()
     staged = sink.stage_partition_output(output_dir, partition, result.tables)
-    result.metrics["task_metrics"].update(
+    metrics = result.metrics
+    metrics["task_metrics"].update(
         written.metrics(how),
         **task_state.size_metrics(result.state),
         cpu_input_s=round(started - began, 3),
@@ -198,7 +200,11 @@ def run_partition(
         cpu_state_save_s=round(saved - processed, 3),
         cpu_output_s=round(time.process_time() - saved, 3),
     )
-    yield _manifest_frame(staged, result.metrics)
+    # The batch's input, output and (unless the worker keeps it live) task state go now, before the worker's
+    # next task: see worker_memory.
+    del chunks, state, result
+    return_free_memory()
+    yield _manifest_frame(staged, metrics)
 
 
 # --------------------------------------------------------------------------------------------- driver
@@ -256,6 +262,15 @@ def _make_package_importable_by_workers(spark) -> None:
         environment["PYTHONPATH"] = os.pathsep.join([root, *paths])
 
 
+def _set_worker_environment(spark) -> None:
+    """The Python workers' environment (`worker_memory.WORKER_ENVIRONMENT`), where neither the session's
+    nor this process's (which the JVM and its workers inherit) sets the variable."""
+    environment = spark.sparkContext.environment
+    for name, value in WORKER_ENVIRONMENT.items():
+        if name not in environment and name not in os.environ:
+            environment[name] = value
+
+
 class TopologyRuntime:
     """Builds and runs the streaming query of one job; one instance per run."""
 
@@ -268,6 +283,7 @@ class TopologyRuntime:
         )
         self._declared = spec.topic_schemas
         _make_package_importable_by_workers(spark)
+        _set_worker_environment(spark)
         self._checkpoint = Path(config.checkpoint_dir)
         self.query_name = f"{self.summary.job}-{self.summary.run_id}".replace(".", "_")
         self._control = wall_clock.control_dir(config.checkpoint_dir)

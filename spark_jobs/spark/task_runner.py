@@ -20,6 +20,12 @@ from spark_jobs.spark.transport import OrderedInput, RecordOrigins
 # A task starts at wall clock 0 (deterministic); only markers move it.
 INITIAL_WALL_CLOCK_MS = 0
 
+# Records a task processes at a time: the engine's work on a batch (its columns, arrays and groups) takes
+# memory in proportion to the batch, and a worker holds it beside the task's state, so a micro-batch's
+# records go to the task in slices of at most this many (processing consecutive slices is processing the
+# whole: `StreamTask.process_batch`).
+PROCESS_SLICE = 65_536
+
 
 @dataclass
 class TaskBatchResult:
@@ -53,6 +59,7 @@ def run_task_batch(
         state = new_task_state(spec.topology(), partition, INITIAL_WALL_CLOCK_MS)
     task = state.task
     wall_clock = state.runtime["wall_clock"]
+    output = OutputTables(spec, partition)
     topics = spec.input_topics
     if len(topics) == 1:
         processed = inp.records
@@ -62,7 +69,17 @@ def run_task_batch(
             if unknown:
                 raise ValueError(f"records of {sorted(unknown)}, not an input of {spec.module}")
             origins = inp.origins_of(topics[0], topics[0])
-            task.process_batch(topics[0], *columns[topics[0]], origins=origins)
+            keys, values, timestamps = columns[topics[0]]
+            for start in range(0, processed, PROCESS_SLICE):
+                end = start + PROCESS_SLICE
+                task.process_batch(
+                    topics[0],
+                    keys[start:end],
+                    values[start:end],
+                    timestamps[start:end],
+                    origins=None if origins is None else origins[start:end],
+                )
+                output.add(task.drain_output())  # as Arrow, in order: a slice's rows go with it
     else:
         processed = select_records(task, topics, state.runtime, inp, last_landed)
     for marker in inp.wall_clocks:
@@ -70,8 +87,8 @@ def run_task_batch(
         if marker > wall_clock:
             task.advance_wall_clock_to(marker)
             wall_clock = marker
-    output = task.drain_output()
-    tables = topic_tables(output, partition, spec.topic_schemas)
+    output.add(task.drain_output())
+    tables = output.tables()
     emitted = {topic: table.num_rows for topic, table in tables.items()}
     late = task.drain_late()  # committed with the output: each late record is written once
     if late:
@@ -88,6 +105,26 @@ def run_task_batch(
     }
     state.runtime["wall_clock"] = wall_clock
     return TaskBatchResult(tables, state, metrics)
+
+
+class OutputTables:
+    """A task's output drained in steps (`StreamTask.drain_output`, numbered in order across drains), kept
+    as one Arrow table per topic: rows as Arrow take far less memory than as objects."""
+
+    def __init__(self, spec: JobSpec, partition: int) -> None:
+        self._schemas = spec.topic_schemas
+        self._partition = partition
+        self._parts: dict[str, list[pa.Table]] = {}
+
+    def add(self, output) -> None:
+        for topic, table in topic_tables(output, self._partition, self._schemas).items():
+            self._parts.setdefault(topic, []).append(table)
+
+    def tables(self) -> dict[str, pa.Table]:
+        return {
+            topic: parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+            for topic, parts in self._parts.items()
+        }
 
 
 def _count_by_node(late: list) -> dict[str, int]:

@@ -8,12 +8,14 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.jobs import sensor_alerts
+from spark_jobs.spark import task_runner
 from spark_jobs.spark.in_memory import run_directory
 from spark_jobs.spark.job import JobSpec
 from tests.spark.support import (
@@ -93,10 +95,14 @@ def test_spark_equals_driver_for_any_readings_and_batching(spark, scenario):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-@given(scenario=scenarios())
-def test_in_memory_twin_equals_driver_for_any_readings_and_batching(scenario):
+@given(scenario=scenarios(), process_slice=st.sampled_from([1, 2, 5, task_runner.PROCESS_SLICE]))
+def test_in_memory_twin_equals_driver_for_any_readings_and_batching(scenario, process_slice):
+    """Also whatever the slices a task processes a micro-batch's records in (task_runner.PROCESS_SLICE)."""
     files, max_files, wall_clock = scenario
-    with tempfile.TemporaryDirectory(prefix="equiv-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="equiv-") as tmp,
+        patch.object(task_runner, "PROCESS_SLICE", process_slice),
+    ):
         root = Path(tmp)
         _write(root / "in", files)
         runtime = run_directory(

@@ -1,0 +1,31 @@
+"""What a Python worker does to hand the memory its last task freed back to the system.
+
+A worker lives on across tasks and micro-batches (Spark reuses it). Most of what a task allocates (its
+input's records, the task's state as objects, its output rows) is freed when the task ends, but glibc's
+malloc keeps freed memory in its heaps for reuse, and the worker's resident size stays at its highest. The
+worker then carries one task's peak into the next task's. `malloc_trim(0)` returns the free pages of every
+heap (not only those at its top) to the system.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import sys
+
+# glibc's malloc only: other C libraries (macOS, musl) have no malloc_trim.
+_LIBC = (
+    ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6") if sys.platform.startswith("linux") else None
+)
+_TRIM = getattr(_LIBC, "malloc_trim", None)
+
+# The environment of the Python workers (SparkContext.environment), where the user set none: a malloc arena
+# per thread that allocates keeps what that thread freed apart from the others, each heap with its own free
+# memory; a worker's Python code runs in its main thread, and two arenas leave the others room.
+WORKER_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2"}
+
+
+def return_free_memory() -> None:
+    """Hand the C heap's free pages back to the system (nothing where malloc cannot)."""
+    if _TRIM is not None:
+        _TRIM(0)
