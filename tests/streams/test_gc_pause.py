@@ -1,11 +1,9 @@
-"""The cyclic collector's pause (runtime/gc_pause.py): objects a pause leaves alive are set aside, and cyclic
-garbage made in pauses is still collected, within a bound, in a job made of many pauses."""
+"""The cyclic collector's pause (runtime/gc_pause.py)."""
 
 from __future__ import annotations
 
 import gc
 
-from spark_jobs.streams.runtime import gc_pause
 from spark_jobs.streams.runtime.gc_pause import no_cyclic_gc
 
 
@@ -39,29 +37,14 @@ def test_a_pause_nests_and_leaves_the_collector_as_it_found_it() -> None:
         gc.enable()
 
 
-def test_what_a_pause_leaves_alive_is_out_of_the_young_collections_reach() -> None:
-    with no_cyclic_gc():
-        kept = [[] for _ in range(1000)]
-    assert gc.get_count()[0] < 1000  # not counted towards the next young collection
-    assert not any(gc.is_tracked(obj) and obj in gc.get_objects(0) for obj in kept[:10])
-
-
-def test_cyclic_garbage_made_in_many_pauses_is_collected_within_a_bound(monkeypatch) -> None:
-    monkeypatch.setattr(gc_pause, "MIN_SET_ASIDE", 1000)
+def test_cyclic_garbage_made_in_pauses_is_collected_after_them() -> None:
     gc.collect()
     before = _Cycle.alive
-    live = len(gc.get_objects()) + gc.get_freeze_count()  # tracked objects, set aside or not: no garbage
     most = 0
-    for _ in range(1000):  # a job of many batches, each leaving cyclic garbage behind
+    for _ in range(200):  # a job of many batches, each leaving cyclic garbage behind
         with no_cyclic_gc():
-            for _ in range(100):
+            for _ in range(1000):
                 _Cycle()
+        _ = []  # the process allocates after the pause: the young collection it starts finds the garbage
         most = max(most, _Cycle.alive - before)
-    # 100,000 made (two tracked objects each: the instance and its __dict__); what waits for a collection
-    # is bounded by a share of the live objects (and one pause's making, counted at its end), not by the
-    # job's length
-    assert 2 * most <= gc_pause.SET_ASIDE_SHARE * 2 * live + 2 * 100
-    assert most < 50_000
-    gc.unfreeze()
-    gc.collect()
-    assert _Cycle.alive == before
+    assert most <= 2 * 1000  # bounded by a pause's making, not by the job's length
