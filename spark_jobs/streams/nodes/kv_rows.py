@@ -41,6 +41,21 @@ NO_TIME = int(np.iinfo(np.int64).min)  # a dead row's timestamp: below every rec
 _HOLE = object()  # a row's key while an import has not reached the part that names it
 
 
+class SavedByRowParts:
+    """A store of numbered rows whose export history is its `parts` (a RowParts, below)."""
+
+    __slots__ = ()
+
+    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        return self.parts.export(self, changed_only)
+
+    def state_parts(self) -> dict[str, Any]:
+        return self.parts.state_parts(self)
+
+    def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
+        self.parts.apply(self, parts, removed)
+
+
 class NumberedRows:
     """What the stores of numbered rows share (KeyValueRows here, AggregateRows in
     nodes/declared_aggregations.py): keys by row, looked up a batch at a time in a `KeyTable` (`_table`;
@@ -66,7 +81,7 @@ class NumberedRows:
         self._append(keys)
 
 
-class KeyValueRows(NumberedRows):
+class KeyValueRows(NumberedRows, SavedByRowParts):
     """key -> (value, timestamp) in rows (see above). `counts`: the values are int64 counts (0 in a row
     without entry), else any objects (None in a row without entry)."""
 
@@ -205,15 +220,6 @@ class KeyValueRows(NumberedRows):
         self._index, self._table = None, None
         self.dirty[: self.size] = False
         self.live_count = int(np.count_nonzero(self.live[: self.size]))
-
-    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
-        return self.parts.export(self, changed_only)
-
-    def state_parts(self) -> dict[str, Any]:
-        return self.parts.state_parts(self)
-
-    def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
-        self.parts.apply(self, parts, removed)
 
 
 class RowParts:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..records import Window, Windowed
-from .kv_rows import RowParts
+from .kv_rows import RowParts, SavedByRowParts
 from .kv_store import KeyValueStore
 from .late_rows import LateRows
 from .store_log import StoreLog
@@ -207,7 +207,7 @@ _FIELDS = 4  # a session store's row: its sessions, its first session's start, e
 _EMPTY_ROW = array("q", bytes(8 * _FIELDS))
 
 
-class SessionRows:
+class SessionRows(SavedByRowParts):
     """key -> its sessions, a row per key (as KeyValueRows, nodes/kv_rows.py, keeps a table's entries): a
     key gets a row when it first comes and keeps it (a key without sessions has a dead row, which lives
     again when the key gets a session). `sessions[row]` is the key's sessions as one flat tuple `(start,
@@ -361,15 +361,6 @@ class SessionRows:
         """An import or catch-up wrote the rows directly."""
         self.index = dict(zip(self.keys, range(self.size), strict=True))
         self.dirty[: self.size] = False
-
-    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
-        return self.parts.export(self, changed_only)
-
-    def state_parts(self) -> dict[str, Any]:
-        return self.parts.state_parts(self)
-
-    def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
-        self.parts.apply(self, parts, removed)
 
 
 def _as_list(column: Any) -> list:
