@@ -109,3 +109,23 @@ def test_table_join_result_timestamp_is_the_max_of_both_sides(mode: str) -> None
     right.pipe_input("k", "b", 40)
     left.pipe_input("k", "a", 10)
     assert read(driver, "output")[-1] == ["k", "a+b", 40]
+
+
+@pytest.mark.parametrize("side", ["this", "other"])
+def test_a_regrouped_table_join_subtracts_the_old_result_of_a_filtered_side(side: str) -> None:
+    # group_by needs the join's old results, made of both sides' old values: a side that is a filter of a
+    # table must send them too, or a key would count in its old group forever
+    builder = StreamsBuilder()
+    groups = builder.table("groups").filter(lambda key, group: group is not None)
+    sites = builder.table("sites")
+    if side == "this":
+        joined = groups.join(sites, lambda group, site: f"{group}@{site}")
+    else:
+        joined = sites.join(groups, lambda site, group: f"{group}@{site}")
+    joined.group_by(lambda key, value: (value, 1)).count().to_stream().to("output")
+    driver = TopologyTestDriver(builder.build())
+    driver.create_input_topic("sites").pipe_input("k", "s", 1)
+    groups_topic = driver.create_input_topic("groups")
+    groups_topic.pipe_input("k", "g1", 2)
+    groups_topic.pipe_input("k", "g2", 3)  # k leaves g1 for g2
+    assert read(driver, "output") == [["g1@s", 1, 2], ["g1@s", 0, 3], ["g2@s", 1, 3]]

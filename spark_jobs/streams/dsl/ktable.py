@@ -27,26 +27,27 @@ class KTable:
         node_name: str,
         windows: AnyWindows | None = None,
         options: dict | None = None,
-        parent: KTable | None = None,
+        parents: tuple[KTable, ...] = (),
         getter_name: str | None = None,
     ) -> None:
         self.builder = builder
         self.node_name = node_name
         self.windows = windows
         self.options = options if options is not None else {"send_old_values": False}
-        self.parent = parent
+        self.parents = parents  # the tables whose changes this one's are made of, where it sends them on
         self.getter_name = getter_name or node_name
 
     def _enable_send_old_values(self) -> None:
-        """Downstream suppress/group_by need old values; filters pass the request to their parent."""
+        """Downstream suppress/group_by need old values; filters, mappers and joins pass the request to the
+        tables they are made of (a join's old result is made of both sides' old values)."""
         self.options["send_old_values"] = True
-        if self.parent is not None:
-            self.parent._enable_send_old_values()
+        for parent in self.parents:
+            parent._enable_send_old_values()
 
     def _derived(self, prefix: str, factory: Callable[[str, dict], Any]) -> KTable:
         options = {"send_old_values": False}
         name = self.builder.add_node(prefix, lambda n: factory(n, options), [self.node_name])
-        return KTable(self.builder, name, self.windows, options, parent=self)
+        return KTable(self.builder, name, self.windows, options, parents=(self,))
 
     def filter(self, predicate: Callable[[Any, Any], Any]) -> KTable:
         return self._filter(predicate, False)
@@ -146,4 +147,4 @@ class KTable:
             [other.node_name],
         )
         merged = builder.add_node("KTABLE-MERGE", PassThroughNode, [this_name, other_name])
-        return KTable(builder, merged, getter_name=this_name)
+        return KTable(builder, merged, getter_name=this_name, parents=(self, other))
