@@ -73,8 +73,7 @@ class ProcessorContext:
 
     def __init__(self, node: UserProcessorNode) -> None:
         self._node = node
-        # The node's `ForwardBuffer` while the task holds its forwards and every one went to every child
-        # (UserProcessorNode.forwards), else None.
+        # The node's `ForwardBuffer` while the task holds its forwards (UserProcessorNode.forwards), else None.
         self._held: ForwardBuffer | None = None
 
     def forward(self, record: Record, to: To | str | None = None) -> None:
@@ -85,9 +84,7 @@ class ProcessorContext:
         """
         held = self._held
         if held is not None and to is None and type(record) is Record and record[2] is not None:
-            # to every child, with its own (valid) timestamp: held as it is (ForwardBuffer.add)
-            held.records.append(record)
-            held.src.append(held.row)
+            held.add(record, None)  # to every child, with its own (valid) timestamp: held as it is
             return
         self._node.forward(record, to)
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..processor import Cancellable, Processor, ProcessorContext
-from ..records import Record, To, Windowed, _new_record, make_record
+from ..records import Record, To, Windowed, make_record
 
 if TYPE_CHECKING:
     from ..runtime.context import TaskContext
@@ -260,8 +260,8 @@ class UserProcessorNode(Node):
     def run(self, key: Any, value: Any, old: Any, timestamp: int, headers: Any) -> None:
         previous = self.current_timestamp
         self.current_timestamp = timestamp
-        try:  # the engine's rows are valid records: made as a tuple, without Record's checks
-            self.processor.process(_new_record(Record, (key, value, timestamp, headers)))
+        try:
+            self.processor.process(make_record(key, value, timestamp, headers))
         finally:
             self.current_timestamp = previous
 
@@ -274,12 +274,9 @@ class UserProcessorNode(Node):
             self.current_timestamp = previous
 
     def forward(self, record: Record, to: To | str | None) -> None:
-        """A forward from the processor (`ProcessorContext.forward`, which holds a forward to every child
-        with its own timestamp itself while the task holds the forwards and none went to a named child)."""
+        """A forward from the processor (`ProcessorContext.forward` holds a forward to every child with its
+        own timestamp itself while the task holds the forwards)."""
         forwards = self._forwards
-        if to is None and forwards is not None and type(record) is Record and record[2] is not None:
-            forwards.add(record, None)  # to every child, with its own (valid) timestamp: held as it is
-            return
         if not isinstance(record, Record):
             raise TypeError(f"forward() takes a Record, got {type(record).__name__}")
         timestamp = record.timestamp
@@ -305,8 +302,6 @@ class UserProcessorNode(Node):
         if forwards is not None:
             named = to is not None and to.child_name is not None
             target = list(self.child_runner_by_name).index(to.child_name) if named else None
-            if target is not None:
-                self.context._held = None  # the buffer now lists targets: every later forward adds one
             forwards.add(make_record(key, value, timestamp, headers), target)
             return
         for runner in targets:
