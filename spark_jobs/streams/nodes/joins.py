@@ -11,7 +11,7 @@ import operator
 from bisect import insort
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from itertools import accumulate, repeat
+from itertools import accumulate, compress, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -185,12 +185,13 @@ class StreamStreamJoinNode(Node):
             out = self._join_each(keys, values, timestamps, valid, partners_of, seqs)
         else:
             out = []
-            for at, partners in enumerate(partners_of):
-                if partners:
-                    i = valid[at]
-                    key, value, ts = keys[i], values[i], timestamps[i]
-                    for other_ts, _, other_value in partners:
-                        out.append((key, self._join(value, other_value), max(ts, other_ts), i))
+            joiner, left = self.joiner, side == LEFT
+            for at in compress(range(len(partners_of)), partners_of):  # the records that found partners
+                i = valid[at]
+                key, value, ts = keys[i], values[i], timestamps[i]
+                for other_ts, _, other_value in partners_of[at]:
+                    joined = joiner(value, other_value) if left else joiner(other_value, value)
+                    out.append((key, joined, ts if ts > other_ts else other_ts, i))
             state.stream_time = max(first_stream_time, max(timestamps))
         if len(valid) < n:
             self.count_dropped(n - len(valid))

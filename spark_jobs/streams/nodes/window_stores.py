@@ -805,17 +805,22 @@ class JoinWindowStore:
             return
         self._unindexed = []
         entries, limit = self._entries, self.store_time - self.retention
+        get = entries.get
         for latest, keys, stamps, seqs, values in batches:
             if latest <= limit:
                 continue
-            for key, ts, seq, value in zip(keys, stamps, seqs, values, strict=True):
-                if ts <= limit:
-                    continue
-                rows = entries.get(key)
+            records = list(zip(stamps, seqs, values, strict=True))  # built in C
+            if min(stamps) <= limit:  # leave out the expired ones, in C passes
+                live = list(map(limit.__lt__, stamps))
+                keys, records = list(compress(keys, live)), list(compress(records, live))
+            for key, record in zip(keys, records, strict=True):
+                rows = get(key)
                 if rows is None:
-                    entries[key] = [(ts, seq, value)]
+                    entries[key] = [record]
+                elif rows[-1] < record:  # the common case: later than the key's records
+                    rows.append(record)
                 else:
-                    insort(rows, (ts, seq, value))
+                    insort(rows, record)
 
     def _last_expired_segment(self) -> int:
         """The last segment whose whole span the clock has expired (`_expired_segment`)."""
@@ -864,19 +869,34 @@ class JoinWindowStore:
         if not entries:
             return found
         first_live = (limit, _AFTER_EVERY_SEQ)
-        for n, key in enumerate(keys):
-            rows = entries.get(key)
+        # a record's window, clipped at 0 and to the live records (ints compared, no tuple built): its
+        # records are those of the key from the first at or after `time_from` to the last at or before
+        # `time_to`
+        floor = max(0, limit + 1)
+        get = entries.get
+        for n, rows in enumerate(map(get, keys)):  # the look-ups in C
             if rows is None:
                 continue
-            cut = bisect_right(rows, first_live)
-            if cut:  # expired: deleted for good
+            if rows[0][0] <= limit:  # expired: deleted for good
+                cut = bisect_right(rows, first_live)
                 if cut == len(rows):
-                    del entries[key]
+                    del entries[keys[n]]
                     continue
                 del rows[:cut]
             ts = timestamps[n]
-            time_from, time_to = max(0, ts - before, limit + 1), max(0, ts + after)
-            match = rows[bisect_left(rows, (time_from,)) : bisect_right(rows, (time_to, _AFTER_EVERY_SEQ))]
+            time_from, time_to = ts - before, ts + after
+            if time_from < floor:
+                time_from = floor
+            if time_to < 0:
+                time_to = 0
+            if rows[0][0] >= time_from:
+                if rows[-1][0] <= time_to:  # every record of the key (the common case)
+                    found[n] = rows
+                    continue
+                lo = 0
+            else:
+                lo = bisect_left(rows, (time_from,))
+            match = rows[lo : bisect_right(rows, (time_to, _AFTER_EVERY_SEQ))]
             if match:
                 found[n] = match
         return found
