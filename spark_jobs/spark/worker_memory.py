@@ -19,10 +19,15 @@ _LIBC = (
 )
 _TRIM = getattr(_LIBC, "malloc_trim", None)
 
-# The environment of the Python workers (SparkContext.environment), where the user set none: a malloc arena
-# per thread that allocates keeps what that thread freed apart from the others, each heap with its own free
-# memory; a worker's Python code runs in its main thread, and two arenas leave the others room.
-WORKER_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2"}
+# The environment of the Python workers (SparkContext.environment), where the user set none:
+# - MALLOC_ARENA_MAX: a malloc arena per thread that allocates keeps what that thread freed apart from the
+#   others, each heap with its own free memory; a worker's Python code runs in its main thread, and two
+#   arenas leave the others room.
+# - ARROW_DEFAULT_MEMORY_POOL: Arrow's buffers (a parsed file's keys, the batches to and from the JVM) from
+#   the C heap, not from a pool of Arrow's own (mimalloc or jemalloc): memory one of the two freed is then
+#   reused by the other, and `return_free_memory` hands both back. A pool of its own keeps what it freed
+#   for Arrow alone, so a worker's peak holds both heaps' highs.
+WORKER_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2", "ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 
 def return_free_memory() -> None:
