@@ -242,7 +242,9 @@ class _ChunkLines:
     ) -> None:
         self.file = file
         self.first_line = first_line
-        self.lines = lines  # steps after the first line (bytes), or each record's line (a list)
+        # steps after the first line (bytes; each record's line as an array once decoded), or each record's
+        # line (a list)
+        self.lines = lines
         self.offsets = offsets
         self.records = records
 
@@ -250,11 +252,14 @@ class _ChunkLines:
         if self.offsets is not None and self.offsets[i] is not None:
             return (self.offsets[i], None, None)
         lines = self.lines
-        if not isinstance(lines, list):
+        if isinstance(lines, list):
+            return (None, self.file, lines[i])
+        if isinstance(lines, bytes):
+            # each record's line, as an array: a chunk's records are many, and few are asked about
             width = len(lines) // max(1, self.records - 1)
             steps = np.frombuffer(lines, _CODE_TYPES[width]) if lines else np.empty(0, np.int64)
-            lines = self.lines = [self.first_line, *(self.first_line + np.cumsum(steps)).tolist()]
-        return (None, self.file, lines[i])
+            lines = self.lines = np.concatenate(([0], np.cumsum(steps, dtype=np.int64))) + self.first_line
+        return (None, self.file, int(lines[i]))
 
 
 class RecordOrigins:
