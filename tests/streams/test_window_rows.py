@@ -393,3 +393,31 @@ def test_a_struct_field_of_one_value_in_every_row_is_saved_once() -> None:
         3,
     ]
     assert repr(copy.columns[1].dicts()) == repr(store.columns[1].dicts())
+
+
+def test_an_int64_column_of_one_value_and_a_sparse_column_of_none_are_saved_once() -> None:
+    """A value that every row of an int64 column holds is saved once, a sparse list column that holds None
+    in every row as None; either loads back as a value per row, in a base and in a delta, and is saved in
+    full once its rows differ."""
+    kinds = (INT64, OBJECT, INT64)  # a changing int64, a sparse list column, a fixed int64
+    store, copy = WindowRows(kinds, fixed=1, sparse=(1,)), WindowRows(kinds, fixed=1, sparse=(1,))
+    store.extend(["a", "b", "c"], [np.array([5, 5, 5]), [None] * 3, np.array([0, 0, 0])])
+    saved = round_trip(store.save(changed_only=False))
+    assert [list(column) if column is not None else None for column in saved["columns"]] == [[5], None, [0]]
+    copy.load(saved, "w.0")
+    assert live(copy) == live(store) == {key: (5, None, 0) for key in "abc"}
+    store.put_rows(np.array([0, 2]), [np.array([7, 7]), [None, None]])
+    store.extend(["d", "e"], [np.array([7, 7]), [None, None], np.array([0, 0])])
+    saved = round_trip(store.save(changed_only=True))
+    assert list(saved["rows"]) == [0, 2, 3, 4]
+    assert [list(column) if column is not None else None for column in saved["columns"]] == [[7], None, [0]]
+    copy.load(saved, "w.1")
+    assert live(copy) == live(store)
+    store.put_rows(np.array([1, 4]), [np.array([8, 9]), [{"h": b"1"}, None]])
+    saved = round_trip(store.save(changed_only=True))
+    assert [list(column) for column in saved["columns"]] == [[8, 9], [{"h": b"1"}, None], []]
+    copy.load(saved, "w.2")
+    assert live(copy) == live(store)
+    assert live(copy)["b"] == (8, {"h": b"1"}, 0) and live(copy)["e"] == (9, None, 0)
+    saved = round_trip(store.save(changed_only=False))  # a header in one row: the column in full
+    assert list(saved["columns"][1]) == [None, {"h": b"1"}, None, None, None]

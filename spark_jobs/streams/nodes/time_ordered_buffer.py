@@ -81,12 +81,13 @@ _first, _second = itemgetter(0), itemgetter(1)
 # (`TimeOrderedKeyValueBuffer.share_new_values`; it sizes no entry: every size is 0). Such a buffer's old
 # values (a list column) are saved apart (`_saved_olds`): not those of new rows that are the entry's prior
 # value (the same object: an entry put once), which a load takes from the prior column.
-SIZE_COLUMN, NEW_COLUMN, OLD_COLUMN, PRIOR_COLUMN = 1, 2, 3, 6
+SIZE_COLUMN, NEW_COLUMN, OLD_COLUMN, HEADERS_COLUMN, PRIOR_COLUMN = 1, 2, 3, 4, 6
 
 
 def entry_rows(columns: tuple[str, ...] = ENTRY_COLUMNS, unsaved: tuple[int, ...] = ()) -> WindowRows:
-    """The rows of a new until_window_closes window."""
-    return WindowRows(columns, fixed=2, unsaved=unsaved)
+    """The rows of a new until_window_closes window; its headers are mostly None in every row (the fused
+    pairs put none), which its saved form then writes as None (WindowRows' `sparse`)."""
+    return WindowRows(columns, fixed=2, unsaved=unsaved, sparse=(HEADERS_COLUMN,))
 
 
 class Evicted:

@@ -27,7 +27,9 @@ the keys str (nodes/key_table.py): one C loop, where the index costs a call and 
 Saved form (a part of the store log, nodes/store_log.py): a base `{"keys", "columns"}` holds every row; a
 delta `{"from", "keys", "rows", "columns"}` holds the keys of the rows appended since the previous export
 (rows `from`.. on), then the numbers of every row put since, in order, and their fields by column (of a
-fixed column, set when a row is appended, only the new rows' values). A store's `unsaved` columns are left
+fixed column, set when a row is appended, only the new rows' values). An int64 column whose saved rows (more
+than one) all hold one value saves that value alone, a `sparse` list column (a buffer's headers) whose every
+row holds None saves None: a load gives each row the value. A store's `unsaved` columns are left
 out: their owner derives them after a load (`fill`), as a final suppress buffer takes its new values from
 its aggregation's store (nodes/time_ordered_buffer.py). Keys are saved as pickled lists, a
 tuple of their bytes (`key_chunks`): a caller that appends many keys at once while they are in the CPU's
@@ -61,9 +63,26 @@ class WindowRows:
     `fixed` columns are set when a row is appended and never change: a delta holds them for its new rows
     only."""
 
-    __slots__ = ("_index", "_table", "keys", "columns", "changing", "unsaved", "dirty", "saved", "key_chunks")
+    __slots__ = (
+        "_index",
+        "_table",
+        "keys",
+        "columns",
+        "changing",
+        "unsaved",
+        "sparse",
+        "dirty",
+        "saved",
+        "key_chunks",
+    )
 
-    def __init__(self, kinds: tuple[str, ...], fixed: int = 0, unsaved: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self,
+        kinds: tuple[str, ...],
+        fixed: int = 0,
+        unsaved: tuple[int, ...] = (),
+        sparse: tuple[int, ...] = (),
+    ) -> None:
         self._index: dict[Any, int] | None = None  # key -> its live row; None: not built (see `index`)
         # the keys' rows for look-ups by batch (see `rows_of`); None: not built, False: not for this window
         self._table: KeyTable | None | bool = None
@@ -73,6 +92,8 @@ class WindowRows:
         # changing columns the saved form leaves out: their owner derives them from another store after a
         # load (which leaves the rows' values as they were, and gives new rows a placeholder: 0 or None)
         self.unsaved = unsaved
+        # list columns that mostly hold None in every row (a buffer's headers): saved as None while they do
+        self.sparse = sparse
         self.dirty = bytearray()  # by row: 1 where put since the last export
         self.saved = 0  # rows the last export (or import) saw: later ones are new to the store's copies
         # (first row, end row, the pickled list of their keys), ascending, not overlapping: what saves of
@@ -197,8 +218,8 @@ class WindowRows:
         return rows.tolist()
 
     def changes(self) -> int:
-        """Rows put since the last export."""
-        return self.dirty.count(1)
+        """Rows put since the last export (numpy's count: bytearray.count compares byte by byte)."""
+        return int(np.count_nonzero(np.frombuffer(self.dirty, np.uint8)))
 
     def live_count(self) -> int:
         """How many live entries the rows hold, without building the index."""
@@ -226,28 +247,35 @@ class WindowRows:
         rows = np.flatnonzero(flags)
         del flags  # a bytearray exporting its buffer cannot grow
         self.dirty[:] = bytes(len(keys))
+        unsaved = self.unsaved
+        changing = [
+            None if n in self.sparse and self._all_none(column) else column
+            for n, column in enumerate(columns[: self.changing])
+            if n not in unsaved
+        ]
         # gathers a list column in one C loop (with one row itemgetter returns the value, not a tuple); a
-        # count's window has none, and needs no list of the row numbers
-        positions = self._row_list(rows) or []
+        # window without one to gather (a count's, a buffer's whose headers are all None) needs no list of
+        # the row numbers
+        positions = rows.tolist() if any(type(column) is list for column in changing) else []
         gather = (
             itemgetter(*positions) if len(positions) > 1 else lambda column: [column[r] for r in positions]
         )
-        unsaved = self.unsaved
         return {
             "from": first,
             "keys": self._saved_keys(first),
             "rows": _int64s(rows),
             "columns": [
-                _int64s(np.frombuffer(column, np.int64)[rows])
+                _saved_int64s(np.frombuffer(column, np.int64)[rows])
                 if type(column) is array
                 else column.saved(rows)
                 if type(column) is StructColumn
+                else None
+                if column is None
                 else gather(column)
-                for n, column in enumerate(columns[: self.changing])
-                if n not in unsaved
+                for column in changing
             ]
             + [
-                column[first:]
+                _saved_int64s(np.frombuffer(column, np.int64)[first:])
                 if type(column) is array
                 else column.saved(slice(first, None))
                 if type(column) is StructColumn
@@ -256,13 +284,24 @@ class WindowRows:
             ],
         }
 
+    def _all_none(self, column: list) -> bool:
+        """Whether a list column holds None in every row (the last row looked at first: a column of other
+        values is mostly not compared at all)."""
+        return not column or (column[-1] is None and column.count(None) == len(column))
+
     def base(self) -> dict[str, Any]:
         """The saved form of every row (what `save` writes as a base), leaving the export state alone. It
         holds the live columns, not copies (a copy of every column is a large part of a snapshot): pickle it
         before the window changes, as every export and snapshot does."""
         unsaved = self.unsaved
         columns = [
-            column.saved() if type(column) is StructColumn else column
+            column.saved()
+            if type(column) is StructColumn
+            else _saved_int64s(np.frombuffer(column, np.int64), column)
+            if type(column) is array
+            else None
+            if n in self.sparse and self._all_none(column)
+            else column
             for n, column in enumerate(self.columns)
             if n not in unsaved
         ]
@@ -275,11 +314,12 @@ class WindowRows:
         """Apply a saved base (to an empty window) or delta (to the rows it continues). `owned`: `saved` is
         this call's to keep (just unpickled), so a base's columns become the window's, not copies of them."""
         keys, columns = self.keys, self.columns
-        saved = {**saved, "columns": self._loadable(saved["columns"], name)}
+        new_keys = loaded_keys(saved["keys"])
         if "rows" not in saved:
             if keys:
                 raise ValueError(f"state part {name!r}: a base over a window that has rows")
-            keys += loaded_keys(saved["keys"])  # a copy: stores loaded from one import share key lists
+            saved = {**saved, "columns": self._loadable(saved["columns"], name, len(new_keys), len(new_keys))}
+            keys += new_keys  # a copy: stores loaded from one import share key lists
             for n, values in enumerate(self._with_placeholders(saved["columns"], len(keys), True)):
                 if owned and type(values) is type(columns[n]):
                     columns[n] = values
@@ -292,8 +332,9 @@ class WindowRows:
                 raise ValueError(
                     f"state part {name!r} continues a window of {first} rows, not of this store's {len(keys)}"
                 )
-            new_keys, rows, values_by_column = loaded_keys(saved["keys"]), saved["rows"], saved["columns"]
-            added = len(new_keys)
+            rows, added = saved["rows"], len(new_keys)
+            saved = {**saved, "columns": self._loadable(saved["columns"], name, len(rows), added)}
+            values_by_column = saved["columns"]
             positions = np.frombuffer(rows, np.int64)
             # checked before any change: a part refused leaves the store as it was
             if len(positions) and not 0 <= positions.min() <= positions.max() < first + added:
@@ -362,19 +403,26 @@ class WindowRows:
             return
         _assign(target, rows, rows.tolist() if type(target) is not array else None, values)
 
-    def _loadable(self, values_by_column: list, name: str) -> list:
-        """The saved values by column, those of an int64 column as an array("q"): a part saved by a store
-        whose column was a list (an earlier engine's final buffer) loads into int64 columns."""
-        saved_columns = [column for n, column in enumerate(self.columns) if n not in self.unsaved]
+    def _loadable(self, values_by_column: list, name: str, changed: int, added: int) -> list:
+        """The saved values by column, those of an int64 column as an array("q") (a part saved by a store
+        whose column was a list, an earlier engine's final buffer, loads into int64 columns), one per row:
+        `changed` rows of a changing column, `added` of a fixed one (`_saved_int64s`; a sparse column saved
+        as None holds None in each)."""
+        saved_columns = [(n, column) for n, column in enumerate(self.columns) if n not in self.unsaved]
         if len(values_by_column) != len(saved_columns):
             raise ValueError(
                 f"state part {name!r}: {len(values_by_column)} columns, not {len(saved_columns)}"
             )
         loadable = []
-        for n, (column, values) in enumerate(zip(saved_columns, values_by_column, strict=True)):
+        for (n, column), values in zip(saved_columns, values_by_column, strict=True):
+            rows = changed if n < self.changing else added
             if type(column) is StructColumn:
                 values = column.spec.loadable(values, name)
-            elif type(column) is array and type(values) is not array:
+            elif values is None and n in self.sparse:
+                values = [None] * rows
+            elif type(column) is array and type(values) is array and values.typecode == INT64:
+                values = _loaded_int64s(values, rows)
+            elif type(column) is array:
                 try:
                     values = array(INT64, values)
                 except (TypeError, OverflowError) as error:
@@ -476,6 +524,22 @@ def _new_column(kind: Any) -> Any:
 def _int64s(values: np.ndarray) -> array:
     """An int64 ndarray as an array("q"): saved forms hold no numpy object."""
     return array(INT64, values.astype(np.int64, copy=False).tobytes())
+
+
+def _saved_int64s(values: np.ndarray, column: array | None = None) -> array:
+    """The saved form of an int64 column's values: the one value alone when more than one row holds it (a
+    buffer's base sizes and prior counts are mostly 0), else every value; `column`: the array `values` views
+    whole, saved as it is instead of a copy."""
+    if len(values) > 1 and not (values != values[0]).any():
+        return _int64s(values[:1])
+    return column if column is not None else _int64s(values)
+
+
+def _loaded_int64s(saved: array, rows: int) -> array:
+    """An int64 column's saved values (`_saved_int64s`) for `rows` rows."""
+    if len(saved) == 1 and rows > 1:
+        return saved * rows
+    return saved
 
 
 # -- struct columns: values that are dicts of the same numeric fields --------------------------------------
