@@ -310,6 +310,7 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
         "task-parts-v5",
         "task-parts-v6",
         "task-parts-v7",
+        "task-parts-v8",
     ],
     ids=[
         "single snapshot",
@@ -320,6 +321,7 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
         "final buffers' own values",
         "declared values as dicts",
         "final buffers' unread old values, sessions by row",
+        "row stores without generations",
     ],
 )
 def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_path, old_layout):

@@ -1,12 +1,13 @@
 """The row store of non-windowed aggregations (nodes/kv_rows.py): batch puts and deletes, and its export
-history (one delta per export, group bases in turn), read back by an import of every current part and by
-a copy catching up from an earlier export, equal the entries put; the running aggregations over it,
-handed between worker copies, equal the nodes fed record by record."""
+history (one delta per export, group bases in turn, a new generation after a compaction), read back by an
+import of every current part and by a copy catching up from an earlier export, equal the entries put; the
+running aggregations over it, handed between worker copies, equal the nodes fed record by record."""
 
 from __future__ import annotations
 
 import os
 import pickle
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.streams import Count, StreamsBuilder, Sum
+from spark_jobs.streams.nodes import kv_rows
 from spark_jobs.streams.nodes.kv_rows import GROUPS, KeyValueRows
 
 from .helpers import in_batches, one_by_one, plain_task
@@ -23,7 +25,7 @@ PROPERTY = settings(max_examples=int(os.environ.get("STREAMS_PROPERTY_EXAMPLES",
 keys = st.one_of(st.integers(0, 3 * GROUPS).map(lambda i: f"k{i}"), st.integers(0, 5))
 entries = st.tuples(keys, st.one_of(st.none(), st.integers(-5, 5)), st.integers(0, 99))
 batch = st.lists(entries, max_size=60)
-step = st.one_of(batch, st.sampled_from(["export", "full export", "handoff"]))
+step = st.one_of(batch, st.sampled_from(["export", "full export", "handoff", "delete most"]))
 
 
 def put(store: KeyValueRows, records: list, model: dict) -> None:
@@ -86,13 +88,20 @@ class History:
 @PROPERTY
 @given(st.lists(step, max_size=40), st.randoms(use_true_random=False))
 def test_an_import_or_a_catch_up_after_any_exports_holds_the_entries_put(steps, rng):
+    with mock.patch.object(kv_rows, "MIN_DEAD_ROWS", 0):  # any store compacts once most of its rows die
+        exports_and_handoffs_keep_the_entries(steps, rng)
+
+
+def exports_and_handoffs_keep_the_entries(steps: list, rng) -> None:
     history = History(rng)
     model: dict = {}
     store = KeyValueRows()
     copies = {0: (KeyValueRows(), 0)}  # an older copy of the store: (store, exports it has seen)
     exports = 0
     for action in steps:
-        if action in ("export", "full export"):
+        if action == "delete most":  # every key but one
+            put(store, [(key, None, 0) for key in sorted(model, key=str)[1:]], model)
+        elif action in ("export", "full export"):
             history.export(store, action == "export" and exports > 0)  # a fresh task's first export is full
             exports += 1
             imported = history.imported()
@@ -135,6 +144,43 @@ def test_a_turn_of_bases_spreads_over_the_exports_and_the_deltas_before_the_olde
     # groups each
     assert max(bases_per_export) <= 3
     assert sum(bases_per_export) >= GROUPS
+
+
+def test_an_export_compacts_the_rows_once_most_are_dead_and_a_lagging_copy_catches_up_with_the_new_rows():
+    store = KeyValueRows()
+    history = History(np.random.default_rng(0))
+    all_keys = [f"k{i}" for i in range(3 * kv_rows.MIN_DEAD_ROWS)]
+    put(store, [(key, i, i) for i, key in enumerate(all_keys)], {})
+    history.export(store, False)
+    lagging = history.imported()
+    # two thirds deleted: dead rows outnumber the live ones, and MIN_DEAD_ROWS
+    gone = all_keys[::3] + all_keys[1::3]
+    put(store, [(key, None, 0) for key in gone], {})
+    history.export(store, True)
+    put(store, [("new", -1, 7)], {})
+    history.export(store, True)
+    kept = {key: (i, i) for i, key in enumerate(all_keys) if i % 3 == 2} | {"new": (-1, 7)}
+    assert store.size == len(kept) and store.parts.generation == 1
+    assert store.keys[:2] == ["k2", "k5"]  # the live rows, numbered again in order
+    assert contents(history.imported()) == kept
+    history.catch_up(lagging, 1)  # a copy that saw only the first export, of the earlier generation
+    assert lagging.size == len(kept) and lagging.parts.generation == 1 and contents(lagging) == kept
+    assert all(lagging.get(key) is None for key in gone[:10])
+    # the new generation's parts: every group's base, then deltas again
+    assert all(part["generation"] == 1 for part, _ in history.parts.values())
+    older = {name: part for name, part in history.parts.items()}
+    first = next(iter(older))
+    older[first] = ({**older[first][0], "generation": 0}, [])
+    with pytest.raises(ValueError, match="generations \\[0, 1\\]"):
+        KeyValueRows().apply_parts(older, [])
+
+
+def test_a_store_with_few_dead_rows_keeps_them():
+    store = KeyValueRows()
+    put(store, [(f"k{i}", i, 0) for i in range(kv_rows.MIN_DEAD_ROWS)], {})
+    put(store, [(f"k{i}", None, 0) for i in range(kv_rows.MIN_DEAD_ROWS)], {})
+    store.export_parts(False)
+    assert store.size == kv_rows.MIN_DEAD_ROWS and store.parts.generation == 0 and len(store) == 0
 
 
 def running(kind: str):

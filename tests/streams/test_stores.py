@@ -6,6 +6,7 @@ state exactly."""
 from __future__ import annotations
 
 import pickle
+from unittest import mock
 
 import pytest
 from hypothesis import given
@@ -18,8 +19,9 @@ from spark_jobs.streams import (
     StreamsBuilder,
     StreamTask,
 )
+from spark_jobs.streams.nodes import kv_rows
 from spark_jobs.streams.nodes.kv_store import KeyValueStore, TimestampedKeyValueStore
-from spark_jobs.streams.nodes.window_stores import JoinWindowStore
+from spark_jobs.streams.nodes.window_stores import JoinWindowStore, SessionStore
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
 from .helpers import WorkerCopies, drain
@@ -212,7 +214,8 @@ def test_batches_give_what_record_by_record_processing_gives(name, feed, cuts, p
 def test_exports_imports_and_catch_ups_reproduce_the_state(name, feed, cuts, owners):
     topology = TOPOLOGIES[name]()
     expected = run_batched(topology, feed, cuts)
-    assert run_exporting(topology, feed, cuts, owners) == expected
+    with mock.patch.object(kv_rows, "MIN_DEAD_ROWS", 0):  # the stores of rows compact at every chance
+        assert run_exporting(topology, feed, cuts, owners) == expected
     assert run_exporting(topology, feed, cuts, [0]) == expected  # one task: changed-only exports
 
 
@@ -485,3 +488,35 @@ def test_a_state_of_an_earlier_layout_is_refused_with_what_to_do() -> None:
         StreamTask.import_state(topology, {**parts, "task": pickle.dumps(state)})
     with pytest.raises(ValueError, match="earlier state layout: delete the checkpoint"):
         StreamTask.restore(topology, b"STK1" + task.snapshot()[4:])
+
+
+def test_a_session_store_drops_the_rows_of_keys_whose_sessions_all_expired() -> None:
+    """Keys whose sessions all expired leave dead rows; once those outnumber the live ones an export
+    compacts them away, and sessions keep merging and expiring on the copies that import or catch up."""
+    builder = StreamsBuilder()
+    windows = SessionWindows.of_inactivity_gap_and_grace(10, 0)
+    builder.stream("s").group_by_key().windowed_by(windows).count().to_stream().to("sessions")
+    topology = builder.build()
+    n = 2 * kv_rows.MIN_DEAD_ROWS
+    gone, staying = [f"k{i}" for i in range(n)], [f"s{i}" for i in range(n // 4)]
+    feed = [("s", key, 1, 0) for key in gone + staying]
+    feed += [("s", key, 1, 1000) for key in staying]  # expires every session of `gone`
+    feed += [("s", key, 1, 1005) for key in staying[::2] + gone[:10]]  # merges, and keys back again
+    feed += [("s", "clock", 1, 1012)]  # expires the sessions of ts 1000 that did not merge
+    cuts = [n, n + n // 4, len(feed) - 20, len(feed) - 1]
+    expected = run_batched(topology, feed, cuts)
+    copies = WorkerCopies(topology)
+    outputs: list = []
+    for owner, piece in zip([0, 1, 1, 1, 1], pieces(feed, cuts), strict=True):  # 1 runs on after compacting
+        task = copies.task_for(owner)
+        feed_piece(task, piece)
+        outputs += drain(task)
+        copies.export(owner, task)
+    assert (outputs, task.metrics()["dropped-records-total"], state_of(task)) == expected
+    (node,) = [node for node in task.nodes.values() if isinstance(getattr(node, "store", None), SessionStore)]
+    rows = node.store.rows
+    assert rows.parts.generation == 1  # one compaction: the rows of `gone` after the session at 1000
+    # the live keys' rows, and the keys of rows added since; no row of a key that did not come back
+    assert rows.size < len(staying) + 20 and "k11" not in rows.index and "k3" in rows.index
+    imported = StreamTask.import_state(topology, copies.store)
+    assert state_of(imported) == state_of(task)

@@ -1,8 +1,11 @@
 """A key -> (value, timestamp) store in rows: the store of a non-windowed aggregation, with batch operations
 over numpy columns and an export in proportion to what changed.
 
-Rows: a key gets a row when it first comes and keeps it (rows are append-only; a deleted key's row is dead,
-`live` False, and lives again when the key is put again). A batch's keys are looked up at once (in a
+Rows: a key gets a row when it first comes and keeps it (a deleted key's row is dead, `live` False, and
+lives again when the key is put again), until the dead rows outnumber the live ones: an export then first
+compacts the store (`SavedByRowParts.compact_if_due`), numbering the live rows again in order, and starts
+a new generation of parts (every group's base, no delta), so that keys gone for good cost neither memory
+nor export. A batch's keys are looked up at once (in a
 `KeyTable` while they are str, nodes/key_table.py, else in a dict): a look-up gives the row, and the
 values, timestamps, live and dirty flags are numpy columns (int64 values for a count, objects otherwise),
 read and written by row a batch at a time, so that no Python object is made or touched per entry.
@@ -15,7 +18,8 @@ saved is named by its row, not written again. Each export also writes the bases 
 their values, timestamps, live}: as many that a turn over every group takes the exports in which about
 DELTA_RATIO times the store's rows change (and at most MAX_DELTAS exports), so the groups' bases are spread
 over the exports instead of all rewritten in one. A delta goes once every group's base is as new. An import
-replays the parts in export order: a base sets its group's rows, a delta the rows it holds. A part is
+replays the parts in export order: a base sets its group's rows, a delta the rows it holds; every part
+names its generation, and a catch-up that meets a newer one starts the store again from its parts. A part is
 `(saved, [])` as the other stores' parts (nodes/store_log.py). `RowParts` keeps this history for any store
 of numbered rows: a declared aggregation's without windows is saved the same way (`KeyedRows`,
 nodes/declared_aggregations.py).
@@ -37,17 +41,34 @@ GROUPS = 32  # groups of rows, based in turn
 # Rows of changes the deltas since the oldest base hold, per row of the store: a delta's row is a row number,
 # a value, a timestamp and a flag, without its key, where a base writes the key too.
 DELTA_RATIO = 4
+# Dead rows below which no compaction runs: a compaction passes over every row and rewrites every base.
+MIN_DEAD_ROWS = 4096
 NO_TIME = int(np.iinfo(np.int64).min)  # a dead row's timestamp: below every record's
 _HOLE = object()  # a row's key while an import has not reached the part that names it
 
 
 class SavedByRowParts:
-    """A store of numbered rows whose export history is its `parts` (a RowParts, below)."""
+    """A store of numbered rows whose export history is its `parts` (a RowParts, below), and whose rows
+    die: it has `live_row_mask()` (a numpy flag per row), `keep_rows(rows)` (the given rows, numbered
+    again in order, and no other) and `clear_rows()` (no row)."""
 
     __slots__ = ()
 
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        self.compact_if_due()
         return self.parts.export(self, changed_only)
+
+    def compact_if_due(self) -> bool:
+        """Keep only the live rows once the dead ones outnumber them (and MIN_DEAD_ROWS); the next export
+        starts a new generation of parts. A compaction's pass over the rows follows at least as many
+        deaths as there are live rows, so its cost per death is bounded."""
+        live = self.live_row_mask()
+        dead = self.size - int(np.count_nonzero(live))
+        if dead <= max(MIN_DEAD_ROWS, self.size - dead):
+            return False
+        self.keep_rows(np.flatnonzero(live))
+        self.parts.new_generation()
+        return True
 
     def state_parts(self) -> dict[str, Any]:
         return self.parts.state_parts(self)
@@ -162,6 +183,24 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         self.dirty[first:end] = False
         self._add_keys(new_keys)
 
+    def live_row_mask(self) -> np.ndarray:
+        return self.live[: self.size]
+
+    def keep_rows(self, rows: np.ndarray) -> None:
+        self.keys = list(map(self.keys.__getitem__, rows.tolist()))
+        self.values, self.stamps, self.live, self.dirty = (
+            self.values[rows],
+            self.stamps[rows],
+            self.live[rows],
+            self.dirty[rows],
+        )
+        self.size = len(rows)
+        self.live_count = int(np.count_nonzero(self.live))
+        self._index, self._table = None, None
+
+    def clear_rows(self) -> None:
+        self.keep_rows(np.zeros(0, np.int64))
+
     def _reserve(self, rows: int) -> None:
         capacity = grown_capacity(rows, len(self.dirty))
         if capacity is None:
@@ -230,24 +269,46 @@ class RowParts:
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
+        self.generation = 0  # the store's numbering of rows (a compaction numbers them again)
         self.exported = 0  # the number of the last export
         self.saved_rows = 0  # rows the last export (or import) saw
         self.base_at = [0] * GROUPS  # per group: the export of its base (0: none, its rows are in deltas)
         self.deltas: set[int] = set()  # the exports whose deltas are kept
         self.next_base = 0  # the group whose base is written next
         self._base_credit = 0.0  # the groups whose bases are due (see `_next_bases`)
+        self._rebase_all = False  # the next export writes every base (a new generation)
 
     def _base(self, store: Any, group: int, at: int) -> dict[str, Any]:
         rows = slice(group, store.size, GROUPS)
-        return {"at": at, "size": store.size, "keys": store.keys[rows], "columns": store.saved_columns(rows)}
+        return {
+            "generation": self.generation,
+            "at": at,
+            "size": store.size,
+            "keys": store.keys[rows],
+            "columns": store.saved_columns(rows),
+        }
+
+    def new_generation(self) -> None:
+        """The store's rows were numbered again: the export history so far names rows that are gone, and
+        the next export writes every group's base."""
+        self.generation += 1
+        self._forget_history()
+        self._rebase_all = True
+
+    def _forget_history(self) -> None:
+        self.base_at = [0] * GROUPS
+        self.deltas = set()
+        self.saved_rows = 0
+        self._base_credit = 0.0
+        self.next_base = 0
 
     def _name(self, group: int) -> str:
         return f"{self.prefix}{group}.0"
 
-    @staticmethod
-    def _groups(store: Any) -> range:
-        """The groups that have rows."""
-        return range(min(store.size, GROUPS))
+    def _groups(self, store: Any) -> range:
+        """The groups that have rows; a compacted store without rows keeps group 0's base, which names the
+        generation (a copy catching up must learn that its rows are gone)."""
+        return range(min(store.size, GROUPS) if store.size or not self.generation else 1)
 
     def export(self, store: Any, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
         """Parts new or changed since the last export (every base and no delta unless `changed_only`), and
@@ -257,7 +318,9 @@ class RowParts:
         parts: dict[str, Any] = {}
         groups = self._groups(store)
         changed = np.flatnonzero(store.dirty[: store.size])
-        rebased = self._next_bases(len(changed), store.size) if changed_only else list(groups)
+        whole = not changed_only or self._rebase_all
+        self._rebase_all = False
+        rebased = list(groups) if whole else self._next_bases(len(changed), store.size)
         for group in rebased:
             parts[self._name(group)] = (self._base(store, group, export), [])
             self.base_at[group] = export
@@ -266,6 +329,7 @@ class RowParts:
             len(changed) or store.size > self.saved_rows
         ):
             delta = {
+                "generation": self.generation,
                 "from": self.saved_rows,
                 "keys": store.keys[self.saved_rows : store.size],
                 "rows": changed,
@@ -317,6 +381,7 @@ class RowParts:
         in export order."""
         if self.saved_rows != store.size or store.dirty[: store.size].any():
             raise ValueError(f"store {self.prefix!r}: changes not exported, cannot catch up")
+        self._start_generation_of(store, parts)
         steps = []
         end = store.size
         for name, (saved, _) in parts.items():
@@ -350,6 +415,23 @@ class RowParts:
         self._drop_deltas(groups)
         if groups:
             self.next_base = min(groups, key=lambda g: self.base_at[g])
+
+    def _start_generation_of(self, store: Any, parts: Mapping[str, Any]) -> None:
+        """Check that the parts are of one generation, this one or a newer one; a newer one (the exporting
+        copy compacted its rows since) replaces the store's rows and history with its own."""
+        generations = {saved["generation"] for saved, _ in parts.values()}
+        if not generations:
+            return
+        if len(generations) > 1 or min(generations) < self.generation:
+            raise ValueError(
+                f"store {self.prefix!r}: state parts of generations {sorted(generations)}, "
+                f"the store is at {self.generation}"
+            )
+        newest = generations.pop()
+        if newest > self.generation:
+            store.clear_rows()
+            self._forget_history()
+            self.generation = newest
 
     def _part_of(self, name: str, saved: Any) -> tuple[int | None, int]:
         """(group, export) of a part: a delta's group is None."""

@@ -210,7 +210,8 @@ _EMPTY_ROW = array("q", bytes(8 * _FIELDS))
 class SessionRows(SavedByRowParts):
     """key -> its sessions, a row per key (as KeyValueRows, nodes/kv_rows.py, keeps a table's entries): a
     key gets a row when it first comes and keeps it (a key without sessions has a dead row, which lives
-    again when the key gets a session). `sessions[row]` is the key's sessions as one flat tuple `(start,
+    again when the key gets a session) until the dead rows outnumber the live ones and an export compacts
+    the rows (`compact_if_due`: keys whose sessions all expired then cost nothing). `sessions[row]` is the key's sessions as one flat tuple `(start,
     end, aggregate, start, ...)` (a tuple of ints is left alone by the cyclic garbage collector), which the
     merge reads and sets. After a batch, `written` brings the saved form of the rows it changed up to date,
     by column: a row's number of sessions, its first session's start, end and aggregate (int64 where the
@@ -295,6 +296,25 @@ class SessionRows(SavedByRowParts):
             more.update((rows[i], entries[i][3:]) for i in several)
         del fields
         self.dirty[index] = True
+
+    def live_row_mask(self) -> np.ndarray:
+        return self._fields()[: self.size, 0] > 0
+
+    def keep_rows(self, rows: np.ndarray) -> None:
+        numbers = rows.tolist()
+        renumbered = dict(zip(numbers, range(len(numbers)), strict=True))
+        self.keys = list(map(self.keys.__getitem__, numbers))
+        self.sessions = list(map(self.sessions.__getitem__, numbers))
+        self._first = array("q", self._fields()[rows].tobytes())
+        if not self.counts:
+            self._aggregates = list(map(self._aggregates.__getitem__, numbers))
+        self._more = {renumbered[row]: rest for row, rest in self._more.items() if row in renumbered}
+        self._dirty = bytearray(np.frombuffer(self._dirty, np.bool_)[rows].tobytes())
+        self.size = len(numbers)
+        self.index = dict(zip(self.keys, range(self.size), strict=True))
+
+    def clear_rows(self) -> None:
+        self.keep_rows(np.zeros(0, np.int64))
 
     def items(self) -> Iterator[tuple[Any, tuple]]:
         """(key, sessions) of every key with sessions."""
@@ -542,17 +562,25 @@ class SessionStore:
         return self.counts.entries, len(self.counts.windows)
 
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        if self.rows.compact_if_due():
+            self._index_expiry()  # the rows were numbered again
         return self.rows.export_parts(changed_only)
 
     def state_parts(self) -> dict[str, Any]:
         return self.rows.state_parts()
 
+    def _index_expiry(self) -> None:
+        """The expiry heap made again from the rows' sessions."""
+        self._seq = count()
+        self._expiry = [
+            (entry[1], next(self._seq), row) for row, entry in enumerate(self.rows.sessions) if entry
+        ]
+        heapify(self._expiry)
+
     def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
         rows = self.rows
         rows.apply_parts(parts, removed)
-        self._seq = count()
-        self._expiry = [(entry[1], next(self._seq), row) for row, entry in enumerate(rows.sessions) if entry]
-        heapify(self._expiry)
+        self._index_expiry()
         # the sessions the exporting copy had not deleted yet: a clean-up its own clock repeats, not a
         # change to export (the store stays at the point of the export history it caught up with)
         before: dict = {}
