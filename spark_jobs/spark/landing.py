@@ -353,40 +353,65 @@ class _CleanLine(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 _decode_clean_lines = msgspec.json.Decoder(list[_CleanLine]).decode
 
 
+# Bytes of a file the bulk path decodes at a time (then the next line ends its piece): a piece's copies and
+# decoded lines, not a whole file's, are what a worker holds beside the file while it parses.
+CLEAN_PIECE_BYTES = 2**20
+
+
 def _read_clean_json_lines(
     content: bytes, num_partitions: int, parsed: LandingFile, keep_values: bool
 ) -> bool:
     """The common case in bulk: every line is a valid record with only key/value/timestamp. The lines are
-    decoded as the items of one JSON array (values stay JSON text), while range checks, partitioning and
-    grouping run over whole columns. Returns False, having changed nothing, as soon as any line needs a
-    closer look (the line-by-line path then finds out which and why)."""
+    decoded, a piece of the file at a time (`CLEAN_PIECE_BYTES`), as the items of one JSON array (values
+    stay JSON text), while range checks, partitioning and grouping run over whole columns. Returns False,
+    having changed nothing, as soon as any line needs a closer look (the line-by-line path then finds out
+    which and why)."""
     end = len(content) - 1 if content.endswith(b"\n") else len(content)
     if not end:
         return False
-    try:
-        # Fails on bad JSON, a non-object, a missing, extra or ill-typed field, on invalid UTF-8 in the
-        # key (values are only syntax-checked here), and on a blank line (two commas in a row). A line
-        # holding two comma-separated objects would still parse: the count below catches it.
-        records = _decode_clean_lines(_as_json_array(content, end))
-        if len(records) != content.count(b"\n", 0, end) + 1:
-            return False
-        # OverflowError: a timestamp beyond int64 (the line path quarantines it)
-        timestamps = np.fromiter(map(_TIMESTAMP, records), dtype=np.int64, count=len(records))
-    except (*_JSON_ERRORS, OverflowError):
-        return False
-    if timestamps.min() < 0:
-        return False
-    keys = pa.array(list(map(_KEY, records)), pa.string())
-    values = list(map(_VALUE, records))
-    del records
-    # The task must never meet a value it cannot decode: make sure now, by a scan or else by decoding.
-    if not _surely_decodable(b",".join(values)):
+    keys: list[str] = []
+    values: list = []
+    timestamps: list[np.ndarray] = []
+    start = 0
+    while start < end:
+        stop = content.find(b"\n", min(start + CLEAN_PIECE_BYTES, end), end)
+        stop = end if stop < 0 else stop
         try:
-            decode_json_values(values)
-        except _JSON_ERRORS:
+            # Fails on bad JSON, a non-object, a missing, extra or ill-typed field, on invalid UTF-8 in the
+            # key (values are only syntax-checked here), and on a blank line (two commas in a row, or an
+            # empty piece). A line holding two comma-separated objects would still parse: the counts catch it.
+            records = _decode_clean_lines(_as_json_array(content, start, stop))
+            if len(records) != content.count(b"\n", start, stop) + 1:
+                return False
+            # OverflowError: a timestamp beyond int64 (the line path quarantines it)
+            timestamps.append(np.fromiter(map(_TIMESTAMP, records), dtype=np.int64, count=len(records)))
+        except (*_JSON_ERRORS, OverflowError):
             return False
+        keys += map(_KEY, records)
+        piece_values = list(map(_VALUE, records))
+        del records
+        # The task must never meet a value it cannot decode: make sure now, by a scan or else by decoding.
+        if not _surely_decodable(b",".join(piece_values)):
+            try:
+                decode_json_values(piece_values)
+            except _JSON_ERRORS:
+                return False
+        if keep_values:
+            values += piece_values
+        start = stop + 1
+    # A blank last line of the text ends no piece: the whole text's count catches it.
+    if len(keys) != content.count(b"\n", 0, end) + 1:
+        return False
+    all_timestamps = np.concatenate(timestamps)
+    if all_timestamps.min() < 0:
+        return False
     _group_by_partition(
-        parsed, keys, values if keep_values else None, timestamps, num_partitions, json_values=True
+        parsed,
+        pa.array(keys, pa.string()),
+        values if keep_values else None,
+        all_timestamps,
+        num_partitions,
+        json_values=True,
     )
     return True
 
@@ -394,12 +419,10 @@ def _read_clean_json_lines(
 _KEY, _TIMESTAMP, _VALUE = attrgetter("key"), attrgetter("timestamp"), attrgetter("value")
 
 
-def _as_json_array(content: bytes, end: int) -> bytes:
-    """`content[:end]`'s lines as the items of one JSON array: `[`, the lines joined by commas, `]`. The file
-    and two copies of it at a time, where slicing and concatenating would each add one (a worker parses
-    files of many megabytes)."""
-    joined = content.replace(b"\n", b",")
-    return b"".join((b"[", memoryview(joined)[:end], b"]"))
+def _as_json_array(content: bytes, start: int, stop: int) -> bytes:
+    """The lines of `content[start:stop]` as the items of one JSON array: `[`, the lines joined by commas,
+    `]`."""
+    return b"".join((b"[", content[start:stop].replace(b"\n", b","), b"]"))
 
 
 def _group_by_partition(

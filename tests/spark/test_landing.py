@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spark_jobs.spark import landing
 from spark_jobs.spark.landing import Reason, crc32_of_strings, partition_for_key, read_landing_file
 
 BAD_LINES = {
@@ -256,9 +257,11 @@ def test_without_values_kept_a_clean_file_gives_each_record_none():
         b"   ",
     ],
 )
-def test_the_bulk_path_keeps_one_record_per_line(odd_line):
-    """Clean files are decoded as one JSON array of their lines: a line that is not exactly one record
-    must not shift or add records, whatever it does to the array."""
+@pytest.mark.parametrize("piece_bytes", [1, 40, landing.CLEAN_PIECE_BYTES])
+def test_the_bulk_path_keeps_one_record_per_line(odd_line, piece_bytes, monkeypatch):
+    """Clean files are decoded as JSON arrays of their lines (a piece of the file each): a line that is not
+    exactly one record must not shift or add records, whatever it does to the array."""
+    monkeypatch.setattr(landing, "CLEAN_PIECE_BYTES", piece_bytes)
     lines = [json.dumps({"key": f"k{i}", "timestamp": i}).encode() for i in range(6)]
     lines[2] = odd_line
     parsed = read_landing_file("f.jsonl", b"\n".join(lines) + b"\n", 1)
@@ -384,3 +387,38 @@ def test_a_timestamp_out_of_int64_or_negative_in_an_otherwise_clean_file_costs_i
     assert sorted(k for r in parsed.by_partition.values() for k in r.keys) == sorted(
         f"k{i}" for i in range(10) if i != 4
     )
+
+
+_LINES = st.one_of(
+    st.builds(
+        lambda k, t, v: json.dumps({"key": f"k{k}", "value": v, "timestamp": t}).encode(),
+        st.integers(0, 9),
+        st.integers(0, 99),
+        st.one_of(st.none(), st.integers(), st.text(max_size=3)),
+    ),
+    st.sampled_from([b"", b" ", b'{"key": "x", "timestamp": -1}', b'{"key": 1, "timestamp": 1}']),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_LINES, min_size=1, max_size=30), st.sampled_from([b"", b"\n", b"\n\n"]), st.integers(1, 300))
+def test_a_file_decoded_in_pieces_gives_what_it_gives_whole(lines, end, piece_bytes):
+    """The bulk path decodes a file a piece at a time: any piece size gives the same records, lines and
+    quarantine as one piece holding the whole file (blank lines anywhere, at piece ends too)."""
+    content = b"\n".join(lines) + end
+
+    def parse() -> tuple:
+        parsed = read_landing_file("f.jsonl", content, 3)
+        by_partition = {
+            p: (r.keys, r.decoded_values(), list(r.timestamps), list(r.lines))
+            for p, r in parsed.by_partition.items()
+        }
+        return by_partition, parsed.quarantined.lines, parsed.quarantined.reasons
+
+    whole = parse()
+    original = landing.CLEAN_PIECE_BYTES
+    try:
+        landing.CLEAN_PIECE_BYTES = piece_bytes
+        assert parse() == whole
+    finally:
+        landing.CLEAN_PIECE_BYTES = original
