@@ -75,18 +75,26 @@ SHAPES = {
 SIDES = ("ours", "native", "native_untuned")
 
 
-def process_role(process, root) -> str:
+def process_role(process, root) -> str | None:
     """What a process of a run's tree is: the driver (the run's own process), the JVM, pyspark's daemon
-    (a Python child of the JVM, forking the workers) or a Python worker (the daemon's child)."""
+    (a Python child of the JVM, forking the workers) or a Python worker (the daemon's child); None for a
+    command the JVM runs (Hadoop's local file system runs chmod for the checkpoint's files): until it
+    executes, such a child shares the JVM's memory and reports the JVM's resident size as its own, after
+    that it takes a megabyte. Not counted (on either side), so a sample taken at that moment does not count
+    the JVM twice."""
     if process.pid == root.pid:
         return "driver"
     name = process.name()
+    parent = process.ppid()
+    parent_is_jvm = False
+    with contextlib.suppress(psutil.Error):
+        parent_is_jvm = psutil.Process(parent).name().startswith("java")
+    if parent_is_jvm and not name.startswith("python"):
+        return None
     if name.startswith("java"):
         return "jvm"
-    parent = process.ppid()
-    with contextlib.suppress(psutil.Error):
-        if psutil.Process(parent).name().startswith("java"):
-            return "python_daemon"
+    if parent_is_jvm:
+        return "python_daemon"
     return "python_workers"
 
 
@@ -109,6 +117,8 @@ class PeakMemory:
             for process in [self.root, *self.root.children(recursive=True)]:
                 with contextlib.suppress(psutil.Error):  # a worker may exit between listing and sampling
                     role = process_role(process, self.root)  # not kept: spark-submit's shell becomes the JVM
+                    if role is None:
+                        continue
                     by_role[role] = by_role.get(role, 0) + process.memory_info().rss
                     processes[role] = processes.get(role, 0) + 1
         for role, count in processes.items():
