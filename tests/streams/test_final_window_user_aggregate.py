@@ -205,3 +205,28 @@ def test_each_key_sees_the_nodes_calls_in_their_order(shape, runs) -> None:
         fused, nodes = pair.run(keys, timestamps, headers)
         assert fused == nodes
         assert fused_log == node_log
+
+
+def test_a_buffer_saves_the_keys_of_its_rows_that_are_not_the_aggregations() -> None:
+    """A tombstone kills the key's row in the aggregation's window and its next record gets a new row there,
+    while the buffer keeps the key's entry: from then on a new buffer row's key is not the aggregation's
+    in that row, and the buffer's part saves it; an import restores both stores' rows."""
+    task = StreamTask(aggregate_topology("tombstones", 1000, 1000, 100))
+    (suppress,) = (node for node in task.nodes.values() if isinstance(node, SuppressNode))
+    parts: dict = {}
+    saved_keys = []
+    for keys, values in [(["a", "b"], [1, 1]), (["a", "a"], [3, 1]), (["c"], [1])]:  # 3: a tombstone
+        task.process_batch(TOPIC, keys, values, [1] * len(keys))
+        export = task.export_state()
+        parts.update(export.parts)
+        ((name, data),) = ((n, d) for n, d in export.parts.items() if n.startswith(f"{suppress.name}/"))
+        saved = KeyListLoader().loads(data)[0]
+        saved_keys.append((saved["keys"], saved.get("shared_keys")))
+    assert saved_keys == [((), 2), ((), 0), (["c"], None)]
+    windows = task.nodes[suppress.parent_name].store.rows(0).keys, suppress.buffer.window_rows((0, 1000)).keys
+    assert windows == (["a", "b", "a", "c"], ["a", "b", "c"])
+    restored = StreamTask.import_state(task.topology, parts)
+    (restored_suppress,) = (node for node in restored.nodes.values() if isinstance(node, SuppressNode))
+    assert restored_suppress.buffer.window_rows((0, 1000)).keys == ["a", "b", "c"]
+    rows = [[repr(row) for node in t.nodes.values() for row in node.state_rows()] for t in (restored, task)]
+    assert rows[0] == rows[1]

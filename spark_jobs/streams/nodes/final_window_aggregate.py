@@ -59,7 +59,13 @@ class FinalWindowAggregate:
         # The buffer's values are this aggregation's: columns of its fields, which the fused pass fills with
         # numpy. Only for the fused pair: run node by node, the suppress loop reads and writes each value.
         suppress.buffer.hold_structs(aggregate.layout.fields)
-        suppress.buffer.share_new_values(self.stored_values)
+        suppress.buffer.share_new_values(self.stored_values, self.stored_keys)
+
+    def stored_keys(self, window: Any) -> list | None:
+        """The keys by row of the aggregation's window `window[0]`, None when it holds none: the buffer's
+        where its rows are the aggregation's (TimeOrderedKeyValueBuffer.share_new_values)."""
+        rows = self.aggregate.groups.get(window[0])
+        return None if rows is None else rows.keys
 
     def stored_values(self, window: Any, entries: Any, at: np.ndarray | None) -> StructValues:
         """The buffer's new values of its window `window`'s rows `entries` at row numbers `at` (None: every

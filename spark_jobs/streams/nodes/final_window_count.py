@@ -125,7 +125,13 @@ class FinalWindowCount:
         # Only for the fused pair: a count and final suppress that are not fused run node by node, where
         # the suppress loop reads and writes each value, and an array boxes every int.
         suppress.buffer.hold_counts()
-        suppress.buffer.share_new_values(self.stored_values)
+        suppress.buffer.share_new_values(self.stored_values, self.stored_keys)
+
+    def stored_keys(self, window: Any) -> list | None:
+        """The keys by row of the count's window `window[0]`, None when its store holds none: the buffer's
+        where its rows are the count's (TimeOrderedKeyValueBuffer.share_new_values)."""
+        rows = self.count.store.rows(window[0])
+        return None if rows is None else rows.keys
 
     def stored_values(self, window: Any, entries: WindowRows, at: np.ndarray | None) -> Any:
         """The buffer's new values of its window `window`'s rows `entries` at row numbers `at` (None: every

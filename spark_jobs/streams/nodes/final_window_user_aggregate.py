@@ -86,7 +86,7 @@ class FinalWindowUserAggregate(FinalWindowCount):
     def __init__(self, aggregate: TimeWindowAggregateNode, suppress: SuppressNode) -> None:
         self.count = aggregate  # FinalWindowCount's name for the aggregation node
         self.suppress = suppress
-        suppress.buffer.share_new_values(self.stored_values)
+        suppress.buffer.share_new_values(self.stored_values, self.stored_keys)
         self._keys: list = []
         self._values: list = []
 

@@ -18,7 +18,9 @@ column-wise; fed by a declared aggregation, its values in StructColumns (`hold_s
 aggregation alone (the fused pairs of nodes/final_window_count.py, nodes/final_window_user_aggregate.py and
 nodes/final_window_aggregate.py), an entry's new value is the aggregation's value for its key (the object
 its row holds, or the declared aggregation's columns): the buffer saves neither it nor the sizes (all 0),
-and a load takes the new values from the aggregation's store (`share_new_values`). A buffer whose suppress
+and a load takes the new values from the aggregation's store (`share_new_values`); where its window's rows
+hold the aggregation's keys, row for row (the fused pass appends both stores' rows together), it saves no
+keys either, and a load reads them there. A buffer whose suppress
 forwards no old values (no child of its table reads them) keeps none in its saved form (`forget_olds`).
 
 Sizes: an entry's byte size (8 + key bytes + serialized prior, old when it differs from the prior, and new
@@ -140,6 +142,9 @@ class TimeOrderedKeyValueBuffer:
         # (window, its rows, row numbers or None for all) -> those rows' new values, when every entry's new
         # value is what the aggregation upstream holds for its key and window (`share_new_values`)
         self.new_values_of: Any = None
+        # window -> the keys by row of the aggregation's window (None: it has none), where the buffer's rows
+        # may be the aggregation's (`share_new_values`)
+        self.keys_of: Any = None
         # False when nothing reads the entries' old values (`forget_olds`)
         self.keeps_olds = True
         self.unsaved_columns: tuple[int, ...] = ()
@@ -170,19 +175,23 @@ class TimeOrderedKeyValueBuffer:
         self.entry_columns = struct_entry_columns(fields)
         self._leave_unsaved()
 
-    def share_new_values(self, new_values_of: Any) -> None:
+    def share_new_values(self, new_values_of: Any, keys_of: Any = None) -> None:
         """until_window_closes fed by a windowed aggregation alone (a fused pair, nodes/final_window_count.py):
         every entry's new value is the aggregation's value for its key and window, the object its store row
         holds (the aggregation forwards its row's value; a window leaves both stores at the same observed
         time). So the buffer's saved form leaves its new values out, and a load takes them from the
         aggregation's store, which the task loads first (its parent): `new_values_of(window, rows,
-        row numbers or None for every row)` gives them. Set before the buffer holds anything (set again, it
+        row numbers or None for every row)` gives them. `keys_of(window)`: the keys by row of the
+        aggregation's window (None when it has none), for a fused pair whose buffer windows hold the rows of
+        the aggregation's, key for key: a saved window whose keys are those of the aggregation's rows, row
+        for row, leaves them out too (`_keys_shared`). Set before the buffer holds anything (set again, it
         only changes where the values come from)."""
         if self.buckets and self.new_values_of is None:
             raise RuntimeError("share_new_values() must be set before the buffer holds entries")
         if self.track_bytes:
             raise RuntimeError("a buffer that sizes its entries saves them")
         self.new_values_of = new_values_of
+        self.keys_of = keys_of
         self._leave_unsaved()
 
     def forget_olds(self) -> None:
@@ -902,7 +911,10 @@ class TimeOrderedKeyValueBuffer:
 
     def _rows_base(self, window: Any) -> dict[str, Any]:
         rows = self.buckets[window]
-        return _with_window(self._saved_olds(rows, rows.base()), window)
+        shared = self._keys_shared(window, rows, 0)
+        return self._with_shared_keys(
+            _with_window(self._saved_olds(rows, rows.base(not shared)), window), shared
+        )
 
     def _save(self, window: Any, put: dict | None) -> dict[str, Any]:
         entries = self.buckets[window] if put is None else put  # put: the entries still buffered
@@ -910,7 +922,42 @@ class TimeOrderedKeyValueBuffer:
 
     def _save_rows(self, window: Any, put: dict | None) -> dict[str, Any]:
         rows = self.buckets[window]
-        return _with_window(self._saved_olds(rows, rows.save(changed_only=put is not None)), window)
+        shared = self._keys_shared(window, rows, 0 if put is None else rows.saved)
+        saved = rows.save(changed_only=put is not None, with_keys=not shared)
+        return self._with_shared_keys(_with_window(self._saved_olds(rows, saved), window), shared)
+
+    def _keys_shared(self, window: Any, rows: WindowRows, first: int) -> int | None:
+        """How many keys a save of the rows `first`.. leaves out, None when it saves them: those rows' keys
+        are the aggregation's window's in the same rows (`share_new_values`), which a load reads there.
+        The lists compare by identity before content: a pointer per row while both hold the same keys."""
+        if self.keys_of is None:
+            return None
+        aggregated, end = self.keys_of(window), len(rows.keys)
+        if aggregated is None or len(aggregated) < end:
+            return None
+        if first == 0 and len(aggregated) == end:
+            same = aggregated == rows.keys
+        else:
+            same = aggregated[first:end] == rows.keys[first:]
+        return end - first if same else None
+
+    @staticmethod
+    def _with_shared_keys(saved: dict[str, Any], shared: int | None) -> dict[str, Any]:
+        if shared is not None:
+            saved["shared_keys"] = shared
+        return saved
+
+    def _load_shared_keys(self, window: Any, saved: dict[str, Any], name: str) -> dict[str, Any]:
+        """A saved window whose keys are the aggregation's (`_keys_shared`) with its keys, read from the
+        aggregation's window, which the task loaded first."""
+        shared = saved.get("shared_keys")
+        if shared is None:
+            return saved
+        first = saved.get("from", 0)
+        aggregated = None if self.keys_of is None else self.keys_of(window)
+        if type(shared) is not int or aggregated is None or not 0 <= shared <= len(aggregated) - first:
+            raise ValueError(f"state part {name!r}: keys of the aggregation's rows that it does not hold")
+        return {**saved, "keys": aggregated[first : first + shared]}
 
     def _saved_olds(self, rows: WindowRows, saved: dict[str, Any]) -> dict[str, Any]:
         """`saved` (a window's saved rows) with its rows' old values when its rows leave them out: those of
@@ -1004,6 +1051,7 @@ class TimeOrderedKeyValueBuffer:
             rows = buckets.get(window)
             if rows is None:
                 rows = buckets[window] = entry_rows(self.entry_columns, self.unsaved_columns)
+            saved = self._load_shared_keys(window, saved, _part_name(window))
             rows.load(saved, _part_name(window), owned=True)  # unpickled for this catch-up
             if OLD_COLUMN in rows.unsaved and self.keeps_olds:
                 self._load_olds(rows, saved, _part_name(window))

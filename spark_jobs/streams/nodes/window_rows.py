@@ -236,13 +236,14 @@ class WindowRows:
 
     # -- saving and loading -------------------------------------------------------------------------------
 
-    def save(self, changed_only: bool) -> dict[str, Any]:
-        """The saved form of the rows put since the last export (a delta), or of every row (a base)."""
+    def save(self, changed_only: bool, with_keys: bool = True) -> dict[str, Any]:
+        """The saved form of the rows put since the last export (a delta), or of every row (a base); without
+        keys (an empty tuple) for an owner that saves them elsewhere."""
         keys, columns, first = self.keys, self.columns, self.saved
         self.saved = len(keys)
         if not changed_only:
             self.dirty[:] = bytes(len(keys))
-            return self.base()
+            return self.base(with_keys)
         flags = np.frombuffer(self.dirty, np.uint8)
         rows = np.flatnonzero(flags)
         del flags  # a bytearray exporting its buffer cannot grow
@@ -262,7 +263,7 @@ class WindowRows:
         )
         return {
             "from": first,
-            "keys": self._saved_keys(first),
+            "keys": self._saved_keys(first) if with_keys else (),
             "rows": _int64s(rows),
             "columns": [
                 _saved_int64s(np.frombuffer(column, np.int64)[rows])
@@ -289,7 +290,7 @@ class WindowRows:
         values is mostly not compared at all)."""
         return not column or (column[-1] is None and column.count(None) == len(column))
 
-    def base(self) -> dict[str, Any]:
+    def base(self, with_keys: bool = True) -> dict[str, Any]:
         """The saved form of every row (what `save` writes as a base), leaving the export state alone. It
         holds the live columns, not copies (a copy of every column is a large part of a snapshot): pickle it
         before the window changes, as every export and snapshot does."""
@@ -305,7 +306,7 @@ class WindowRows:
             for n, column in enumerate(self.columns)
             if n not in unsaved
         ]
-        return {"keys": self._saved_keys(0), "columns": columns}
+        return {"keys": self._saved_keys(0) if with_keys else (), "columns": columns}
 
     def _saved_keys(self, first: int) -> tuple[bytes, ...]:
         return saved_key_chunks(self.keys, self.key_chunks, first)
