@@ -287,4 +287,4 @@ def test_session_state_size_is_what_its_rows_list_after_every_batch_and_catch_up
 
 def counted_rows(node) -> tuple[int, int]:
     rows = list(node.state_rows())
-    return len(rows), len({(r.window_start, r.window_end) for r in rows})
+    return len(rows), len({r.window for r in rows})  # a session is its own window

@@ -39,7 +39,7 @@ def _reduce_topology():
 
 def _counted(node) -> tuple[int, int]:
     rows = list(node.state_rows())
-    return len(rows), len({(r.window_start, r.window_end) for r in rows if r.window_start is not None})
+    return len(rows), len({r.window for r in rows if r.window is not None})
 
 
 @settings(max_examples=25, deadline=None)
@@ -179,7 +179,7 @@ def test_the_size_is_kept_by_the_stores_not_counted_over_their_rows(kind, monkey
     (node,) = [n for n in _fed_nodes(_session_sliding_and_join(), records) if type(n).__name__ == kind]
     expected = (
         len(list(node.state_rows())),
-        len({(r.window_start, r.window_end) for r in node.state_rows()}),
+        len({r.window for r in node.state_rows()}),
     )
     assert expected[0] > 1
 
@@ -188,3 +188,15 @@ def test_the_size_is_kept_by_the_stores_not_counted_over_their_rows(kind, monkey
 
     monkeypatch.setattr(node, "state_rows", no_pass_over_the_rows)
     assert node.state_size() == expected
+
+
+def test_a_session_is_a_window_of_its_key_alone():
+    """Sessions of two keys with the same bounds are two windows; a time window is shared by its keys."""
+    builder = StreamsBuilder()
+    readings = builder.stream("a").group_by_key()
+    readings.windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 100)).count()
+    builder.stream("b").group_by_key().windowed_by(TimeWindows.of_size_and_grace(10, 100)).count()
+    records = [("a", "k", 1, 1), ("a", "j", 1, 1), ("a", "k", 1, 20), ("b", "k", 1, 1), ("b", "j", 1, 2)]
+    sessions, windows = [n for n in _fed_nodes(builder.build(), records) if n.state_size()[0]]
+    assert sessions.state_size() == (3, 3)  # k [1, 1], j [1, 1], k [20, 20]
+    assert windows.state_size() == (2, 1)  # k and j in [0, 10)

@@ -144,10 +144,10 @@ def state_of(task):
 
 
 def assert_sizes_agree(task):
-    """Each node's `state_size()` is `(rows, distinct windows)` of its `state_rows()`."""
+    """Each node's `state_size()` is `(rows, distinct windows (StateRow.window))` of its `state_rows()`."""
     for name, node in task.nodes.items():
         rows = list(node.state_rows())
-        windows = {(r.window_start, r.window_end) for r in rows if r.window_start is not None}
+        windows = {r.window for r in rows if r.window is not None}
         assert node.state_size() == (len(rows), len(windows)), name
 
 

@@ -254,7 +254,7 @@ def test_state_rows_list_every_entry_of_both_stores() -> None:
         (r.key, r.window_start, r.value, r.timestamp) for r in window_rows
     ]
     for name, node in task.nodes.items():  # the sizes the nodes keep agree with their rows
-        windows = {(r.window_start, r.window_end) for r in rows[name] if r.window_start is not None}
+        windows = {r.window for r in rows[name] if r.window is not None}
         assert node.state_size() == (len(rows[name]), len(windows))
     limit = StreamTask(time_limit(BufferConfig.max_records(5)))
     limit.process_batch(TOPIC, ["a", "b"], [1, 2], [1, 2])

@@ -48,6 +48,16 @@ class StateRow(NamedTuple):
     value: Any
     timestamp: int | None
 
+    @property
+    def window(self) -> tuple | None:
+        """The window the row is in, as a state size counts windows: `(start, end)`, shared by the keys,
+        or for a session `(key, start, end)` (a session window belongs to its key); None without one."""
+        if self.window_start is None:
+            return None
+        if self.store == "session":
+            return self.key, self.window_start, self.window_end
+        return self.window_start, self.window_end
+
 
 Row = tuple  # (topic, key, value, timestamp, headers)
 SerialRunner = Callable[[Any, Any, Any, int, Any], None]
@@ -121,14 +131,14 @@ class Node:
         return iter(())
 
     def state_size(self) -> tuple[int, int]:
-        """`(entries, distinct (window_start, window_end))` of `state_rows()` (a task's state size, in its
+        """`(entries, distinct windows (StateRow.window))` of `state_rows()` (a task's state size, in its
         metrics, read every micro-batch): counted over them here; a node with large stores overrides it
         with the counts its stores keep."""
         entries, windows = 0, set()
         for row in self.state_rows():
             entries += 1
             if row.window_start is not None:
-                windows.add((row.window_start, row.window_end))
+                windows.add(row.window)
         return entries, len(windows)
 
     # KTable value getter: (value, timestamp) or None. Only table nodes implement it.

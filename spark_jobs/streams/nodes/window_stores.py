@@ -3,8 +3,10 @@ saved by column (the session store: SessionRows, through RowParts, nodes/kv_rows
 (nodes/kv_store.py) or by segment of event time (the join stores), each saving what a batch changed, so
 an export writes in proportion to what changed. Each store keeps its own clock (`store_time`) and retention, as Kafka's segmented stores
 do: an entry older than the retention is neither found nor put (`put` says so: the caller counts the
-record as late). Each store counts its live entries per window as it changes (`WindowCounts`), so that a
-node's state size (`Node.state_size`, read every micro-batch) needs no pass over the entries.
+record as late). Each store counts its live entries (and per window, where windows are shared by keys:
+`WindowCounts`) as it changes, so that a node's state size (`Node.state_size`, read every micro-batch)
+needs no pass over the entries. A session window belongs to its key: a session store's windows are its
+sessions.
 """
 
 from __future__ import annotations
@@ -164,45 +166,6 @@ class TimestampCounts:
         self._order, self._fresh = [], []
 
 
-class SessionCounts:
-    """A session store's sessions, in all and per window `(start, end)`, brought up to date a batch at a
-    time from the entries of the keys the batch changed, as they were before it and as they are after: a
-    session counts while it is in the store (which deletes every expired session before it is asked for
-    its size)."""
-
-    __slots__ = ("windows", "entries")
-
-    def __init__(self) -> None:
-        self.windows: Counter = Counter()  # window -> its sessions (> 0)
-        self.entries = 0
-
-    def update(self, added: list, removed: list) -> None:
-        """One session more per session of `added`, then one fewer per session of `removed` (each a flat
-        list of sessions: start, end, aggregate, start, ...)."""
-        windows = self.windows
-        windows.update(zip(added[0::3], added[1::3], strict=True))  # counted in C
-        for window in zip(removed[0::3], removed[1::3], strict=True):
-            n = windows[window] - 1
-            if n:
-                windows[window] = n
-            else:
-                del windows[window]
-        self.entries += (len(added) - len(removed)) // 3
-
-    def changed(self, before: dict, sessions: list) -> None:
-        """Count the change of the rows of `before` (row -> its entry before the change, `()` for none) to
-        their `sessions` now."""
-        if before:
-            self.update(
-                list(chain.from_iterable(map(sessions.__getitem__, before))),
-                list(chain.from_iterable(before.values())),
-            )
-
-    def clear(self) -> None:
-        self.windows = Counter()
-        self.entries = 0
-
-
 _FIELDS = 4  # a session store's row: its sessions, its first session's start, end and (a count) aggregate
 _EMPTY_ROW = array("q", bytes(8 * _FIELDS))
 
@@ -231,6 +194,7 @@ class SessionRows(SavedByRowParts):
         self._aggregates: list = []  # row -> its first session's aggregate, where they are not counts
         self._more: dict[int, tuple] = {}  # row -> the sessions after its first, where it has several
         self._dirty = bytearray()  # row -> changed since the last export
+        self.total = 0  # sessions in all rows
         self.parts = RowParts(prefix)
 
     @property
@@ -274,9 +238,11 @@ class SessionRows(SavedByRowParts):
         n = np.fromiter(map(len, entries), np.int64, len(entries)) // 3
         fields = self._fields()
         more = self._more
+        was = fields[index, 0]
         if more:
-            for row in index[fields[index, 0] > 1].tolist():
+            for row in index[was > 1].tolist():
                 del more[row]
+        self.total += int(n.sum()) - int(was.sum())
         fields[index, 0] = n
         live = n > 0
         if live.all():
@@ -312,6 +278,7 @@ class SessionRows(SavedByRowParts):
         self._dirty = bytearray(np.frombuffer(self._dirty, np.bool_)[rows].tobytes())
         self.size = len(numbers)
         self.index = dict(zip(self.keys, range(self.size), strict=True))
+        self.total = int(self._fields()[:, 0].sum())
 
     def clear_rows(self) -> None:
         self.keep_rows(np.zeros(0, np.int64))
@@ -381,6 +348,7 @@ class SessionRows(SavedByRowParts):
         """An import or catch-up wrote the rows directly."""
         self.index = dict(zip(self.keys, range(self.size), strict=True))
         self.dirty[: self.size] = False
+        self.total = int(self._fields()[: self.size, 0].sum())
 
 
 def _as_list(column: Any) -> list:
@@ -412,7 +380,6 @@ class SessionStore:
         # sessions is pushed again with their first end)
         self._expiry: list[tuple[int, int, Any]] = []
         self._seq = count()
-        self.counts = SessionCounts()
 
     def merge_batch(
         self, keys: list, values: list, timestamps: list, gap: int, observed: int, aggregation: Any
@@ -427,7 +394,7 @@ class SessionStore:
         row_of, new_row, sessions = rows.index.get, rows.new_row, rows.sessions
         expiry = self._expiry
         seq = self._seq
-        before: dict = {}  # row -> its entry before the batch changed it (`()`: none), for the counts
+        changed: set = set()  # the rows the batch changed
         new, windowed_type, window_type = tuple.__new__, Windowed, Window
         out_k: list = []
         out_v: list = []
@@ -444,7 +411,7 @@ class SessionStore:
                 observed = ts
             if expiry and expiry[0][0] <= store_time - retention:
                 self.store_time = store_time
-                self._expire(before)
+                self._expire(changed)
             row = row_of(key)
             entry = () if row is None else sessions[row]
             lo, hi = ts - gap, ts + gap
@@ -492,8 +459,7 @@ class SessionStore:
                 store_time = end
             if row is None:
                 row = new_row(key)
-            if row not in before:
-                before[row] = entry
+            changed.add(row)
             if end <= store_time - retention:  # Kafka's store skips a put into an expired segment
                 late.add(i, key, values[i], ts, start, end, observed)
                 if retracted:
@@ -511,11 +477,10 @@ class SessionStore:
             out_t.append(end)
             src.append(i)
         self.store_time = store_time
-        self.counts.changed(before, sessions)
-        rows.written(list(before))
+        rows.written(list(changed))
         return out_k, out_v, out_o, out_t, src, late, dropped, observed
 
-    def _expire(self, before: dict) -> None:
+    def _expire(self, changed: set) -> None:
         """Delete the sessions the store's clock expired (the first ones of their keys: sorted by end); the
         rows changed go to `before` with their entries before the change (for the counts; the caller writes
         their saved fields)."""
@@ -530,8 +495,7 @@ class SessionStore:
             while cut < len(entry) and entry[cut + 1] <= limit:
                 cut += 3
             if cut:
-                if row not in before:
-                    before[row] = entry
+                changed.add(row)
                 entry = sessions[row] = entry[cut:]
                 if not entry:
                     continue
@@ -554,12 +518,11 @@ class SessionStore:
                     yield key, entry[n], entry[n + 1], entry[n + 2]
 
     def size(self) -> tuple[int, int]:
-        """`(sessions, distinct (start, end))` that `items` lists."""
-        before: dict = {}
-        self._expire(before)
-        self.counts.changed(before, self.rows.sessions)
-        self.rows.written(list(before))
-        return self.counts.entries, len(self.counts.windows)
+        """`(sessions, windows)` that `items` lists: a session is its own window (of its key alone)."""
+        changed: set = set()
+        self._expire(changed)
+        self.rows.written(list(changed))
+        return self.rows.total, self.rows.total
 
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
         if self.rows.compact_if_due():
@@ -583,12 +546,10 @@ class SessionStore:
         self._index_expiry()
         # the sessions the exporting copy had not deleted yet: a clean-up its own clock repeats, not a
         # change to export (the store stays at the point of the export history it caught up with)
-        before: dict = {}
-        self._expire(before)
-        rows.written(list(before))
+        changed: set = set()
+        self._expire(changed)
+        rows.written(list(changed))
         rows.dirty[: rows.size] = False
-        self.counts.clear()
-        self.counts.update(list(chain.from_iterable(rows.sessions)), [])
 
 
 def _split_sessions(entry: tuple, lo: int, hi: int) -> tuple[tuple, tuple]:
