@@ -132,8 +132,11 @@ def _code_type(table_size: int) -> str:
     return "<u1" if table_size <= 1 << 8 else "<u2" if table_size <= 1 << 16 else "<i4"
 
 
-def _load_data_payload(payload: bytes, same_keys: dict) -> tuple[list, list, list, list | None, bytes | list]:
-    """(keys, values, timestamps, offsets, lines) of a data chunk; offsets None: the chunk has none; lines:
+def _load_data_payload(
+    payload: bytes, same_keys: dict
+) -> tuple[list, list | bytes, list, list | None, bytes | list]:
+    """(keys, values, timestamps, offsets, lines) of a data chunk; values: a list, or the JSON text of an
+    array of them (the bulk path); offsets None: the chunk has none; lines:
     the steps from the chunk's first line (bytes, `_code_type` wide each), or a list. Equal keys of the
     bulk path become one string object (`same_keys`: every key seen so far, by itself)."""
     body = memoryview(payload)[1:]
@@ -143,7 +146,8 @@ def _load_data_payload(payload: bytes, same_keys: dict) -> tuple[list, list, lis
         timestamps = np.frombuffer(timestamps, "<i8")
         keys = gather(key_table, np.frombuffer(key_codes, _CODE_TYPES[len(key_codes) // len(timestamps)]))
         timestamps = timestamps.tolist()
-        values = [None] * len(keys) if values_json is None else decode_json(values_json)
+        # the values stay JSON text until the task takes them (`JsonValues`)
+        values = [None] * len(keys) if values_json is None else values_json
         return keys, values, timestamps, None, steps  # the bulk path takes no offsets
     keys, values, timestamps, offsets, lines = pickle.loads(body)
     return keys, [None] * len(keys) if values is None else values, timestamps, offsets, lines
@@ -339,7 +343,7 @@ class OrderedInput:
     order. `files_seen`: per topic, the last landing file (mtime, path) the batch brought to this task."""
 
     keys: list[str]
-    values: list[Any]
+    values: list[Any] | JsonValues  # JsonValues: decoded a slice at a time
     timestamps: list[int]
     wall_clocks: list[int]
     topic: str = ""
@@ -368,11 +372,67 @@ class OrderedInput:
         return out
 
 
-def _topic_columns(chunks: list[InputChunk], same_keys: dict) -> tuple[list, list, list, RecordOrigins]:
-    """One topic's data chunks decoded, in arrival order, then stably by offset if records carry any; and
-    where each record came from."""
+class JsonValues:
+    """A column of values kept as their chunks' JSON text (a JSON array per chunk) or lists, decoded a chunk
+    at a time when a slice of them is taken: a task processes its input a slice at a time (task_runner), so
+    it holds the decoded values of a slice, not of a whole micro-batch. The chunk decoded last is kept
+    (consecutive slices share a chunk)."""
+
+    __slots__ = ("pieces", "ends", "_decoded_at", "_decoded")
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes | list] = []
+        self.ends: list[int] = []
+        self._decoded_at = -1
+        self._decoded: list = []
+
+    def add(self, values: bytes | list, count: int) -> None:
+        """`count` values more: a list, or the JSON text of an array of them."""
+        if count:
+            self.pieces.append(values)
+            self.ends.append((self.ends[-1] if self.ends else 0) + count)
+
+    def __len__(self) -> int:
+        return self.ends[-1] if self.ends else 0
+
+    def _piece(self, p: int) -> list:
+        piece = self.pieces[p]
+        if isinstance(piece, list):
+            return piece
+        if self._decoded_at != p:
+            self._decoded, self._decoded_at = decode_json(piece), p
+        return self._decoded
+
+    def __getitem__(self, index):
+        if not isinstance(index, slice):
+            index = range(len(self))[index]
+            p = bisect_right(self.ends, index)
+            return self._piece(p)[index - (self.ends[p - 1] if p else 0)]
+        start, stop, step = index.indices(len(self))
+        if step != 1:
+            return list(self)[index]
+        out: list = []
+        p = bisect_right(self.ends, start)
+        while start < stop:
+            first = self.ends[p - 1] if p else 0
+            taken = self._piece(p)[start - first : min(stop, self.ends[p]) - first]
+            out += taken
+            start += len(taken)
+            p += 1
+        return out
+
+    def __iter__(self):
+        for p in range(len(self.pieces)):
+            yield from self._piece(p)
+
+
+def _topic_columns(
+    chunks: list[InputChunk], same_keys: dict
+) -> tuple[list, list | JsonValues, list, RecordOrigins]:
+    """One topic's data chunks decoded (values as `JsonValues`), in arrival order, then stably by offset if
+    records carry any; and where each record came from."""
     keys: list[str] = []
-    values: list[Any] = []
+    values = JsonValues()
     timestamps: list[int] = []
     offset_runs: list[tuple[int, list]] = []  # (index of the chunk's first record, its offsets)
     pieces = []
@@ -382,7 +442,7 @@ def _topic_columns(chunks: list[InputChunk], same_keys: dict) -> tuple[list, lis
             offset_runs.append((len(keys), o))
         pieces.append((_ChunkLines(chunk.file_path, chunk.first_line, lines, o, len(k)), 0, len(k)))
         keys += k
-        values += v
+        values.add(v, len(k))
         timestamps += t
     origins = RecordOrigins(pieces)
     if offset_runs:
@@ -391,7 +451,8 @@ def _topic_columns(chunks: list[InputChunk], same_keys: dict) -> tuple[list, lis
             offsets[start : start + len(run)] = run
         order = sorted(range(len(keys)), key=lambda i: -1 if offsets[i] is None else offsets[i])
         keys = [keys[i] for i in order]
-        values = [values[i] for i in order]
+        decoded = list(values)
+        values = [decoded[i] for i in order]
         timestamps = [timestamps[i] for i in order]
         origins = RecordOrigins([(_Reordered(origins, order), 0, len(order))])
     return keys, values, timestamps, origins

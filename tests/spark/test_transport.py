@@ -10,11 +10,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_jobs.spark.landing import partition_for_key, read_landing_file
 from spark_jobs.spark.transport import (
     CHUNK_RECORDS,
     KIND_DATA,
+    JsonValues,
     data_chunks,
     ordered_input,
     wall_clock_chunks,
@@ -36,7 +39,7 @@ def test_a_clean_file_comes_back_in_file_order_across_chunks():
     assert [c.records for c in chunks] == [CHUNK_RECORDS, CHUNK_RECORDS, 7]
     got = ordered_input(list(reversed(chunks)))  # the shuffle may deliver them in any order
     assert got.keys == [r["key"] for r in records]
-    assert got.values == [r["value"] for r in records]
+    assert list(got.values) == [r["value"] for r in records]
     assert got.timestamps == [r["timestamp"] for r in records]
     assert len({id(k) for k in got.keys}) == 3  # one string object per distinct key
 
@@ -127,8 +130,8 @@ def test_without_values_a_task_gets_none_for_each_and_everything_else_unchanged(
         parsed = read_landing_file(name, content, 1)
         full = ordered_input(data_chunks(parsed, 1))
         bare = ordered_input(data_chunks(parsed, 1, with_values=False))
-        assert full.values == [r["value"] for r in records], name
-        assert bare.values == [None] * len(records), name
+        assert list(full.values) == [r["value"] for r in records], name
+        assert list(bare.values) == [None] * len(records), name
         assert (bare.keys, bare.timestamps) == (full.keys, full.timestamps), name
         bare_bytes = sum(len(c.payload) for c in data_chunks(parsed, 1, with_values=False))
         assert bare_bytes < sum(len(c.payload) for c in data_chunks(parsed, 1)) / 2, name
@@ -139,8 +142,29 @@ def test_a_file_read_without_its_values_sends_none_and_refuses_to_send_values():
     full = ordered_input(data_chunks(read_landing_file("/in/a.jsonl", _file(records), 2), 1))
     bare_file = read_landing_file("/in/a.jsonl", _file(records), 2, keep_values=False)
     bare = ordered_input(data_chunks(bare_file, 1, with_values=False))
-    assert bare.values == [None] * len(records)
+    assert list(bare.values) == [None] * len(records)
     assert (bare.keys, bare.timestamps) == (full.keys, full.timestamps)
     # values the file was read without cannot be sent: an error, never None in place of a value
     with pytest.raises(ValueError, match="keep_values=False"):
         data_chunks(bare_file, 1, with_values=True)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 5), min_size=1, max_size=6),
+    st.integers(0, 30),
+    st.integers(0, 30),
+)
+def test_json_values_slice_like_the_list_they_stand_for(sizes, start, stop):
+    """Values kept as chunks' JSON text give, sliced or indexed or iterated, what the decoded list gives."""
+    column, expected = JsonValues(), []
+    for n, size in enumerate(sizes):
+        piece = [{"v": n, "i": i} for i in range(size)]
+        column.add(json.dumps(piece).encode() if n % 2 else piece, size)
+        expected += piece
+    assert len(column) == len(expected) and list(column) == expected
+    assert column[start:stop] == expected[start:stop]
+    assert column[start:] == expected[start:] and column[:stop] == expected[:stop]
+    if expected:
+        assert column[start % len(expected)] == expected[start % len(expected)]
+        assert column[-1] == expected[-1]
