@@ -16,6 +16,9 @@ from spark_jobs.streams import (
     TimeWindows,
     TopologyTestDriver,
 )
+from spark_jobs.streams.nodes.suppress import SuppressNode
+from spark_jobs.streams.nodes.time_ordered_buffer import PRIOR_COLUMN
+from spark_jobs.streams.records import Window, Windowed
 from spark_jobs.streams.serde import key_bytes
 
 from .helpers import read
@@ -241,3 +244,45 @@ def test_windows_ending_together_interleave_by_key_bytes() -> None:
     )
     assert passes[-1] == [(3, b"a" + (3).to_bytes(8, "big")), (3, b"ab" + (0).to_bytes(8, "big"))]
     assert not any(passes[:-1])
+
+
+def _final_stats(joined: bool):
+    """Windowed user aggregates suppressed until their windows close, to a stream; `joined`: a stream
+    also joins the suppressed table, reading it through the suppress node's value getter."""
+    builder = StreamsBuilder()
+    finals = (
+        builder.stream("input")
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_and_grace(10, 0))
+        .aggregate(lambda: {"n": 0}, lambda key, value, agg: {"n": agg["n"] + 1})
+        .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+    )
+    finals.to_stream().to("output")
+    if joined:
+        builder.stream("probe").join(finals, lambda probe, stats: (probe, stats)).to("joined")
+    return builder.build()
+
+
+def test_a_final_buffer_keeps_prior_values_only_where_a_value_getter_reads_the_suppressed_table() -> None:
+    """The prior value (the first put's old one) is what the suppress node's value getter answers while a
+    key is buffered; where no node reads that getter, the buffer holds and saves none."""
+    for joined in (False, True):
+        task = StreamTask(_final_stats(joined))
+        (suppress,) = (node for node in task.nodes.values() if isinstance(node, SuppressNode))
+        task.process_batch("input", ["a", "b", "a"], [1, 1, 1], [1, 2, 3])
+        task.drain_output()
+        (rows,) = suppress.buffer.buckets.values()
+        priors = rows.columns[PRIOR_COLUMN]
+        assert suppress.buffer.drops_priors is not joined
+        assert (PRIOR_COLUMN in suppress.buffer.unsaved_columns) is not joined
+        if joined:
+            assert priors == [{"n": 0}, {"n": 0}]  # the initializer's: each key's first old value
+            assert suppress.get(Windowed("a", Window(0, 10))) == ({"n": 0}, -1)
+        else:
+            assert priors == [None, None]
+            with pytest.raises(RuntimeError, match="no prior values"):
+                suppress.get(Windowed("a", Window(0, 10)))
+        copy = StreamTask.import_state(_final_stats(joined), task.export_state().parts)
+        task.process_batch("input", ["b", "c"], [1, 1], [12, 13])  # [0, 10) closes
+        copy.process_batch("input", ["b", "c"], [1, 1], [12, 13])
+        assert task.drain_output().records() == copy.drain_output().records()

@@ -159,6 +159,10 @@ class Node:
         """Names of the nodes whose value getters `get` reads, besides this node's own state."""
         return ()
 
+    def getter_unread(self) -> None:
+        """No node of the task reads this node's value getter (`state_reads`, `getter_reads`): what only
+        `get` needs may go. Called once the task wired its nodes, before it processes anything."""
+
     def count_dropped(self, n: int = 1) -> None:
         self.task_context.count_dropped(n)
 

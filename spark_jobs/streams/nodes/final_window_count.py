@@ -109,7 +109,9 @@ class _Plan(NamedTuple):
     final_ts: np.ndarray  # per group: the row's maximum timestamp after the batch
     count_row: np.ndarray  # per group: its row in the count's window, -1 if new
     buffer_row: np.ndarray  # per group: its row in the buffer's window, -1 if new
-    prior: Any  # per group new to the buffer: the entry's prior value (the old value at its first put)
+    # per group new to the buffer: the entry's prior value (the old value at its first put); None where the
+    # buffer keeps none (`drops_priors`)
+    prior: Any
     delta_count: np.ndarray  # per pair: 1 where the put inserts an entry
     buffer_observed: np.ndarray  # per pair: the buffer's observed time after its put
     passes: list[int]  # the pairs after whose put windows leave the buffer, ascending
@@ -273,7 +275,7 @@ class FinalWindowCount:
         ts0 = np.full(n_groups, -1, np.int64)  # the row's maximum timestamp before the batch
         count_row = np.full(n_groups, -1, np.int64)
         buffer_row = np.full(n_groups, -1, np.int64)
-        prior = self._no_values(n_groups)
+        prior = None if suppress.buffer.drops_priors else self._no_values(n_groups)
         plan_windows: list[_PlanWindow] = []
         buffer = suppress.buffer
         expected_keys = self._expected_keys()
@@ -342,8 +344,9 @@ class FinalWindowCount:
             return None
         # the values: from here on the plan is kept (an aggregation's functions are called)
         final, last_old, first_old = self._results(old0, sizes, group, pairs)
-        new_entries = np.flatnonzero(new_entry)  # an entry's first put has its old value as prior value
-        _put(prior, new_entries, _gather(first_old, new_entries))
+        if prior is not None:  # an entry's first put has its old value as prior value
+            new_entries = np.flatnonzero(new_entry)
+            _put(prior, new_entries, _gather(first_old, new_entries))
         final_ts = np.maximum(ts0, group_max_ts)
         return _Plan(
             pairs,
@@ -480,7 +483,7 @@ class FinalWindowCount:
                 _gather(plan.last_old, new),
                 [None] * len(new),
                 np.zeros(len(new), np.int64),
-                _gather(plan.prior, new),
+                [None] * len(new) if plan.prior is None else _gather(plan.prior, new),
             ],
             pickled_keys,
         )

@@ -41,6 +41,9 @@ class SuppressNode(Node):
     def measure_bytes(self) -> None:
         self.buffer.track_bytes = True
 
+    def getter_unread(self) -> None:
+        self.buffer.forget_priors()  # only `get` reads them
+
     @property
     def window_close(self) -> bool:
         return self.buffer.window_close

@@ -21,7 +21,9 @@ its row holds, or the declared aggregation's columns): the buffer saves neither 
 and a load takes the new values from the aggregation's store (`share_new_values`); where its window's rows
 hold the aggregation's keys, row for row (the fused pass appends both stores' rows together), it saves no
 keys either, and a load reads them there. A buffer whose suppress
-forwards no old values (no child of its table reads them) keeps none in its saved form (`forget_olds`).
+forwards no old values (no child of its table reads them) keeps none in its saved form (`forget_olds`), and
+one whose table no node reads through the suppress node's value getter keeps no prior values where they are
+objects (`forget_priors`).
 
 Sizes: an entry's byte size (8 + key bytes + serialized prior, old when it differs from the prior, and new
 values + 20 + topic name + header bytes) is computed only by a buffer with a byte limit, the one bound that
@@ -147,6 +149,10 @@ class TimeOrderedKeyValueBuffer:
         self.keys_of: Any = None
         # False when nothing reads the entries' old values (`forget_olds`)
         self.keeps_olds = True
+        # False when nothing reads the entries' prior values (`forget_priors`); `drops_priors`: the prior
+        # column of an until_window_closes window then holds None (where it holds objects)
+        self.keeps_priors = True
+        self.drops_priors = False
         self.unsaved_columns: tuple[int, ...] = ()
         self.observed = -1  # the buffer's stream time: the highest timestamp put
         self.count = 0
@@ -205,6 +211,16 @@ class TimeOrderedKeyValueBuffer:
         self.keeps_olds = False
         self._leave_unsaved()
 
+    def forget_priors(self) -> None:
+        """Nothing reads the entries' prior values (the value last emitted for a buffered key, which only
+        the suppress node's value getter reads, and a byte-bounded buffer's sizes): an until_window_closes
+        buffer whose prior values are objects keeps None instead, and saves none. Set before the buffer
+        holds anything."""
+        if self.buckets and self.keeps_priors:
+            raise RuntimeError("forget_priors() must be set before the buffer holds entries")
+        self.keeps_priors = False
+        self._leave_unsaved()
+
     def _leave_unsaved(self) -> None:
         """The columns an until_window_closes window's saved form leaves out: the sizes and new values of a
         buffer that shares them (`share_new_values`), the old values of one that forgets them
@@ -213,9 +229,16 @@ class TimeOrderedKeyValueBuffer:
         shared = self.new_values_of is not None
         objects = self.entry_columns[OLD_COLUMN] == OBJECT
         olds = not self.keeps_olds or (shared and objects)
+        self.drops_priors = (
+            not self.keeps_priors
+            and not self.track_bytes
+            and self.window_close
+            and self.entry_columns[PRIOR_COLUMN] == OBJECT
+        )
         self.unsaved_columns = (
             *((SIZE_COLUMN, NEW_COLUMN) if shared else ()),
             *((OLD_COLUMN,) if olds else ()),
+            *((PRIOR_COLUMN,) if self.drops_priors else ()),
         )
 
     def open_window(self, window: Any) -> WindowRows:
@@ -301,6 +324,7 @@ class TimeOrderedKeyValueBuffer:
         max_records = self.max_records if self.max_records is not None else _NEVER
         max_bytes = self.max_bytes if self.max_bytes is not None else _NEVER
         vsize = value_size
+        drops_priors = self.drops_priors
         observed, due_at = self.observed, self.due_at
         evict_at = self._head_due_at()  # observed time at which the head goes out
         # observed >= evict_at can only become true when observed time advances or a new window lowers
@@ -384,7 +408,7 @@ class TimeOrderedKeyValueBuffer:
                 c_base.append(base)
                 c_new.append(new)
                 c_old.append(old)
-                c_prior.append(old)
+                c_prior.append(None if drops_priors else old)
                 c_hdr.append(hdr)
                 dirty.append(1)
                 seq += 1
@@ -503,7 +527,9 @@ class TimeOrderedKeyValueBuffer:
                         [olds[put] for put in new_puts],
                         [None] * len(new_keys),
                         [0] * len(new_keys),
-                        [olds[first_row[key]] for key in new_keys],
+                        [None] * len(new_keys)
+                        if self.drops_priors
+                        else [olds[first_row[key]] for key in new_keys],
                     ],
                 )
                 inserted_at += [first_row[key] for key in new_keys]
@@ -841,6 +867,8 @@ class TimeOrderedKeyValueBuffer:
 
     def prior(self, key: Any) -> tuple[Any] | None:
         """`(the value last emitted for key,)` while the key is buffered, None when it is not."""
+        if self.drops_priors:
+            raise RuntimeError("the buffer keeps no prior values: nothing was to read them (forget_priors)")
         entry = self.entry(key)
         return None if entry is None else (entry[_PRIOR],)
 

@@ -89,8 +89,9 @@ class WindowRows:
         self.keys: list[Any] = []  # by row
         self.columns: list[Any] = [_new_column(kind) for kind in kinds]
         self.changing = len(kinds) - fixed  # the columns before it can change
-        # changing columns the saved form leaves out: their owner derives them from another store after a
-        # load (which leaves the rows' values as they were, and gives new rows a placeholder: 0 or None)
+        # columns the saved form leaves out: their owner derives them from another store after a load, or
+        # never reads them (a load leaves the rows' values as they were, and gives new rows a placeholder:
+        # 0 or None)
         self.unsaved = unsaved
         # list columns that mostly hold None in every row (a buffer's headers): saved as None while they do
         self.sparse = sparse
@@ -281,7 +282,8 @@ class WindowRows:
                 else column.saved(slice(first, None))
                 if type(column) is StructColumn
                 else tuple(column[first:])
-                for column in columns[self.changing :]
+                for n, column in enumerate(columns[self.changing :], self.changing)
+                if n not in unsaved
             ],
         }
 
@@ -344,16 +346,17 @@ class WindowRows:
             kept = len(positions) - added
             if kept < 0 or not np.array_equal(positions[kept:], np.arange(first, first + added)):
                 raise ValueError(f"state part {name!r}: its new rows are not its last {added}, in order")
+            saved_changing = self.changing - sum(n < self.changing for n in self.unsaved)
             for n, values in enumerate(values_by_column):
-                expected = len(rows) if n < self.changing - len(self.unsaved) else added
+                expected = len(rows) if n < saved_changing else added
                 if len(values) != expected:
                     raise ValueError(f"state part {name!r}: {len(values)} values for {expected} rows")
             values_by_column = self._with_placeholders(values_by_column, len(rows), False)
             keys += new_keys
             for column, values in zip(
                 columns[self.changing :], values_by_column[self.changing :], strict=True
-            ):
-                column.extend(values)  # fixed: the new rows' values, in order
+            ):  # fixed: the new rows' values, in order (an unsaved one's placeholders)
+                column.extend(_placeholders(column, added) if values is None else values)
             older = positions[:kept]  # scattered back; the new rows are appended as they come
             row_list = self._row_list(older)
             for column, values in zip(columns[: self.changing], values_by_column, strict=False):

@@ -211,6 +211,11 @@ class StreamTask:
             self.nodes[name].children = [self.nodes[child] for child in spec.children]
             if byte_metrics:
                 self.nodes[name].measure_bytes()
+        read = _getters_read(
+            self.nodes, [name for node in self.nodes.values() for name in node.state_reads()]
+        )
+        for name in self.nodes.keys() - read:
+            self.nodes[name].getter_unread()
         self._serial_runners: dict[str, Callable] = {}
         for node in self.nodes.values():
             self._serial_runner(node)
@@ -953,10 +958,15 @@ def _can_batch(source: Node, nodes: Mapping[str, Node]) -> bool:
         names.add(node.name)
         reads += node.state_reads()
         stack.extend((child, in_island) for child in node.children)
+    return not _getters_read(nodes, reads) & names
+
+
+def _getters_read(nodes: Mapping[str, Node], reads: list[str]) -> set[str]:
+    """The nodes named in `reads`, and those their value getters read."""
     read: set[str] = set()
-    while reads:  # the nodes read, and those their value getters read
+    while reads:
         name = reads.pop()
         if name not in read:
             read.add(name)
             reads += nodes[name].getter_reads()
-    return not read & names
+    return read
