@@ -525,9 +525,11 @@ class SessionStore:
         return self.rows.total, self.rows.total
 
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
-        if self.rows.compact_if_due():
-            self._index_expiry()  # the rows were numbered again
-        return self.rows.export_parts(changed_only)
+        generation = self.rows.parts.generation
+        exported = self.rows.export_parts(changed_only)
+        if self.rows.parts.generation != generation:  # the export compacted the rows: numbered again
+            self._index_expiry()
+        return exported
 
     def state_parts(self) -> dict[str, Any]:
         return self.rows.state_parts()
