@@ -118,6 +118,11 @@ class StreamJoinState:
             self.waiting_counts.add(waiting_key[0], None)
 
 
+def _swapped(joiner: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """`joiner` called with its arguments the other way round."""
+    return lambda this_value, other_value: joiner(other_value, this_value)
+
+
 class StreamStreamJoinNode(Node):
     """One side of a stream-stream join. The left side owns the shared state; the right side borrows it."""
 
@@ -137,6 +142,8 @@ class StreamStreamJoinNode(Node):
         self.side = side
         self.other_name = other_name
         self.joiner = joiner
+        # the joiner called as (this side's value, the other side's): the right side's swaps them back
+        self._join = joiner if side == LEFT else _swapped(joiner)
         self.windows = windows
         # Kafka swaps before/after for the right side.
         self.before, self.after = (
@@ -153,13 +160,6 @@ class StreamStreamJoinNode(Node):
 
     def state_reads(self) -> tuple[str, ...]:
         return (self.other_name,)  # the other side puts into the state this side fetches from
-
-    def _join(self, this_value: Any, other_value: Any) -> Any:
-        return (
-            self.joiner(this_value, other_value)
-            if self.side == LEFT
-            else self.joiner(other_value, this_value)
-        )
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         """This side's records fetch their partners from the other side's store (unchanged during the
@@ -185,13 +185,12 @@ class StreamStreamJoinNode(Node):
             out = self._join_each(keys, values, timestamps, valid, partners_of, seqs)
         else:
             out = []
-            joiner, left = self.joiner, side == LEFT
+            join = self._join
             for at in compress(range(len(partners_of)), partners_of):  # the records that found partners
                 i = valid[at]
                 key, value, ts = keys[i], values[i], timestamps[i]
                 for other_ts, _, other_value in partners_of[at]:
-                    joined = joiner(value, other_value) if left else joiner(other_value, value)
-                    out.append((key, joined, ts if ts > other_ts else other_ts, i))
+                    out.append((key, join(value, other_value), ts if ts > other_ts else other_ts, i))
             state.stream_time = max(first_stream_time, max(timestamps))
         if len(valid) < n:
             self.count_dropped(n - len(valid))
