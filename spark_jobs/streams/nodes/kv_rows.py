@@ -265,7 +265,8 @@ class RowParts:
     """The export history of a store of numbered rows (see above): which export each group's base was
     written in, and the deltas kept. The store has `size`, `keys` (per row), `dirty` (a numpy flag per
     row, cleared here once exported), and `saved_columns(rows)`, `load_columns(rows, columns, name)`,
-    `append_rows(keys)` and `loaded()`."""
+    `append_rows(keys)` and `loaded()`; a store whose rows die (SavedByRowParts) also `clear_rows()`, for a
+    catch-up that meets a newer generation."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
