@@ -32,9 +32,14 @@ def results_dir(option: str | None = None) -> Path:
     return Path(chosen) if chosen else DEFAULT_RESULTS_DIR
 
 
+# What benchmark runs and their rendering write into the tree (bench/render.py's outputs).
+WRITTEN_BY_BENCHMARKS = ("bench/results", "docs/performance.md", "docs/img", "README.md")
+
+
 def git_state(root: Path = REPO_ROOT) -> dict[str, Any]:
-    """The commit the run measured and whether the tree had changes (tracked files only: results and
-    scratch files written by the run itself do not make it dirty)."""
+    """The commit the run measured and whether its code had changes: tracked files only, and not those the
+    benchmarks and bench/render.py write (`WRITTEN_BY_BENCHMARKS`), so that a second run recorded before
+    the first is committed still measures a clean tree."""
 
     def git(*args: str) -> str | None:
         try:
@@ -46,7 +51,14 @@ def git_state(root: Path = REPO_ROOT) -> dict[str, Any]:
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
+    status = git(
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ".",
+        *map(":(exclude){}".format, WRITTEN_BY_BENCHMARKS),
+    )
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 

@@ -7,12 +7,13 @@ import json
 import os
 import platform
 import re
+import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from bench import engine_bench, render
-from bench.results import RESULTS_DIR_ENV, Recorder, read_records, results_dir
+from bench.results import RESULTS_DIR_ENV, Recorder, git_state, read_records, results_dir
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -38,6 +39,32 @@ def test_a_record_identifies_the_run_and_keeps_settings_and_figures(tmp_path):
     assert record["command"].endswith("--records 5 --keys 200,250000")
     assert record["settings"] == settings and record["figures"] == figures
     assert read_records(tmp_path) == [record, json.loads(lines[1])]
+
+
+def test_a_tree_is_dirty_for_changed_code_not_for_what_benchmarks_write(tmp_path):
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "docs").mkdir()
+    for name in ("code.py", "bench/results/engine.jsonl", "docs/performance.md", "README.md"):
+        (tmp_path / name).write_text("x\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
+    assert git_state(tmp_path)["dirty"] is False
+    for name in ("bench/results/engine.jsonl", "docs/performance.md", "README.md"):
+        (tmp_path / name).write_text("a record, rendered\n")
+    (tmp_path / "scratch.txt").write_text("untracked\n")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "code.py").write_text("y\n")
+    assert git_state(tmp_path) == {"commit": git_head(tmp_path), "dirty": True}
+
+
+def git_head(root):
+    return subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_the_results_directory_is_the_option_then_the_environment_then_bench_results(tmp_path, monkeypatch):
