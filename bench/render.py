@@ -158,8 +158,8 @@ def spark_table(records: list[dict]) -> list[str]:
         cells.setdefault((f.key[0], f.key[2]), {})[f.key[1]] = f
     lines = [
         "| shape | keys | events | ours events/s | native events/s | ours / native | native untuned events/s "
-        "| ours / untuned | peak MB ours / native | run |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
+        "| ours / untuned | peak MB ours / native | peak PSS MB ours / native | run |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for (shape, keys), sides in sorted(
         cells.items(), key=lambda item: (_shape_order(item[0][0]), item[0][1])
@@ -168,11 +168,13 @@ def spark_table(records: list[dict]) -> list[str]:
         peak = {side: f.row.get("peak_rss_mb") for side, f in sides.items()}
         refs = " ".join(dict.fromkeys(runs.ref(f.record) for f in sides.values()))
         memory = f"{_rate(peak.get('ours'))} / {_rate(peak.get('native'))}"
+        pss = {side: f.row.get("peak_pss_mb") for side, f in sides.items()}
+        shared_counted_once = f"{_rate(pss.get('ours'))} / {_rate(pss.get('native'))}"
         datasets = " / ".join(dict.fromkeys(_dataset(f.record) for f in sides.values()))
         lines.append(
             f"| {shape} | {keys:,} | {datasets} | {_rate(rate.get('ours'))} | {_rate(rate.get('native'))} | "
             f"{_ratio(rate.get('ours'), rate.get('native'))} | {_rate(rate.get('native_untuned'))} | "
-            f"{_ratio(rate.get('ours'), rate.get('native_untuned'))} | {memory} | {refs} |"
+            f"{_ratio(rate.get('ours'), rate.get('native_untuned'))} | {memory} | {shared_counted_once} | {refs} |"
         )
     return [*lines, "", *runs.lines()]
 

@@ -7,8 +7,9 @@
 
 Each run is its own process (`python bench/spark_bench.py --one SIDE ...`: its own local[2] JVM and
 Python workers), timed from launch to exit, as a scheduled spark-submit pays it, with the peak of the
-summed RSS of its process tree (driver, JVM, Python workers), sampled every 200 ms, and where its time
-outside the run went (`session_start_seconds`: imports and the session's start; `stop_seconds`: stopping
+summed RSS of its process tree (driver, JVM, Python workers), sampled every 200 ms, the peak of its summed
+PSS from the same samples (a page shared by several processes of the tree counted once, not once per
+process), each split by kind of process, and where its time outside the run went (`session_start_seconds`: imports and the session's start; `stop_seconds`: stopping
 the session). Every side of a shape
 reads the same generated files (`generate_events`, 100k events a file, `--max-files-per-trigger` files a
 micro-batch) and writes Parquet.
@@ -98,20 +99,43 @@ def process_role(process, root) -> str | None:
     return "python_workers"
 
 
+def proportional_set_size(pid: int) -> int | None:
+    """A process's PSS in bytes (`Pss:` of /proc/<pid>/smaps_rollup): its private pages, plus each page it
+    shares with other processes divided by how many map it (a worker forked from pyspark's daemon shares
+    the modules the daemon imported, copy on write, and every Python process the same shared libraries).
+    Summed over a tree, a shared page counts once, where a sum of RSS counts it once per process. None
+    where the kernel offers no smaps_rollup (not Linux, or before 4.14)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
+            for line in rollup:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
 class PeakMemory:
     """Peak summed RSS of a process and all its descendants, sampled every 200 ms, with the share of each
-    kind of process at that peak (`process_role`) and the most processes of each kind seen at once."""
+    kind of process at that peak (`process_role`) and the most processes of each kind seen at once; and,
+    from the same samples, the peak summed PSS (`proportional_set_size`) with its share by kind (its own
+    sample: the two peaks need not be at the same moment). `pss_peak` is None if a sample could not read
+    some process's PSS."""
 
     def __init__(self, pid: int):
         self.root = psutil.Process(pid)
         self.peak = 0
         self.breakdown: dict[str, int] = {}
+        self.pss_peak: int | None = 0
+        self.pss_breakdown: dict[str, int] = {}
         self.most_processes: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _sample(self) -> dict[str, int]:
-        by_role: dict[str, int] = {}
+    def _sample(self) -> tuple[dict[str, int], dict[str, int] | None]:
+        """Summed RSS and PSS of each kind of process (PSS: None if some process's was unreadable)."""
+        rss_by_role: dict[str, int] = {}
+        pss_by_role: dict[str, int] | None = {}
         processes: dict[str, int] = {}
         with contextlib.suppress(psutil.Error):
             for process in [self.root, *self.root.children(recursive=True)]:
@@ -119,18 +143,28 @@ class PeakMemory:
                     role = process_role(process, self.root)  # not kept: spark-submit's shell becomes the JVM
                     if role is None:
                         continue
-                    by_role[role] = by_role.get(role, 0) + process.memory_info().rss
+                    rss = process.memory_info().rss
+                    pss = proportional_set_size(process.pid)
+                    if pss is None and rss and process.is_running():  # not gone, nor a zombie (no pages)
+                        pss_by_role = None
+                    rss_by_role[role] = rss_by_role.get(role, 0) + rss
+                    if pss_by_role is not None and pss is not None:
+                        pss_by_role[role] = pss_by_role.get(role, 0) + pss
                     processes[role] = processes.get(role, 0) + 1
         for role, count in processes.items():
             self.most_processes[role] = max(self.most_processes.get(role, 0), count)
-        return by_role
+        return rss_by_role, pss_by_role
 
     def _run(self):
         while not self._stop.is_set():
-            by_role = self._sample()
-            total = sum(by_role.values())
+            rss_by_role, pss_by_role = self._sample()
+            total = sum(rss_by_role.values())
             if total > self.peak:
-                self.peak, self.breakdown = total, by_role
+                self.peak, self.breakdown = total, rss_by_role
+            if pss_by_role is None:
+                self.pss_peak = None
+            elif self.pss_peak is not None and sum(pss_by_role.values()) > self.pss_peak:
+                self.pss_peak, self.pss_breakdown = sum(pss_by_role.values()), pss_by_role
             self._stop.wait(0.2)
 
     def __enter__(self):
@@ -345,6 +379,11 @@ def timed_process(command: list[str], scratch: Path, max_files_per_trigger: int 
     result["peak_rss_mb_by_process"] = {
         role: round(rss / 2**20) for role, rss in sorted(memory.breakdown.items())
     }
+    if memory.pss_peak is not None:
+        result["peak_pss_mb"] = round(memory.pss_peak / 2**20)
+        result["peak_pss_mb_by_process"] = {
+            role: round(pss / 2**20) for role, pss in sorted(memory.pss_breakdown.items())
+        }
     result["most_processes"] = dict(sorted(memory.most_processes.items()))
     result["events_per_s"] = round(result["events"] / seconds)
     return result
@@ -388,13 +427,11 @@ def compare(shape: str, keys: int, input_dir: Path, sides: list[str], args, nati
             row["ratio_ours_over_this"] = round(best["ours"]["events_per_s"] / result["events_per_s"], 3)
         rows.append(row)
     for side in sides:
-        parts = ", ".join(f"{role} {mb:,}" for role, mb in best[side]["peak_rss_mb_by_process"].items())
-        print(
-            f"  {shape} {keys:,} keys {side}: peak MB {parts}; processes at most {best[side]['most_processes']}"
-        )
+        print(f"  {shape} {keys:,} keys {side}: {memory_split(best[side])}")
     line = " | ".join(
         f"{side} {best[side]['events_per_s']:>9,} ev/s ({best[side]['seconds']:.0f} s, "
-        f"{best[side]['output_rows']:,} rows, peak {best[side]['peak_rss_mb']:,} MB)"
+        f"{best[side]['output_rows']:,} rows, peak {best[side]['peak_rss_mb']:,} MB"
+        f"{pss_text(best[side])})"
         for side in sides
     )
     ratios = ", ".join(
@@ -402,6 +439,20 @@ def compare(shape: str, keys: int, input_dir: Path, sides: list[str], args, nati
     )
     print(f"{shape:16s} {keys:>9,} keys | {line} | {ratios}", flush=True)
     return rows
+
+
+def pss_text(result: dict) -> str:
+    return f", PSS {result['peak_pss_mb']:,} MB" if "peak_pss_mb" in result else ""
+
+
+def memory_split(result: dict) -> str:
+    """A run's peak RSS and PSS by kind of process, and the most processes of each kind at once."""
+    rss = ", ".join(f"{role} {mb:,}" for role, mb in result["peak_rss_mb_by_process"].items())
+    text = f"peak RSS MB {rss}"
+    if "peak_pss_mb" in result:
+        pss = ", ".join(f"{role} {mb:,}" for role, mb in result["peak_pss_mb_by_process"].items())
+        text += f"; peak PSS {result['peak_pss_mb']:,} MB: {pss}"
+    return f"{text}; processes at most {result['most_processes']}"
 
 
 def parse_args(argv):

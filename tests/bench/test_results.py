@@ -103,8 +103,9 @@ def _engine(shape, keys, rate, side="ours"):
     }
 
 
-def _spark(shape, side, keys, rate, peak=1000):
-    return {"shape": shape, "side": side, "keys": keys, "events_per_s": rate, "peak_rss_mb": peak}
+def _spark(shape, side, keys, rate, peak=1000, pss=None):
+    figure = {"shape": shape, "side": side, "keys": keys, "events_per_s": rate, "peak_rss_mb": peak}
+    return figure if pss is None else {**figure, "peak_pss_mb": pss}
 
 
 FIXTURE = [
@@ -137,7 +138,10 @@ FIXTURE = [
     _record(
         "spark",
         "2026-01-03T00:00:00Z",
-        [_spark("hopping_user", "ours", 100000, 90_000), _spark("hopping_user", "native", 100000, 60_000)],
+        [
+            _spark("hopping_user", "ours", 100000, 90_000, 1500, pss=1100),
+            _spark("hopping_user", "native", 100000, 60_000, 1200, pss=1150),
+        ],
         "python bench/spark_bench.py --minutes 60",
         {"events": 3_000_000, "minutes": 60},
     ),
@@ -156,12 +160,14 @@ def test_the_engine_table_shows_the_latest_run_per_shape_and_key_count():
     assert not any("old" in line for line in lines)
 
 
-def test_the_spark_table_gives_ours_over_native_and_over_untuned_native():
+def test_the_spark_table_gives_ours_over_native_and_over_untuned_native_and_both_peaks():
+    # A record from before PSS was measured shows none: "– / –".
     rows = [line for line in render.spark_table(FIXTURE) if line.startswith(("| count", "| hopping"))]
     assert rows == [
-        "| count | 200 | 3,000,000 | 300,000 | 200,000 | 1.50 | 100,000 | 3.00 | 3,000 / 2,000 | [1] |",
-        "| count | 100,000 | 3,000,000 | 150,000 | 300,000 | 0.50 | – | – | 1,000 / 1,000 | [1] |",
-        "| hopping_user | 100,000 | 3,000,000 over 60 min | 90,000 | 60,000 | 1.50 | – | – | 1,000 / 1,000 | [2] |",
+        "| count | 200 | 3,000,000 | 300,000 | 200,000 | 1.50 | 100,000 | 3.00 | 3,000 / 2,000 | – / – | [1] |",
+        "| count | 100,000 | 3,000,000 | 150,000 | 300,000 | 0.50 | – | – | 1,000 / 1,000 | – / – | [1] |",
+        "| hopping_user | 100,000 | 3,000,000 over 60 min | 90,000 | 60,000 | 1.50 | – | – | 1,500 / 1,200 "
+        "| 1,100 / 1,150 | [2] |",
     ]
 
 

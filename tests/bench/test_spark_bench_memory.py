@@ -1,0 +1,51 @@
+"""The Spark benchmark's memory figures (bench/spark_bench.py): the peak summed RSS and PSS of a process
+tree, split by kind of process, as `timed_process` records them."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from bench import spark_bench
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists("/proc/self/smaps_rollup"), reason="PSS is read from Linux's smaps_rollup"
+)
+
+# A parent that allocates 64 MB, forks a child sharing them copy on write, and both wait: summed RSS
+# counts those pages once per process, summed PSS once.
+PARENT_AND_FORKED_CHILD = """
+import os, sys, time
+block = bytearray(64 * 2**20)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+if os.fork() == 0:
+    time.sleep(2.5)
+    os._exit(0)
+time.sleep(3)
+print('{"seconds": 3, "events": 6}')
+"""
+
+
+def test_the_pss_of_a_process_is_between_nothing_and_its_rss():
+    pss = spark_bench.proportional_set_size(os.getpid())
+    rss = spark_bench.psutil.Process().memory_info().rss
+    assert pss is not None and 0 < pss <= rss
+    assert spark_bench.proportional_set_size(2**22 + 1) is None  # no such process
+
+
+def test_a_tree_sharing_pages_copy_on_write_peaks_lower_in_pss_than_in_rss(tmp_path):
+    result = spark_bench.timed_process(
+        [sys.executable, "-c", PARENT_AND_FORKED_CHILD], tmp_path / "scratch", None, "forked"
+    )
+    assert result["events"] == 6 and result["events_per_s"] > 0
+    assert result["most_processes"] == {"driver": 1, "python_workers": 1}
+    by_rss, by_pss = result["peak_rss_mb_by_process"], result["peak_pss_mb_by_process"]
+    assert set(by_rss) == set(by_pss) == {"driver", "python_workers"}
+    assert by_rss["driver"] >= 64 and by_rss["python_workers"] >= 64  # each counts the shared block
+    assert result["peak_rss_mb"] >= 128
+    # Counted once, the shared block leaves the summed PSS at least 32 MB under the summed RSS.
+    assert result["peak_pss_mb"] <= result["peak_rss_mb"] - 32
+    assert result["peak_pss_mb"] >= 64
