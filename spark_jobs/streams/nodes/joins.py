@@ -323,7 +323,8 @@ class StreamTableJoinNode(Node):
         else:
             valid = None  # every row: the output rows are the input rows where the table has the key
             found = self.task_context.batch_value_getter(self.table_name)(keys)
-        if None not in found:  # every row found its key: the table's values in row order
+        # by identity: `None in found` would compare each entry with None, reading every entry's object
+        if not _any_none(found):  # every row found its key: the table's values in row order
             table_values = list(map(_first, found))
             src = valid
         elif self.left:

@@ -319,7 +319,9 @@ class RowParts:
         parts: dict[str, Any] = {}
         groups = self._groups(store)
         changed = np.flatnonzero(store.dirty[: store.size])
-        whole = not changed_only or self._rebase_all
+        # a delta of a store whose every row is new since the last export would hold every row, and bases
+        # in turn would write some of them twice: every group's base holds them once
+        whole = not changed_only or self._rebase_all or not self.saved_rows
         self._rebase_all = False
         rebased = list(groups) if whole else self._next_bases(len(changed), store.size)
         for group in rebased:
