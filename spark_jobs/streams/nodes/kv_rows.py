@@ -17,7 +17,10 @@ saved is named by its row, not written again. Each export also writes the bases 
 `<prefix><group>.0`, {"at": the export's number, "size": rows then, "keys": the group's keys, "columns":
 their values, timestamps, live}: as many that a turn over every group takes the exports in which about
 DELTA_RATIO times the store's rows change (and at most MAX_DELTAS exports), so the groups' bases are spread
-over the exports instead of all rewritten in one. A delta goes once every group's base is as new. An import
+over the exports instead of all rewritten in one; an export after which every row is new writes every
+group's base (a delta would hold them all). A delta goes once every group's base is as new. A part's keys
+are a list, or for a store whose keys are all str, {"key_text": the keys joined by NUL, "key_count": how
+many} in its place (`saved_keys`: pickling one string is one C pass, a list of them a step per key). An import
 replays the parts in export order: a base sets its group's rows, a delta the rows it holds; every part
 names its generation, and a catch-up that meets a newer one starts the store again from its parts. A part is
 `(saved, [])` as the other stores' parts (nodes/store_log.py). `RowParts` keeps this history for any store
@@ -45,6 +48,31 @@ DELTA_RATIO = 4
 MIN_DEAD_ROWS = 4096
 NO_TIME = int(np.iinfo(np.int64).min)  # a dead row's timestamp: below every record's
 _HOLE = object()  # a row's key while an import has not reached the part that names it
+KEY_SEPARATOR = "\x00"  # between the str keys of a part's `key_text` (see `saved_keys`)
+
+
+def saved_keys(store: Any, rows: slice) -> dict[str, Any]:
+    """The keys of `rows` as a part saves them: `{"keys": their list}`, or where the store knows them all
+    to be str (a store that has `str_keys()` says so) and none holds a NUL, `{"key_text": joined by NUL,
+    "key_count": how many}`: one string pickles and loads in one C pass, a list of them one object at a
+    time."""
+    keys = store.keys[rows]
+    str_keys = getattr(store, "str_keys", None)
+    if keys and str_keys is not None and str_keys():
+        text = KEY_SEPARATOR.join(keys)
+        if text.count(KEY_SEPARATOR) == len(keys) - 1:
+            return {"key_text": text, "key_count": len(keys)}
+    return {"keys": keys}
+
+
+def loaded_keys(saved: dict[str, Any], name: str) -> list:
+    """The keys a part saved (`saved_keys`)."""
+    if "key_text" not in saved:
+        return saved["keys"]
+    keys = saved["key_text"].split(KEY_SEPARATOR)
+    if len(keys) != saved["key_count"]:
+        raise ValueError(f"state part {name!r}: {len(keys)} keys in its text, not {saved['key_count']}")
+    return keys
 
 
 class SavedByRowParts:
@@ -167,6 +195,11 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
             self._append(added)
         return rows
 
+    def str_keys(self) -> bool:
+        """So while the KeyTable numbers the keys: it holds str keys only, and a key that is not one drops
+        it (`_rows_by_table`); rows loaded or numbered again build it again from their keys."""
+        return isinstance(self._table, KeyTable)
+
     def row_of(self, key: Any) -> int | None:
         if self._table not in (None, False):
             row = int(self._table.lookup([key])[0]) if type(key) is str else -1
@@ -285,7 +318,7 @@ class RowParts:
             "generation": self.generation,
             "at": at,
             "size": store.size,
-            "keys": store.keys[rows],
+            **saved_keys(store, rows),
             "columns": store.saved_columns(rows),
         }
 
@@ -321,7 +354,7 @@ class RowParts:
         changed = np.flatnonzero(store.dirty[: store.size])
         # a delta of a store whose every row is new since the last export would hold every row, and bases
         # in turn would write some of them twice: every group's base holds them once
-        whole = not changed_only or self._rebase_all or not self.saved_rows
+        whole = not changed_only or self._rebase_all or (store.size and not self.saved_rows)
         self._rebase_all = False
         rebased = list(groups) if whole else self._next_bases(len(changed), store.size)
         for group in rebased:
@@ -334,7 +367,7 @@ class RowParts:
             delta = {
                 "generation": self.generation,
                 "from": self.saved_rows,
-                "keys": store.keys[self.saved_rows : store.size],
+                **saved_keys(store, slice(self.saved_rows, store.size)),
                 "rows": changed,
                 "columns": store.saved_columns(changed),
             }
@@ -389,20 +422,23 @@ class RowParts:
         end = store.size
         for name, (saved, _) in parts.items():
             group, export = self._part_of(name, saved)
-            steps.append((export, group, saved, name))
-            end = max(end, saved["from"] + len(saved["keys"])) if group is None else max(end, saved["size"])
+            part_keys = loaded_keys(saved, name)
+            steps.append((export, group, saved, part_keys, name))
+            end = max(end, saved["from"] + len(part_keys)) if group is None else max(end, saved["size"])
         if end > store.size:
             store.append_rows([_HOLE] * (end - store.size))
         keys = store.keys
-        for export, group, saved, name in sorted(steps, key=lambda step: (step[0], step[1] is not None)):
+        for export, group, saved, part_keys, name in sorted(
+            steps, key=lambda step: (step[0], step[1] is not None)
+        ):
             if group is None:
                 first = saved["from"]
-                keys[first : first + len(saved["keys"])] = saved["keys"]
+                keys[first : first + len(part_keys)] = part_keys
                 rows = np.asarray(saved["rows"], np.int64)
                 self.deltas.add(export)
             else:
                 rows = slice(group, saved["size"], GROUPS)
-                keys[rows] = saved["keys"]
+                keys[rows] = part_keys
                 self.base_at[group] = export
             store.load_columns(rows, saved["columns"], name)
             self.exported = max(self.exported, export)
