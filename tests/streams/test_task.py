@@ -37,6 +37,24 @@ def test_non_windowed_output_has_no_window_columns_and_seqs_continue() -> None:
     assert second.values == ["2", "3"]
 
 
+def test_a_running_count_of_windowed_keys_outputs_them_split_after_str_keys_and_alongside_them() -> None:
+    """A running count says its key column holds str keys only while its key table numbers them; keys of
+    other types (here `Windowed` ones, whose windows the output splits out) end that."""
+    builder = StreamsBuilder()
+    builder.stream("in").group_by_key().count().to_stream().to("out")
+    task = StreamTask(builder.build())
+    task.process_batch("in", ["a", "b", "a"], [1, 1, 1], [1, 2, 3])
+    first = task.drain_output()
+    assert first.keys == ["a", "b", "a"] and first.values == [1, 1, 2] and first.window_starts == [None] * 3
+    windowed = Windowed("a", (0, 10))
+    task.process_batch("in", [windowed, "b"], [1, 1], [4, 5])
+    second = task.drain_output()
+    assert second.keys == ["a", "b"] and second.values == [1, 2]
+    assert second.window_starts == [0, None] and second.window_ends == [10, None]
+    task.process_batch("in", [windowed], [1], [6])
+    assert task.drain_output().records() == [("out", Record(windowed, 2, 6))]
+
+
 def test_negative_timestamps_are_dropped_and_counted_in_batches() -> None:
     task = StreamTask(sensor_topology(size=10, grace=0))
     task.process_batch("readings", ["a", "b", "c"], [1, 2, 3], [5, -1, 6])

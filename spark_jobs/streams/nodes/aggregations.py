@@ -333,6 +333,8 @@ class StreamAggregateNode(TimestampedStoreNode):
             ended = [i for i, new in enumerate(news) if new is None] if deleted else None
             out_ts, final_ts = folds.running_max(timestamps, prior_ts, ended)
         store.put_rows(folds.rows, finals, final_ts)
+        if store.str_keys():  # the KeyTable numbered them: every key is a str
+            self.task_context.str_key_column(keys)
         return Batch(keys, news, olds_out, out_ts, headers, kept)
 
     def _fold(self, group: np.ndarray, keys: list, values: list, current: list) -> tuple[list, list]:

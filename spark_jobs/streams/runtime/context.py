@@ -90,6 +90,12 @@ class TaskContext:
         """Node `node_name`'s KTable value getter over a batch: keys -> per key (value, timestamp) or None."""
         return self._task.nodes[node_name].get_list
 
+    def str_key_column(self, keys: list) -> None:
+        """A node's word that `keys`, a key column it outputs, holds keys of type str only: an output batch
+        whose keys are that very list then finds no windowed key among them without reading each key
+        (at many keys, a cache miss per row). Only until the task's next batch."""
+        self._task.str_key_columns.append(keys)
+
     def join_state(self, node_name: str) -> Any:
         """The join buffers that the two sides of a stream-stream join share (owned by the left side)."""
         return self._task.nodes[node_name].state  # type: ignore[attr-defined]

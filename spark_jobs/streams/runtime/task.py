@@ -83,7 +83,8 @@ class OutputBatch:
         self.headers = headers
 
     @classmethod
-    def from_columns(cls, columns: Columns | None, first_seq: int) -> OutputBatch:
+    def from_columns(cls, columns: Columns | None, first_seq: int, str_keys: bool = False) -> OutputBatch:
+        """`str_keys`: the key column is known to hold str keys only (no `Windowed` key to split)."""
         if columns is None or not columns[0]:
             return cls([], [], [], [], [], [], [], [])
         topics, keys, values, timestamps, headers = columns
@@ -91,7 +92,7 @@ class OutputBatch:
         if headers is None:
             headers = [None] * n
         W = Windowed
-        key_types = set(map(type, keys))
+        key_types = {str} if str_keys else set(map(type, keys))
         if key_types == {W}:  # all windowed: split with C-level itemgetters
             windows = list(map(_second, keys))
             keys, starts, ends = (
@@ -203,6 +204,8 @@ class StreamTask:
         self._rows: list[tuple] = []  # rows of sinks running row by row, not yet moved to _segments
         self._collector = self._rows  # where sinks running row by row put their rows
         self._next_seq = 0
+        # key columns of this batch's output that a node said hold str keys only (TaskContext.str_key_column)
+        self.str_key_columns: list[list] = []
         self._closed = False
         self._part_digests: dict[str, bytes] | None = None  # parts of the last export/import, by name
 
@@ -266,6 +269,7 @@ class StreamTask:
             return
         keys, values, timestamps = list(keys), list(values), list(timestamps)
         headers = None if headers is None or all(h is None for h in headers) else list(headers)
+        self.str_key_columns.clear()
         if max(timestamps) > INT64_MAX:
             raise ValueError("timestamps must fit in int64")
         keep = None
@@ -413,7 +417,9 @@ class StreamTask:
 
     def drain_output(self) -> OutputBatch:
         """Everything emitted since the last drain, in order."""
-        batch = OutputBatch.from_columns(self._pending_output(), self._next_seq)
+        columns = self._pending_output()
+        str_keys = columns is not None and any(columns[1] is keys for keys in self.str_key_columns)
+        batch = OutputBatch.from_columns(columns, self._next_seq, str_keys)
         self._segments = []
         self._next_seq += len(batch)
         return batch
