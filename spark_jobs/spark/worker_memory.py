@@ -5,12 +5,19 @@ input's records, the task's state as objects, its output rows) is freed when the
 malloc keeps freed memory in its heaps for reuse, and the worker's resident size stays at its highest. The
 worker then carries one task's peak into the next task's. `malloc_trim(0)` returns the free pages of every
 heap (not only those at its top) to the system.
+
+A task's objects are not all freed when its last reference goes: a task's nodes, stores and context refer
+to one another, so its state is a graph of reference cycles, which only the cyclic collector frees. The
+collector is paused while a task runs (`no_cyclic_gc`) and, once resumed, reaches the long-lived
+generation only now and then: a worker would carry the dead states of the partitions it ran before into
+the next task. So the cycles are collected first, then the heap trimmed.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import sys
 
 # glibc's malloc only: other C libraries (macOS, musl) have no malloc_trim.
@@ -31,6 +38,8 @@ WORKER_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2", "ARROW_DEFAULT_MEMORY_POOL": "sys
 
 
 def return_free_memory() -> None:
-    """Hand the C heap's free pages back to the system (nothing where malloc cannot)."""
+    """Free what the last task left in reference cycles, then hand the C heap's free pages back to the
+    system (nothing more where malloc cannot)."""
+    gc.collect()
     if _TRIM is not None:
         _TRIM(0)
