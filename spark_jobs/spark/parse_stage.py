@@ -64,19 +64,27 @@ def _parse_files(
         paths = batch.column("path").to_pylist()
         mtimes_us = batch.column("modificationTime").cast(pa.int64()).to_pylist()
         contents = batch.column("content").to_pylist()  # None: a local file, read here
-        chunks: list[InputChunk] = []
-        for source, topic, uri, mtime_us, content in zip(
-            sources, topics, paths, mtimes_us, contents, strict=True
+        del batch
+        # One output batch per file: a file's records, parsed, are several times its size, so a task holds
+        # one file's records and chunks at a time, not those of every file of its input batch (all the files
+        # of a Spark task come in one).
+        for i, (source, topic, uri, mtime_us) in enumerate(
+            zip(sources, topics, paths, mtimes_us, strict=True)
         ):
+            content, contents[i] = contents[i], None
             path = local_path(uri)
             mtime_ms = mtime_us // 1000
+            chunks: list[InputChunk]
             if source == SOURCE_CONTROL:
                 if content is None:
                     content = Path(path).read_bytes()
-                chunks += wall_clock_chunks(wall_clock.parse_marker_file(content), path, mtime_ms)
+                chunks = wall_clock_chunks(wall_clock.parse_marker_file(content), path, mtime_ms)
             else:
                 values = with_values.get(topic, True) if isinstance(with_values, dict) else with_values
                 parsed = read_landing_file(path, content, num_partitions, keep_values=values)
-                chunks += data_chunks(parsed, mtime_ms, values, topic, seen_by)
-        if chunks:
-            yield chunks_to_arrow(chunks, task_groups)
+                del content
+                chunks = data_chunks(parsed, mtime_ms, values, topic, seen_by)
+                del parsed
+            if chunks:
+                yield chunks_to_arrow(chunks, task_groups)
+            del chunks
