@@ -57,8 +57,19 @@ def min_rows(n: int, keys_pickled_from: int = 1):
 def decoded(parts: dict[str, bytes]) -> dict:
     """Each part as its node saved it, its keys one list: the fused pass pickles a batch's new keys for both
     stores as it appends them, so its parts may cut a window's keys into other pickled chunks than the
-    nodes' (WindowRows.key_chunks), which load to the same keys."""
-    return {name: KeyListLoader().loads(data) for name, data in parts.items()}
+    nodes' (WindowRows.key_chunks), which load to the same keys. Numpy arrays (a window store's row numbers,
+    nodes/kv_rows.py) as lists, to compare."""
+    return {name: _plain(KeyListLoader().loads(data)) for name, data in parts.items()}
+
+
+def _plain(saved):
+    if type(saved) is np.ndarray:
+        return saved.tolist()
+    if type(saved) in (list, tuple):
+        return type(saved)(map(_plain, saved))
+    if type(saved) is dict:
+        return {key: _plain(value) for key, value in saved.items()}
+    return saved
 
 
 class Pair:

@@ -12,9 +12,9 @@ without the running values.
 
 State: per window (or one for every key), an `AggregateRows`: the keys, a numpy column per state column
 (the record count, the maximum timestamp, per value field the number of values, per declared sum, min and
-max its accumulator) and a dirty flag per row; a state export saves the rows changed since the last one,
-per window through the store's log (nodes/store_log.py), as window stores do, and without windows as a row
-store's (`KeyedRows`, nodes/kv_rows.py).
+max its accumulator) and a dirty flag per row; a state export saves the rows changed since the last one as
+a row store's (`KeyedRows`, nodes/kv_rows.py), and a window's keys apart, as window stores do
+(`WindowedRows`, WindowParts in nodes/time_window_store.py).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from ..windows import TimeWindows
 from .base import Batch, Node, StateRow
 from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, object_array
 from .kv_rows import NumberedRows, RowParts
-from .store_log import StoreLog
-from .window_rows import StructFields, StructValues, loaded_keys, saved_key_chunks
+from .time_window_store import WindowParts, apply_window_parts, export_windows, windows_state_parts
+from .window_rows import StructFields, StructValues
 
 INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 _FLOAT = np.dtype(np.float64)
@@ -411,59 +411,6 @@ class AggregateRows(NumberedRows):
         for key, *row in zip(self.keys, *columns, strict=True):
             yield key, dict(zip(names, row, strict=True))
 
-    # -- saving and loading: a base {"keys", "columns"}, a delta {"from", "keys", "rows", "columns"} ------
-
-    def save(self, changed_only: bool) -> dict[str, Any]:
-        first, self.saved = self.saved, self.size
-        if not changed_only:
-            self.dirty[: self.size] = False
-            return self.base()
-        rows = np.flatnonzero(self.dirty[: self.size])
-        self.dirty[: self.size] = False
-        return {
-            "from": first,
-            "keys": saved_key_chunks(self.keys, self.key_chunks, first),
-            "rows": rows,
-            "columns": {name: column[rows] for name, column in self.columns.items()},
-        }
-
-    def base(self) -> dict[str, Any]:
-        """Every row (its keys as pickled lists, and column views: pickle it before the group changes, as
-        every export and snapshot does)."""
-        return {
-            "keys": saved_key_chunks(self.keys, self.key_chunks, 0),
-            "columns": {name: self.column(name) for name in self.columns},
-        }
-
-    def load(self, saved: dict[str, Any], name: str) -> None:
-        """Apply a saved base (to an empty group) or delta (to the rows it continues)."""
-        columns = saved["columns"]
-        if set(columns) != set(self.columns):
-            raise ValueError(
-                f"state part {name!r}: columns {sorted(columns)}, this aggregation has {sorted(self.columns)}"
-            )
-        if "rows" not in saved:
-            if self.size:
-                raise ValueError(f"state part {name!r}: a base for a group that has rows")
-            keys = list(loaded_keys(saved["keys"]))  # the loader may share the list with other parts
-            self.keys = []
-            self._append(keys)
-            for column_name, values in columns.items():
-                self.columns[column_name][: self.size] = values
-        else:
-            if saved["from"] != self.size:
-                raise ValueError(
-                    f"state part {name!r} continues {saved['from']} rows, the group has {self.size}"
-                )
-            self._append(list(loaded_keys(saved["keys"])))
-            rows = saved["rows"]
-            for column_name, values in columns.items():
-                self.columns[column_name][rows] = values
-        self._index = None
-        self._table = None
-        self.dirty[: self.size] = False
-        self.saved = self.size
-
 
 class KeyNumbers:
     """A windowed node's str keys numbered across its windows, in a `KeyTable`: a batch's keys are looked
@@ -779,14 +726,12 @@ class FoldedBatch(NamedTuple):
 
 
 class _DeclaredAggregateNode(Node):
-    """What the windowed and non-windowed declared aggregations share: their layout and store log."""
+    """What the windowed and non-windowed declared aggregations share: their layout and scalars."""
 
     def __init__(self, name: str, declared: dict[str, DeclaredAggregate]) -> None:
         super().__init__(name)
         self.layout = AggregateLayout(declared)
         self.declared = declared
-        self.groups: dict[Any, AggregateRows] = {}
-        self.log = StoreLog()
 
     def _split_nulls(self, keys, values, timestamps, headers, drop_null_values: bool):
         """The records to aggregate: (their indices in the batch or None for all, keys, values, ts, whether
@@ -814,24 +759,6 @@ class _DeclaredAggregateNode(Node):
         out_h = None if headers is None else [headers[i] for i in src]
         return Batch(out_keys, out_v, out_o, after["ts"].tolist(), out_h, src)
 
-    def _group_name(self, group: Any) -> str:
-        return str(group)
-
-    def export_parts(self, changed_only):
-        parts, names = self.log.export(
-            self.groups, changed_only, self._group_name, self._save, AggregateRows.changes
-        )
-        parts[""] = self._scalars()
-        return parts, ["", *names]
-
-    def state_parts(self):
-        parts = self.log.bases(self.groups, self._group_name, lambda group: self.groups[group].base())
-        parts[""] = self._scalars()
-        return parts
-
-    def _save(self, group: Any, put: dict | None) -> dict:
-        return self.groups[group].save(changed_only=put is not None)
-
     def _scalars(self) -> Any:
         return {"declared": [(name, repr(a)) for name, a in self.declared.items()]}
 
@@ -856,6 +783,8 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
         self.windows = windows
         self.send_old_values = send_old_values
         self.observed = -1
+        self.groups: dict[int, WindowedRows] = {}  # start -> its rows
+        self.histories: dict[int, WindowParts] = {}  # start -> its rows' export history
         self.window_objects: dict[int, Window] = {}
         self.starts: list[int] = []  # heap of the groups' starts
         self.key_numbers = KeyNumbers()
@@ -913,7 +842,6 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
             rows = self.groups.get(window_start)
             if rows is None:
                 rows = self.open_window(window_start)
-            self.log.touch(window_start)
             stores.append(rows)
         if self.key_numbers.stale(sum(map(len, self.groups.values()))):
             self.key_numbers = KeyNumbers()
@@ -940,22 +868,24 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
         number[present] = np.arange(len(present))
         return low + present * advance, number[slot]
 
-    def open_window(self, start: int) -> AggregateRows:
+    def open_window(self, start: int) -> WindowedRows:
         heappush(self.starts, start)
         return self._new_window(start)
 
-    def _new_window(self, start: int) -> AggregateRows:
-        rows = self.groups[start] = AggregateRows(self.layout)
+    def _new_window(self, start: int) -> WindowedRows:
+        rows = self.groups[start] = WindowedRows(self.layout)
+        self.histories[start] = WindowParts(rows, start)
         self.window_objects[start] = tuple.__new__(Window, (start, start + self.windows.size))
         return rows
+
+    def _drop_window(self, start: int) -> None:
+        del self.groups[start], self.histories[start], self.window_objects[start]
 
     def drop_closed_windows(self) -> None:
         """Delete the windows that closed (end + grace <= observed time), as a batch ends."""
         starts, is_open = self.starts, self.windows.is_open
         while starts and not is_open(starts[0], self.observed):
-            start = heappop(starts)
-            del self.groups[start], self.window_objects[start]
-            self.log.drop(start)
+            self._drop_window(heappop(starts))
 
     def get(self, windowed_key):
         rows = self.groups.get(windowed_key[1][0])
@@ -979,21 +909,23 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
     def _scalars(self) -> Any:
         return {**super()._scalars(), "observed": self.observed}
 
+    # State parts: "" the scalars; per window its WindowParts' (nodes/time_window_store.py).
+    def export_parts(self, changed_only):
+        parts, names = export_windows(self.histories, changed_only)
+        parts[""] = self._scalars()
+        return parts, ["", *names]
+
+    def state_parts(self):
+        parts = windows_state_parts(self.histories)
+        parts[""] = self._scalars()
+        return parts
+
     def apply_parts(self, parts, removed):
         if "" in parts:
             scalars = parts.pop("")
             self._check_scalars(scalars)
             self.observed = scalars["observed"]
-        dropped, steps = self.log.catch_up(parts, removed, int)
-        for start in dropped:
-            del self.groups[start], self.window_objects[start]
-        for start, saved, gone in steps:
-            if gone:
-                raise ValueError(f"node {self.name}: window {start} part removes keys, rows never leave")
-            rows = self.groups.get(start)
-            if rows is None:
-                rows = self._new_window(start)
-            rows.load(saved, f"{self.name}/{start}")
+        apply_window_parts(self.histories, parts, removed, self._new_window, self._drop_window)
         self.starts = sorted(self.groups)
 
 
@@ -1018,6 +950,20 @@ class KeyedRows(AggregateRows):
         self._index, self._table = None, None
         self.dirty[: self.size] = False
         self.saved = self.size
+
+
+class WindowedRows(KeyedRows):
+    """A window's store of a windowed declared aggregation: saved as a window's rows (WindowParts,
+    nodes/time_window_store.py), its keys apart from its rows' fields."""
+
+    __slots__ = ()
+    keys_apart = True
+
+    def append_keys(self, keys: list) -> None:
+        """Rows for `keys` with the initial values, which a load sets next."""
+        first = self.size
+        self._append(keys)
+        self.dirty[first : self.size] = False
 
 
 class DeclaredStreamAggregateNode(_DeclaredAggregateNode):

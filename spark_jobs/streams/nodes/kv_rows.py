@@ -55,7 +55,9 @@ def saved_keys(store: Any, rows: slice) -> dict[str, Any]:
     """The keys of `rows` as a part saves them: `{"keys": their list}`, or where the store knows them all
     to be str (a store that has `str_keys()` says so) and none holds a NUL, `{"key_text": joined by NUL,
     "key_count": how many}`: one string pickles and loads in one C pass, a list of them one object at a
-    time."""
+    time. A store whose `keys_apart` is true saves none: `{"keys": ()}`."""
+    if getattr(store, "keys_apart", False):
+        return {"keys": ()}
     keys = store.keys[rows]
     str_keys = getattr(store, "str_keys", None)
     if keys and str_keys is not None and str_keys():
@@ -299,7 +301,9 @@ class RowParts:
     written in, and the deltas kept. The store has `size`, `keys` (per row), `dirty` (a numpy flag per
     row, cleared here once exported), and `saved_columns(rows)`, `load_columns(rows, columns, name)`,
     `append_rows(keys)` and `loaded()`; a store whose rows die (SavedByRowParts) also `clear_rows()`, for a
-    catch-up that meets a newer generation."""
+    catch-up that meets a newer generation. A store whose `keys_apart` is true saves its keys in parts of its
+    own, which a load applies first (a window's rows, whose keys never change: nodes/time_window_store.py):
+    its bases and deltas hold none."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
@@ -428,6 +432,7 @@ class RowParts:
         if end > store.size:
             store.append_rows([_HOLE] * (end - store.size))
         keys = store.keys
+        keys_apart = getattr(store, "keys_apart", False)
         for export, group, saved, part_keys, name in sorted(
             steps, key=lambda step: (step[0], step[1] is not None)
         ):
@@ -438,7 +443,8 @@ class RowParts:
                 self.deltas.add(export)
             else:
                 rows = slice(group, saved["size"], GROUPS)
-                keys[rows] = part_keys
+                if not keys_apart:
+                    keys[rows] = part_keys
                 self.base_at[group] = export
             store.load_columns(rows, saved["columns"], name)
             self.exported = max(self.exported, export)

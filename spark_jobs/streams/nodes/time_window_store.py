@@ -5,12 +5,17 @@ for a count, and an int64 array): one look-up per record and window, and an expo
 batch changed from two columns. Windows by start make closed windows cheap to delete. The Windowed keys of
 one window share one Window object (`window`), which lets a downstream suppress find its bucket by
 identity. The store owns its operations: opening and looking up windows, evicting the closed ones,
-per-change export through its StoreLog, and the rows of every entry for the state reader.
+per-change export, and the rows of every entry for the state reader.
+
+Saved form: each window's rows as `WindowParts` saves them (below): its keys in parts of their own, its rows'
+fields as a store of numbered rows whose groups' bases are written in turn (RowParts, nodes/kv_rows.py), so
+that no export rewrites a large window whole; a closed window's parts all go. A windowed declared
+aggregation's windows are saved the same way (nodes/declared_aggregations.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from heapq import heappop, heappush
 from typing import Any
 
@@ -18,8 +23,9 @@ import numpy as np
 
 from ..records import Window
 from .base import StateRow
-from .store_log import StoreLog
-from .window_rows import WindowRows
+from .kv_rows import RowParts
+from .store_log import MAX_DELTAS
+from .window_rows import WindowRows, loaded_keys, saved_key_chunks
 
 
 class TimeWindowStore:
@@ -31,7 +37,7 @@ class TimeWindowStore:
         self._rows: dict[int, WindowRows] = {}  # start -> its rows
         self._windows: dict[int, Window] = {}  # start -> the Window object its Windowed keys share
         self._starts: list[int] = []  # heap of the windows' starts
-        self._log = StoreLog()  # which windows changed since the last export, by start
+        self._saved: dict[int, WindowParts] = {}  # start -> its rows' export history
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -54,7 +60,6 @@ class TimeWindowStore:
 
     def touch(self, start: int) -> None:
         """Mark the window changed: its rows flag what changed (WindowRows), the next export saves them."""
-        self._log.touch(start)
 
     def largest(self) -> int:
         """Rows of the store's largest window: how many keys a window may come to hold."""
@@ -74,8 +79,7 @@ class TimeWindowStore:
         starts = self._starts
         while starts and starts[0] <= limit:
             start = heappop(starts)
-            del self._rows[start], self._windows[start]
-            self._log.drop(start)
+            self._drop_window(start)
 
     def state_size(self) -> tuple[int, int]:
         """`(entries, windows)` the store holds (a window whose rows all died holds none, as state_rows
@@ -93,34 +97,24 @@ class TimeWindowStore:
     def _new_window(self, start: int) -> WindowRows:
         rows = self._rows[start] = WindowRows(self.columns)
         self._windows[start] = tuple.__new__(Window, (start, start + self.size))
+        self._saved[start] = WindowParts(SavedWindow(rows), start)
         return rows
 
     # -- export ---------------------------------------------------------------------------------------------
-    # Parts: "<window start>.<n>" of the store's log (StoreLog), as WindowRows saves them.
+    # Parts: per window its WindowParts' (below).
 
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
-        return self._log.export(self._rows, changed_only, str, self._save, WindowRows.changes)
+        return export_windows(self._saved, changed_only)
 
     def state_parts(self) -> dict[str, Any]:
-        return self._log.bases(self._rows, str, lambda start: self._rows[start].base())
-
-    def _save(self, start: int, put: dict | None) -> dict:
-        return self._rows[start].save(changed_only=put is not None)
+        return windows_state_parts(self._saved)
 
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
-        """Catch up with the parts exported since (StoreLog.catch_up); a part not in WindowRows' saved form
-        is refused."""
-        dropped, steps = self._log.catch_up(parts, removed, int)
-        for start in dropped:
-            del self._rows[start], self._windows[start]
-        for start, saved, _ in steps:
-            rows = self._rows.get(start)
-            if rows is None:
-                rows = self._new_window(start)
-            if type(saved) is not dict:
-                raise ValueError(f"state part {start}: not a saved window")
-            rows.load(saved, str(start), owned=True)  # unpickled for this catch-up
+        apply_window_parts(self._saved, parts, removed, self._new_window, self._drop_window)
         self._starts = sorted(self._rows)
+
+    def _drop_window(self, start: int) -> None:
+        del self._rows[start], self._windows[start], self._saved[start]
 
     # -- batch operations -----------------------------------------------------------------------------------
 
@@ -148,3 +142,189 @@ class TimeWindowStore:
             window_rows.put_rows(rows, columns)
         if new_keys:
             window_rows.extend(new_keys, new_columns, pickled_keys)
+
+
+class WindowParts:
+    """The export history of a window's rows (a store of numbered rows that RowParts, nodes/kv_rows.py,
+    saves; rows never die nor move while the window lives). Its keys, which never change, are saved in parts
+    of their own, `<start>k.<first row>`, {"keys": those of the rows appended since the previous export; the
+    first one, `<start>k.0`, even without rows: the part that names the window}, written once (pickled chunks: `saved_key_chunks`, nodes/window_rows.py), and merged into one part,
+    `<start>k.0`, once MAX_DELTAS of them are kept (a copy of their bytes). The rows' fields are saved by
+    RowParts under the prefix `<start>w`: a delta per export of the rows changed, and the bases of the
+    groups of rows written in turn, spread over the exports, without keys (the store's `keys_apart`). A
+    load appends the keys' rows first (`append_keys`: placeholder fields), then replays the rows' parts over
+    them. The store also has `key_chunks` and `changes()`."""
+
+    __slots__ = ("store", "prefix", "parts", "key_firsts", "keys_saved")
+
+    def __init__(self, store: Any, start: int) -> None:
+        self.store = store
+        self.prefix = str(start)
+        self.parts = RowParts(f"{start}w")
+        self.key_firsts: list[int] = []  # the first rows of the key parts kept, ascending
+        self.keys_saved = 0  # the rows whose keys the key parts hold
+
+    def _key_name(self, first: int) -> str:
+        return f"{self.prefix}k.{first}"
+
+    def export(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        parts: dict[str, Any] = {}
+        store = self.store
+        if not changed_only or len(self.key_firsts) >= MAX_DELTAS:
+            self.key_firsts, self.keys_saved = [], 0
+        if store.size > self.keys_saved or not self.key_firsts:  # a window without rows has its k.0 too
+            first = self.keys_saved
+            keys = saved_key_chunks(store.keys, store.key_chunks, first)
+            parts[self._key_name(first)] = ({"keys": keys}, [])
+            self.key_firsts.append(first)
+            self.keys_saved = store.size
+        row_parts, names = self.parts.export(store, changed_only)
+        parts.update(row_parts)
+        return parts, [*map(self._key_name, self.key_firsts), *names]
+
+    def state_parts(self) -> dict[str, Any]:
+        parts: dict[str, Any] = {}
+        store = self.store
+        parts[self._key_name(0)] = ({"keys": saved_key_chunks(store.keys, store.key_chunks, 0)}, [])
+        parts.update(self.parts.state_parts(store))
+        return parts
+
+    def apply(self, parts: dict[str, Any], removed: list[str]) -> bool:
+        """Catch up with the window's parts exported since: the rows of keys new to it appended, then its
+        rows' parts replayed (RowParts.apply). False when the window closed since: its first key part went
+        (a merge of the key parts rewrites it, only a closed window's parts go)."""
+        store = self.store
+        if self._key_name(0) in removed and self._key_name(0) not in parts:
+            return False
+        if self.parts.saved_rows != store.size or store.changes():
+            raise ValueError(f"window {self.prefix}: changes not exported, cannot catch up")
+        key_stem = f"{self.prefix}k"
+        key_parts, row_parts = {}, {}
+        for name, part in parts.items():
+            stem, _, first = name.rpartition(".")
+            if stem == key_stem:
+                if not first.isdigit() or type(part[0]) is not dict or "keys" not in part[0]:
+                    raise ValueError(f"state part {name!r} is not a part of window {self.prefix}")
+                key_parts[int(first)] = part[0]["keys"]
+            else:
+                row_parts[name] = part
+        firsts = set(self.key_firsts)
+        for name in removed:
+            stem, _, first = name.rpartition(".")
+            if stem == key_stem and first.isdigit():
+                firsts.discard(int(first))
+        for first in sorted(key_parts):
+            keys = loaded_keys(key_parts[first])
+            if first > store.size:
+                raise ValueError(f"state part {self._key_name(first)!r}: keys after rows no part holds")
+            if first + len(keys) > store.size:
+                store.append_keys(list(keys[store.size - first :]))
+            firsts.add(first)
+        self.key_firsts = sorted(firsts)
+        self.keys_saved = store.size
+        self.parts.saved_rows = store.size  # the rows the row parts continue
+        self.parts.apply(store, row_parts, [name for name in removed if not name.startswith(key_stem)])
+        return True
+
+
+class SavedWindow:
+    """A window's rows (WindowRows) as WindowParts saves and loads them: their size, keys and change flags
+    (a numpy view of the rows' bytearray, made per use: a bytearray whose buffer is viewed cannot grow), the
+    rest WindowRows' own."""
+
+    __slots__ = ("rows",)
+    keys_apart = True
+
+    def __init__(self, rows: WindowRows) -> None:
+        self.rows = rows
+
+    @property
+    def size(self) -> int:
+        return len(self.rows.keys)
+
+    @property
+    def keys(self) -> list:
+        return self.rows.keys
+
+    @property
+    def key_chunks(self) -> list:
+        return self.rows.key_chunks
+
+    @property
+    def dirty(self) -> np.ndarray:
+        return np.frombuffer(self.rows.dirty, np.uint8)
+
+    def changes(self) -> int:
+        return self.rows.changes()
+
+    def saved_columns(self, rows: Any) -> list:
+        return self.rows.saved_columns(rows)
+
+    def load_columns(self, rows: Any, columns: list, name: str) -> None:
+        self.rows.load_columns(rows, columns, name)
+
+    def append_keys(self, keys: list) -> None:
+        self.rows.append_rows(keys)
+
+    def append_rows(self, keys: list) -> None:
+        raise ValueError("state parts of a window: rows whose keys no key part holds")
+
+    def loaded(self) -> None:
+        self.rows.loaded()
+
+    def clear_rows(self) -> None:
+        raise ValueError("state parts of a window: a window's rows are numbered once")
+
+
+def export_windows(histories: dict[int, WindowParts], changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+    """Parts new or changed of the windows (every part unless `changed_only`), and the names of every
+    current part."""
+    parts: dict[str, Any] = {}
+    names: list[str] = []
+    for history in histories.values():
+        window_parts, window_names = history.export(changed_only)
+        parts.update(window_parts)
+        names += window_names
+    return parts, names
+
+
+def windows_state_parts(histories: dict[int, WindowParts]) -> dict[str, Any]:
+    """Every window's parts as an export of every part writes them, leaving the histories alone."""
+    parts: dict[str, Any] = {}
+    for history in histories.values():
+        parts.update(history.state_parts())
+    return parts
+
+
+def apply_window_parts(
+    histories: dict[int, WindowParts],
+    parts: dict[str, Any],
+    removed: list[str],
+    open_window: Callable[[int], Any],
+    drop_window: Callable[[int], None],
+) -> None:
+    """Catch windows up with the parts exported since, window by window (WindowParts.apply): a window new
+    to the store is opened (`open_window(start)`, which adds its history), a window whose parts all went
+    (closed) is dropped."""
+    by_window: dict[int, dict[str, Any]] = {}
+    for name, part in parts.items():
+        by_window.setdefault(_start_of(name), {})[name] = part
+    gone: dict[int, list[str]] = {}
+    for name in removed:
+        gone.setdefault(_start_of(name), []).append(name)
+    for start in sorted(by_window.keys() | gone.keys()):
+        if start not in histories:
+            if start not in by_window:
+                continue  # opened and closed after this store's last export
+            open_window(start)
+        if not histories[start].apply(by_window.get(start, {}), gone.get(start, [])):
+            drop_window(start)
+
+
+def _start_of(name: str) -> int:
+    """The window start of a part's name (`<start>w...` or `<start>k...`); ValueError for another name."""
+    start = name.split("w", 1)[0].split("k", 1)[0]
+    try:
+        return int(start)
+    except ValueError:
+        raise ValueError(f"state part {name!r} is not a part of a window") from None

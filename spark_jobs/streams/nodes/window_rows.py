@@ -24,7 +24,8 @@ copy of a task catching up with another's exports does not look anything up unti
 A batch of keys is looked up (`rows_of`, `number_keys`) in a `KeyTable` instead when the rows are live and
 the keys str (nodes/key_table.py): one C loop, where the index costs a call and several cache misses per key.
 
-Saved form (a part of the store log, nodes/store_log.py): a base `{"keys", "columns"}` holds every row; a
+Saved form of a suppress buffer's window (a part of the store log, nodes/store_log.py; an aggregation's
+window is saved by row groups instead, `saved_columns` and `load_columns`, nodes/time_window_store.py): a base `{"keys", "columns"}` holds every row; a
 delta `{"from", "keys", "rows", "columns"}` holds the keys of the rows appended since the previous export
 (rows `from`.. on), then the numbers of every row put since, in order, and their fields by column (of a
 fixed column, set when a row is appended, only the new rows' values). An int64 column whose saved rows (more
@@ -375,6 +376,71 @@ class WindowRows:
         self.dirty.extend(bytes(len(keys) - len(self.dirty)))
         self.saved = len(keys)
 
+    # -- saved by row groups (RowParts, nodes/kv_rows.py: a store of numbered rows whose bases are spread) --
+
+    def saved_columns(self, rows: Any) -> list:
+        """The saved form of rows' fields (rows: an index array or a slice), a value per row and saved
+        column (an int64 column's values that are all one value: that value alone)."""
+        saved = []
+        for n, column in enumerate(self.columns):
+            if n in self.unsaved:
+                continue
+            if type(column) is array:
+                saved.append(_saved_int64s(np.frombuffer(column, np.int64)[rows]))
+            elif type(column) is StructColumn:
+                saved.append(column.saved(rows))
+            elif type(rows) is slice:
+                saved.append(column[rows])
+            else:
+                saved.append(_gathered(column, rows.tolist()))
+        return saved
+
+    def load_columns(self, rows: Any, saved: list, name: str) -> None:
+        """Set rows' fields (rows: an index array or a slice) from their saved form (`saved_columns`);
+        ValueError for a saved form that does not fit, checked before any change."""
+        count = len(range(*rows.indices(len(self.keys)))) if type(rows) is slice else len(rows)
+        loadable = self._loadable(saved, name, count, count)
+        for values in loadable:
+            if len(values) != count:
+                raise ValueError(f"state part {name!r}: {len(values)} values for {count} rows")
+        if type(rows) is not slice and len(rows) and not 0 <= rows.min() <= rows.max() < len(self.keys):
+            raise ValueError(f"state part {name!r}: rows out of the window's {len(self.keys)}")
+        positions = np.arange(len(self.keys))[rows] if type(rows) is slice else rows
+        row_list = None
+        saved_columns = [column for n, column in enumerate(self.columns) if n not in self.unsaved]
+        for column, values in zip(saved_columns, loadable, strict=True):
+            if type(column) is array:
+                values = np.frombuffer(values, np.int64)
+            elif type(column) is list and type(rows) is slice:
+                column[rows] = values if type(values) is list else list(values)
+                continue
+            elif type(column) is list and row_list is None:
+                row_list = positions.tolist()
+            _assign(column, positions, row_list, values)
+
+    def append_rows(self, keys: list) -> None:
+        """Rows for `keys` whose fields a load sets next: placeholders (0 or None) until then."""
+        self.keys += keys
+        for column in self.columns:
+            column.extend(_placeholders(column, len(keys)))
+        self.dirty += bytes(len(keys))
+        self._index, self._table = None, None
+
+    def loaded(self) -> None:
+        """A load set rows and keys directly: the index and key table are built again at their next use."""
+        self._index, self._table = None, None
+        self.dirty[:] = bytes(len(self.keys))
+        self.saved = len(self.keys)
+
+    def clear_rows(self) -> None:
+        """No row (a load that starts the window again)."""
+        self.keys = []
+        self.columns = [_new_column(_kind(column)) for column in self.columns]
+        self.dirty = bytearray()
+        self.saved = 0
+        self.key_chunks = []
+        self._index, self._table = None, None
+
     def _with_placeholders(self, values_by_column: list, rows: int, base: bool) -> list:
         """The saved values by column with the unsaved columns put back: for a base (`rows`: every row)
         their placeholders, for a delta None (`load` appends placeholders for its new rows)."""
@@ -507,6 +573,20 @@ def _assign(column: Any, rows: np.ndarray, row_list: list[int] | None, values: A
         if type(values) is np.ndarray:
             values = values.tolist()
         deque(map(column.__setitem__, row_list, values), maxlen=0)
+
+
+def _gathered(column: list, at: list[int]) -> Any:
+    """column[at], in one C loop."""
+    if len(at) > 1:
+        return itemgetter(*at)(column)
+    return [column[row] for row in at]
+
+
+def _kind(column: Any) -> Any:
+    """A column's kind (`_new_column`'s argument)."""
+    if type(column) is StructColumn:
+        return column.spec
+    return INT64 if type(column) is array else OBJECT
 
 
 def _placeholders(column: Any, rows: int) -> Any:

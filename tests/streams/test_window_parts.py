@@ -1,0 +1,139 @@
+"""A window's export history (WindowParts, nodes/time_window_store.py): its keys in parts of their own, its
+rows' fields as a store of numbered rows whose groups' bases are written in turn (RowParts,
+nodes/kv_rows.py), so that no export rewrites a large window whole; a copy that catches up with every
+export, and an import of the current parts, hold the exporting task's state."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_jobs.streams import StreamsBuilder, StreamTask, TimeWindows, aggregates
+from spark_jobs.streams.nodes.kv_rows import GROUPS
+from spark_jobs.streams.nodes.store_log import MAX_DELTAS
+
+TOPIC = "readings"
+WINDOW, ADVANCE, GRACE = 1000, 500, 100
+
+
+def count_topology():
+    windows = TimeWindows.of_size_and_grace(WINDOW, GRACE).advance_by(ADVANCE)
+    builder = StreamsBuilder()
+    builder.stream(TOPIC).group_by_key().windowed_by(windows).count().to_stream().to("counts")
+    return builder.build()
+
+
+def user_topology():
+    windows = TimeWindows.of_size_and_grace(WINDOW, GRACE).advance_by(ADVANCE)
+    builder = StreamsBuilder()
+    builder.stream(TOPIC).group_by_key().windowed_by(windows).aggregate(
+        lambda: {"n": 0, "top": None},
+        lambda key, value, agg: {"n": agg["n"] + 1, "top": max(value, agg["top"] or value)},
+    ).to_stream().to("stats")
+    return builder.build()
+
+
+def declared_topology():
+    windows = TimeWindows.of_size_and_grace(WINDOW, GRACE).advance_by(ADVANCE)
+    builder = StreamsBuilder()
+    builder.stream(TOPIC).group_by_key().windowed_by(windows).agg(
+        n=aggregates.Count(), top=aggregates.Max("v")
+    ).to_stream().to("stats")
+    return builder.build()
+
+
+TOPOLOGIES = {"count": count_topology, "user": user_topology, "declared": declared_topology}
+
+
+def values_for(shape: str, n: int, rng: random.Random) -> list:
+    if shape == "declared":
+        return [{"v": rng.randrange(100)} for _ in range(n)]
+    return [rng.randrange(100) for _ in range(n)]
+
+
+def state(task: StreamTask) -> list:
+    return sorted(
+        (row.store, repr(row.key), row.window_start, row.window_end, repr(row.value), row.timestamp)
+        for node in task.nodes.values()
+        for row in node.state_rows()
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    shape=st.sampled_from(sorted(TOPOLOGIES)),
+    batches=st.lists(st.tuples(st.integers(1, 300), st.integers(1, 400)), min_size=1, max_size=45),
+    seed=st.integers(0, 2**16),
+)
+def test_a_copy_catching_up_and_an_import_hold_the_exported_state(shape, batches, seed) -> None:
+    rng = random.Random(seed)
+    topology_of = TOPOLOGIES[shape]
+    task, copy = StreamTask(topology_of()), None
+    current: dict[str, bytes] = {}
+    now = 0
+    for records, keys in batches:
+        timestamps = sorted(now + rng.randrange(0, 300) for _ in range(records))
+        now = timestamps[-1]
+        names = [f"k{rng.randrange(keys)}" for _ in range(records)]
+        task.process_batch(TOPIC, names, values_for(shape, records, rng), timestamps)
+        task.drain_output()
+        export = task.export_state()
+        current.update(export.parts)
+        for name in export.removed:
+            del current[name]
+        if copy is None:
+            copy = StreamTask.import_state(topology_of(), export.parts)
+        else:
+            copy.apply_state(export.parts, export.removed)
+        assert state(copy) == state(task)
+        assert state(StreamTask.import_state(topology_of(), current)) == state(task)
+
+
+def test_a_large_window_is_based_a_few_groups_at_a_time_and_its_keys_saved_once() -> None:
+    task = StreamTask(count_topology())
+    rng = random.Random(3)
+    keys = [f"sensor-{i:05d}" for i in range(50_000)]
+    current: dict[str, bytes] = {}
+    rows = 0  # the window's rows: its keys so far
+    seen: set[str] = set()
+    for batch in range(2 * MAX_DELTAS + 3):
+        batch_keys = rng.sample(keys, 2000)
+        task.process_batch(TOPIC, batch_keys, [0] * 2000, [1] * 2000)  # windows [0, 1000) and [-500, 500)
+        export = task.export_state()
+        current.update(export.parts)
+        for name in export.removed:
+            del current[name]
+        new_rows = len(set(batch_keys) - seen)
+        seen.update(batch_keys)
+        parts = {name.split("/", 1)[1]: data for name, data in export.parts.items() if "/" in name}
+        bases = [name for name in parts if name.startswith("0w") and name.endswith(".0")]
+        key_parts = {
+            name: pickle.loads(data)[0]["keys"] for name, data in parts.items() if name.startswith("0k")
+        }
+        if batch:  # the window's bases spread over the exports, none rewrites it whole
+            assert len(bases) < GROUPS // 2
+        # the keys of the rows new to the window, once each, a key part of their own; every MAX_DELTAS
+        # exports the key parts kept are merged into one (their pickled chunks, as they were)
+        expected = {f"0k.{rows}": new_rows} if batch % MAX_DELTAS or not batch else {"0k.0": rows + new_rows}
+        assert {
+            name: sum(len(pickle.loads(chunk)) for chunk in chunks) for name, chunks in key_parts.items()
+        } == (expected)
+        rows += new_rows
+        assert sum(1 for name in current if "/0k." in name) <= MAX_DELTAS
+    assert state(StreamTask.import_state(count_topology(), current)) == state(task)
+
+
+def test_a_closed_window_leaves_the_copy_that_catches_up() -> None:
+    task = StreamTask(count_topology())
+    task.process_batch(TOPIC, ["a", "b"], [0, 0], [10, 20])
+    copy = StreamTask.import_state(count_topology(), task.export_state().parts)
+    task.process_batch(TOPIC, ["a"], [0], [5000])  # closes the windows at 0 and -500
+    export = task.export_state()
+    assert any("/0k." in name for name in export.removed)
+    copy.apply_state(export.parts, export.removed)
+    assert state(copy) == state(task)
+    (store,) = (node.store for node in copy.nodes.values() if hasattr(node, "store"))
+    assert 0 not in store._rows
