@@ -212,6 +212,10 @@ class WindowParts:
         for name in removed:
             stem, _, first = name.rpartition(".")
             if stem == key_stem and first.isdigit():
+                if 0 not in key_parts:  # only a merge into a new first key part removes key parts
+                    raise ValueError(
+                        f"state parts of window {self.prefix}: {name!r} removed without a new base"
+                    )
                 firsts.discard(int(first))
         for first in sorted(key_parts):
             keys = loaded_keys(key_parts[first])
