@@ -7,6 +7,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from spark_jobs.streams import (
     BufferConfig,
     Processor,
@@ -18,6 +20,7 @@ from spark_jobs.streams import (
     Topology,
     TopologyTestDriver,
 )
+from spark_jobs.streams.nodes import kv_rows
 from spark_jobs.streams.runtime.task import StreamTask
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -290,3 +293,13 @@ def in_batches(topology: Topology, records, cuts, owners) -> tuple:
     if task is None:
         task = StreamTask(topology)
     return rows, late, state_of(task), task.metrics()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def stores_of_few_rows_in_many_groups():
+    """Imported by a test module whose stores hold a handful of rows: they get groups of one row each
+    (nodes/kv_rows.py `group_count`), so that its tests turn over the groups' bases and regroup a store
+    as it grows, as stores of many thousands of rows do."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kv_rows, "MIN_GROUP_ROWS", 1)
+        yield

@@ -18,7 +18,12 @@ from spark_jobs.streams import Count, StreamsBuilder, Sum
 from spark_jobs.streams.nodes import kv_rows
 from spark_jobs.streams.nodes.kv_rows import GROUPS, KeyValueRows
 
-from .helpers import in_batches, one_by_one, plain_task
+from .helpers import (
+    in_batches,
+    one_by_one,
+    plain_task,
+    stores_of_few_rows_in_many_groups,  # noqa: F401 - a fixture, autouse
+)
 
 PROPERTY = settings(max_examples=int(os.environ.get("STREAMS_PROPERTY_EXAMPLES", "100")), deadline=None)
 
@@ -209,6 +214,26 @@ def test_an_export_after_which_every_row_is_new_writes_every_base_and_no_delta()
     store.put_rows(rows, np.ones(len(rows), np.int64), np.zeros(len(rows), np.int64))
     parts, names = store.export_parts(True)
     assert sorted(parts) == sorted(names) == sorted(f"kv{g}.0" for g in range(GROUPS))
+
+
+def test_a_small_store_has_one_group_and_a_growing_one_writes_every_base_again_in_more_groups():
+    store, model = KeyValueRows(), {}
+    history = History(np.random.default_rng(1))
+    lagging = KeyValueRows()
+    with mock.patch.object(kv_rows, "MIN_GROUP_ROWS", 8):
+        put(store, [(f"k{i}", i, i) for i in range(10)], model)
+        history.export(store, False)
+        lagging.apply_parts(history.parts, [])  # a copy that then lags behind
+        put(store, [(f"k{i}", -i, i) for i in range(5)], model)
+        history.export(store, True)
+        assert sorted(history.parts) == ["kv.2", "kv0.0"]  # a group for fewer than 2 * 8 rows
+        assert history.parts["kv0.0"][0]["groups"] == 1
+        put(store, [(f"k{i}", i, i) for i in range(5, 40)], model)  # 40 rows: groups of 8 rows or more
+        history.export(store, True)
+        assert sorted(history.written[-1]) == sorted(history.parts) == [f"kv{g}.0" for g in range(4)]
+        assert {saved["groups"] for saved, _ in history.parts.values()} == {4}  # every base again, no delta
+        history.catch_up(lagging, 1)
+    assert contents(lagging) == contents(history.imported()) == model
 
 
 def test_a_store_with_few_dead_rows_keeps_them():

@@ -15,6 +15,7 @@ from spark_jobs.streams.nodes.kv_rows import GROUPS
 from spark_jobs.streams.nodes.suppress import SuppressNode
 from spark_jobs.streams.runtime.part_keys import KeyListLoader, dumps_entries_part
 
+from .helpers import stores_of_few_rows_in_many_groups  # noqa: F401 - a fixture, autouse
 from .test_final_window_count import TOPIC, finals_topology
 
 KEYS = st.one_of(

@@ -25,7 +25,11 @@ from spark_jobs.streams.nodes.kv_store import KeyValueStore, TimestampedKeyValue
 from spark_jobs.streams.nodes.window_stores import JoinWindowStore, SessionStore
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
-from .helpers import WorkerCopies, drain
+from .helpers import (
+    WorkerCopies,
+    drain,
+    stores_of_few_rows_in_many_groups,  # noqa: F401 - a fixture, autouse
+)
 from .test_properties import PROPERTY
 
 # -- topologies ---------------------------------------------------------------------------------------------

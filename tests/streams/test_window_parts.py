@@ -15,6 +15,8 @@ from spark_jobs.streams import StreamsBuilder, StreamTask, TimeWindows, aggregat
 from spark_jobs.streams.nodes.kv_rows import GROUPS
 from spark_jobs.streams.nodes.store_log import MAX_DELTAS
 
+from .helpers import stores_of_few_rows_in_many_groups  # noqa: F401 - a fixture, autouse
+
 TOPIC = "readings"
 WINDOW, ADVANCE, GRACE = 1000, 500, 100
 

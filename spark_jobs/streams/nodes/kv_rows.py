@@ -10,11 +10,14 @@ nor export. A batch's keys are looked up at once (in a
 values, timestamps, live and dirty flags are numpy columns (int64 values for a count, objects otherwise),
 read and written by row a batch at a time, so that no Python object is made or touched per entry.
 
-Saved form. Row r belongs to group `r % GROUPS`. An export writes one delta of the whole store,
+Saved form. Row r belongs to group `r % G`, G the store's number of groups (`group_count`: one group per
+MIN_GROUP_ROWS rows, a power of two up to GROUPS; a store that grows past a bound writes every base again
+with the new G, so a small store, a window of a few hundred keys, writes a part or two per export, not
+GROUPS). An export writes one delta of the whole store,
 `<prefix>.<n>` (n: the export's number), {"from": rows the previous export saw, "keys": the keys of the rows
 added since, "rows": the rows changed, "columns": [values, timestamps, live] of those rows}: a key already
 saved is named by its row, not written again. Each export also writes the bases of a few groups in turn,
-`<prefix><group>.0`, {"at": the export's number, "size": rows then, "keys": the group's keys, "columns":
+`<prefix><group>.0`, {"at": the export's number, "size": rows then, "groups": G, "keys": the group's keys, "columns":
 their values, timestamps, live}: as many that a turn over every group takes the exports in which about
 DELTA_RATIO times the store's rows change (and at most MAX_DELTAS exports), so the groups' bases are spread
 over the exports instead of all rewritten in one; an export after which every row is new writes every
@@ -40,7 +43,9 @@ import numpy as np
 from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, object_array
 from .store_log import MAX_DELTAS
 
-GROUPS = 32  # groups of rows, based in turn
+GROUPS = 32  # the most groups of rows, based in turn
+# Rows per group below which a store has fewer groups: every part costs its own pickling, name and digest.
+MIN_GROUP_ROWS = 2048
 # Rows of changes the deltas since the oldest base hold, per row of the store: a delta's row is a row number,
 # a value, a timestamp and a flag, without its key, where a base writes the key too.
 DELTA_RATIO = 4
@@ -49,6 +54,15 @@ MIN_DEAD_ROWS = 4096
 NO_TIME = int(np.iinfo(np.int64).min)  # a dead row's timestamp: below every record's
 _HOLE = object()  # a row's key while an import has not reached the part that names it
 KEY_SEPARATOR = "\x00"  # between the str keys of a part's `key_text` (see `saved_keys`)
+
+
+def group_count(size: int) -> int:
+    """The groups of a store of `size` rows: a power of two, at most GROUPS, each of MIN_GROUP_ROWS rows or
+    more (one for a smaller store)."""
+    groups = 1
+    while groups < GROUPS and size >= 2 * groups * MIN_GROUP_ROWS:
+        groups *= 2
+    return groups
 
 
 def saved_keys(store: Any, rows: slice) -> dict[str, Any]:
@@ -310,18 +324,20 @@ class RowParts:
         self.generation = 0  # the store's numbering of rows (a compaction numbers them again)
         self.exported = 0  # the number of the last export
         self.saved_rows = 0  # rows the last export (or import) saw
+        self.groups = 1  # of rows, by row number modulo this (`group_count` of the size the bases saw)
         self.base_at = [0] * GROUPS  # per group: the export of its base (0: none, its rows are in deltas)
         self.deltas: set[int] = set()  # the exports whose deltas are kept
         self.next_base = 0  # the group whose base is written next
         self._base_credit = 0.0  # the groups whose bases are due (see `_next_bases`)
         self._rebase_all = False  # the next export writes every base (a new generation)
 
-    def _base(self, store: Any, group: int, at: int) -> dict[str, Any]:
-        rows = slice(group, store.size, GROUPS)
+    def _base(self, store: Any, group: int, at: int, groups: int) -> dict[str, Any]:
+        rows = slice(group, store.size, groups)
         return {
             "generation": self.generation,
             "at": at,
             "size": store.size,
+            "groups": groups,
             **saved_keys(store, rows),
             "columns": store.saved_columns(rows),
         }
@@ -346,7 +362,7 @@ class RowParts:
     def _groups(self, store: Any) -> range:
         """The groups that have rows; a compacted store without rows keeps group 0's base, which names the
         generation (a copy catching up must learn that its rows are gone)."""
-        return range(min(store.size, GROUPS) if store.size or not self.generation else 1)
+        return range(min(store.size, self.groups) if store.size or not self.generation else 1)
 
     def export(self, store: Any, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
         """Parts new or changed since the last export (every base and no delta unless `changed_only`), and
@@ -354,15 +370,19 @@ class RowParts:
         self.exported += 1
         export = self.exported
         parts: dict[str, Any] = {}
+        regrouped = group_count(store.size) != self.groups  # grown past a bound: every row in a new group
+        if regrouped:
+            self.groups = group_count(store.size)
+            self.base_at[:] = [0] * GROUPS
         groups = self._groups(store)
         changed = np.flatnonzero(store.dirty[: store.size])
         # a delta of a store whose every row is new since the last export would hold every row, and bases
         # in turn would write some of them twice: every group's base holds them once
-        whole = not changed_only or self._rebase_all or (store.size and not self.saved_rows)
+        whole = not changed_only or self._rebase_all or regrouped or (store.size and not self.saved_rows)
         self._rebase_all = False
         rebased = list(groups) if whole else self._next_bases(len(changed), store.size)
         for group in rebased:
-            parts[self._name(group)] = (self._base(store, group, export), [])
+            parts[self._name(group)] = (self._base(store, group, export, self.groups), [])
             self.base_at[group] = export
         # the delta, unless every group's base holds it
         if min((self.base_at[g] for g in groups), default=export) < export and (
@@ -386,7 +406,7 @@ class RowParts:
         """The groups whose bases this export writes, in turn: a turn over the groups per DELTA_RATIO times
         the store's rows of changes (`_base_credit` counts the groups due), and once MAX_DELTAS deltas are
         kept, a turn per MAX_DELTAS exports at least; the deltas kept never outnumber twice MAX_DELTAS."""
-        present = min(size, GROUPS)
+        present = min(size, self.groups)
         if not changed or not present:
             return []
         self._base_credit += present * changed / (DELTA_RATIO * size)
@@ -414,7 +434,9 @@ class RowParts:
 
     def state_parts(self, store: Any) -> dict[str, Any]:
         """A base per group, leaving the export history alone (a snapshot)."""
-        return {self._name(g): (self._base(store, g, self.exported), []) for g in self._groups(store)}
+        groups = group_count(store.size)
+        present = range(min(store.size, groups) if store.size or not self.generation else 1)
+        return {self._name(g): (self._base(store, g, self.exported, groups), []) for g in present}
 
     def apply(self, store: Any, parts: Mapping[str, Any], removed: list[str]) -> None:
         """Catch the store up with the parts exported since (every current part for an import): replayed
@@ -442,7 +464,7 @@ class RowParts:
                 rows = np.asarray(saved["rows"], np.int64)
                 self.deltas.add(export)
             else:
-                rows = slice(group, saved["size"], GROUPS)
+                rows = slice(group, saved["size"], self._groups_of(saved, group, name))
                 if not keys_apart:
                     keys[rows] = part_keys
                 self.base_at[group] = export
@@ -460,6 +482,15 @@ class RowParts:
         self._drop_deltas(groups)
         if groups:
             self.next_base = min(groups, key=lambda g: self.base_at[g])
+
+    def _groups_of(self, saved: dict[str, Any], group: int, name: str) -> int:
+        """The store's groups as a base saw them (all bases current at once saw the same: a store that
+        changes its groups writes every base again), now the store's."""
+        groups = saved.get("groups")
+        if type(groups) is not int or not 0 <= group < groups <= GROUPS:
+            raise ValueError(f"state part {name!r}: group {group} of {groups!r} groups")
+        self.groups = groups
+        return groups
 
     def _start_generation_of(self, store: Any, parts: Mapping[str, Any]) -> None:
         """Check that the parts are of one generation, this one or a newer one; a newer one (the exporting
