@@ -472,10 +472,6 @@ class _BatchGroups:
             self._group[self.order] = np.repeat(np.arange(len(self.sizes)), self.sizes)
         return self._group
 
-    def first_pairs(self) -> np.ndarray:
-        """Per group: its first pair."""
-        return self.order[np.cumsum(self.sizes) - self.sizes]
-
 
 def group_pairs(
     keys: list,
