@@ -20,7 +20,7 @@ from spark_jobs.streams import (
     StreamTask,
 )
 from spark_jobs.streams.nodes import kv_rows
-from spark_jobs.streams.nodes.kv_rows import loaded_keys
+from spark_jobs.streams.nodes.kv_rows import loaded_row_keys
 from spark_jobs.streams.nodes.kv_store import KeyValueStore, TimestampedKeyValueStore
 from spark_jobs.streams.nodes.window_stores import JoinWindowStore, SessionStore
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
@@ -261,7 +261,7 @@ def exported_entries(export, node_prefix):
     for name, data in export.parts.items():
         if name.startswith(node_prefix) and "/" in name and not name.endswith("/"):
             saved, removed = KeyListLoader().loads(data)
-            count += len(saved["rows"] if "rows" in saved else loaded_keys(saved, name)) + len(removed)
+            count += len(saved["rows"] if "rows" in saved else loaded_row_keys(saved, name)) + len(removed)
     return count
 
 

@@ -23,7 +23,7 @@ DELTA_RATIO times the store's rows change (and at most MAX_DELTAS exports), so t
 over the exports instead of all rewritten in one; an export after which every row is new writes every
 group's base (a delta would hold them all). A delta goes once every group's base is as new. A part's keys
 are a list, or for a store whose keys are all str, {"key_text": the keys joined by NUL, "key_count": how
-many} in its place (`saved_keys`: pickling one string is one C pass, a list of them a step per key). An import
+many} in its place (`saved_row_keys`: pickling one string is one C pass, a list of them a step per key). An import
 replays the parts in export order: a base sets its group's rows, a delta the rows it holds; every part
 names its generation, and a catch-up that meets a newer one starts the store again from its parts. A part is
 `(saved, [])` as the other stores' parts (nodes/store_log.py). `RowParts` keeps this history for any store
@@ -53,7 +53,7 @@ DELTA_RATIO = 4
 MIN_DEAD_ROWS = 4096
 NO_TIME = int(np.iinfo(np.int64).min)  # a dead row's timestamp: below every record's
 _HOLE = object()  # a row's key while an import has not reached the part that names it
-KEY_SEPARATOR = "\x00"  # between the str keys of a part's `key_text` (see `saved_keys`)
+KEY_SEPARATOR = "\x00"  # between the str keys of a part's `key_text` (see `saved_row_keys`)
 
 
 def group_count(size: int) -> int:
@@ -65,7 +65,7 @@ def group_count(size: int) -> int:
     return groups
 
 
-def saved_keys(store: Any, rows: slice) -> dict[str, Any]:
+def saved_row_keys(store: Any, rows: slice) -> dict[str, Any]:
     """The keys of `rows` as a part saves them: `{"keys": their list}`, or where the store knows them all
     to be str (a store that has `str_keys()` says so) and none holds a NUL, `{"key_text": joined by NUL,
     "key_count": how many}`: one string pickles and loads in one C pass, a list of them one object at a
@@ -81,8 +81,8 @@ def saved_keys(store: Any, rows: slice) -> dict[str, Any]:
     return {"keys": keys}
 
 
-def loaded_keys(saved: dict[str, Any], name: str) -> list:
-    """The keys a part saved (`saved_keys`)."""
+def loaded_row_keys(saved: dict[str, Any], name: str) -> list:
+    """The keys a part saved (`saved_row_keys`)."""
     if "key_text" not in saved:
         return saved["keys"]
     keys = saved["key_text"].split(KEY_SEPARATOR)
@@ -338,7 +338,7 @@ class RowParts:
             "at": at,
             "size": store.size,
             "groups": groups,
-            **saved_keys(store, rows),
+            **saved_row_keys(store, rows),
             "columns": store.saved_columns(rows),
         }
 
@@ -391,7 +391,7 @@ class RowParts:
             delta = {
                 "generation": self.generation,
                 "from": self.saved_rows,
-                **saved_keys(store, slice(self.saved_rows, store.size)),
+                **saved_row_keys(store, slice(self.saved_rows, store.size)),
                 "rows": changed,
                 "columns": store.saved_columns(changed),
             }
@@ -448,7 +448,7 @@ class RowParts:
         end = store.size
         for name, (saved, _) in parts.items():
             group, export = self._part_of(name, saved)
-            part_keys = loaded_keys(saved, name)
+            part_keys = loaded_row_keys(saved, name)
             steps.append((export, group, saved, part_keys, name))
             end = max(end, saved["from"] + len(part_keys)) if group is None else max(end, saved["size"])
         if end > store.size:
