@@ -9,10 +9,10 @@ Each run is its own process (`python bench/spark_bench.py --one SIDE ...`: its o
 Python workers), timed from launch to exit, as a scheduled spark-submit pays it, with the peak of the
 summed RSS of its process tree (driver, JVM, Python workers), sampled every 200 ms, the peak of its summed
 PSS from the same samples (a page shared by several processes of the tree counted once, not once per
-process), each split by kind of process, and where its time outside the run went (`session_start_seconds`: imports and the session's start; `stop_seconds`: stopping
-the session). Every side of a shape
-reads the same generated files (`generate_events`, 100k events a file, `--max-files-per-trigger` files a
-micro-batch) and writes Parquet.
+process), each split by kind of process, and where its time outside the run went
+(`session_start_seconds`: imports and the session's start; `stop_seconds`: stopping the session). Every
+side of a shape reads the same generated files (`generate_events`, 100k events a file,
+`--max-files-per-trigger` files a micro-batch) and writes Parquet.
 
 Shapes (ours: a job module run by `TopologyRuntime`, exactly once; native: the query Spark offers for it):
 
