@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from itertools import compress
+from itertools import compress, repeat
+from operator import is_
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -230,7 +231,9 @@ class FinalWindowCount:
     ) -> tuple[np.ndarray, np.ndarray, int, int] | None:
         """`_number_keys` for a batch whose pairs are all in the window `start`, whose count rows are
         `rows`: one pair per record that has one."""
-        if None in keys:  # a null key: node by node, before the window's key table numbers anything
+        # a null key: node by node, before the window's key table numbers anything (by identity: `None in
+        # keys` would compare each key with None, reading every key's object)
+        if any(map(is_, keys, repeat(None))):
             return None
         every_record = len(rec) == len(keys)
         paired = object_array(keys)
