@@ -421,3 +421,17 @@ def test_an_int64_column_of_one_value_and_a_sparse_column_of_none_are_saved_once
     assert live(copy)["b"] == (8, {"h": b"1"}, 0) and live(copy)["e"] == (9, None, 0)
     saved = round_trip(store.save(changed_only=False))  # a header in one row: the column in full
     assert list(saved["columns"][1]) == [None, {"h": b"1"}, None, None, None]
+
+
+def test_none_put_over_a_list_column_replaces_what_its_rows_held() -> None:
+    """Putting None into rows of a list column leaves them None, whether the column held None in every row
+    (nothing to store) or values in some (each put row replaced), and flags the rows put either way."""
+    kinds = (INT64, OBJECT, OBJECT)  # a timestamp, a column of None only, a column holding values
+    store = WindowRows(kinds)
+    store.extend(["a", "b", "c"], [np.array([1, 2, 3]), [None] * 3, [None, {"v": 1}, {"v": 2}]])
+    store.save(changed_only=True)
+    store.put_rows(np.array([2, 0]), [np.array([5, 4]), [None, None], [None, None]])
+    assert live(store) == {"a": (4, None, None), "b": (2, None, {"v": 1}), "c": (5, None, None)}
+    store.put_rows(np.array([1]), [np.array([6]), [None], [None]])
+    assert live(store)["b"] == (6, None, None)
+    assert list(round_trip(store.save(changed_only=True))["rows"]) == [0, 1, 2]

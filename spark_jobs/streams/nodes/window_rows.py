@@ -207,15 +207,23 @@ class WindowRows:
     def put_rows(self, rows: np.ndarray, columns: list) -> None:
         """Replace the changing fields of existing rows (their numbers in `rows`) and flag them put; per
         changing column its values, an int64 ndarray, a list, or StructValues for a struct column."""
-        row_list = self._row_list(rows)
-        for column, values in zip(self.columns[: self.changing], columns, strict=True):
+        changed = [
+            (column, values)
+            for column, values in zip(self.columns[: self.changing], columns, strict=True)
+            if not (type(column) is list and _none_over_none(column, values))
+        ]
+        row_list = self._row_list(rows, [column for column, _ in changed])
+        for column, values in changed:
             _assign(column, rows, row_list, values)
         np.frombuffer(self.dirty, np.uint8)[rows] = 1
 
-    def _row_list(self, rows: np.ndarray) -> list[int] | None:
-        """The row numbers as a list, for the list columns' stores (None when every changing column is an
-        int64 array: a count's window)."""
-        if all(type(column) is not list for column in self.columns[: self.changing]):
+    def _row_list(self, rows: np.ndarray, columns: list | None = None) -> list[int] | None:
+        """The row numbers as a list, for the list columns' stores (None when every changing column, or
+        every one of `columns`, is an int64 array: a count's window)."""
+        if all(
+            type(column) is not list
+            for column in (self.columns[: self.changing] if columns is None else columns)
+        ):
             return None
         return rows.tolist()
 
@@ -573,6 +581,15 @@ def _assign(column: Any, rows: np.ndarray, row_list: list[int] | None, values: A
         if type(values) is np.ndarray:
             values = values.tolist()
         deque(map(column.__setitem__, row_list, values), maxlen=0)
+
+
+def _none_over_none(column: list, values: Any) -> bool:
+    """Whether putting `values` into a list column changes nothing: they are all None, and so is every row
+    of the column (a buffer's headers and, where nothing reads them, old values). Both checks are C passes
+    in memory order, the last row looked at first, where the stores would touch a row each, scattered."""
+    if type(values) is not list or (values and values[-1] is not None) or values.count(None) != len(values):
+        return False
+    return not column or (column[-1] is None and column.count(None) == len(column))
 
 
 def _gathered(column: list, at: list[int]) -> Any:
