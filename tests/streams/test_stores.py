@@ -22,7 +22,7 @@ from spark_jobs.streams import (
 from spark_jobs.streams.nodes import kv_rows
 from spark_jobs.streams.nodes.kv_rows import loaded_row_keys
 from spark_jobs.streams.nodes.kv_store import KeyValueStore, TimestampedKeyValueStore
-from spark_jobs.streams.nodes.window_stores import JoinWindowStore, SessionStore
+from spark_jobs.streams.nodes.window_stores import JoinWindowStore, SessionStore, join_records
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
 from .helpers import (
@@ -405,13 +405,15 @@ def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(batc
         ]
         limit = store.store_time - retention
         # what memory holds: the records indexed by key, the batches put since the last fetch
-        indexed = [ts for rows in store._entries.values() for ts, _, _ in rows]
+        indexed = [ts for rows in store._entries.values() for ts, _, _ in join_records(rows)]
         assert min(indexed, default=limit + 1) > limit - retention - store.interval
         assert all(latest > limit - store.interval for latest, *_ in store._unindexed)
         if fetch:
             for key in "abcd":
                 live = [(t, n, n) for k, t, n in sorted(put, key=lambda r: r[1:]) if k == key and t > limit]
-                assert [list(found) for found in store.fetch_batch([key], [0], 0, 10**6)] == [live]
+                assert [list(join_records(found)) for found in store.fetch_batch([key], [0], 0, 10**6)] == [
+                    live
+                ]
 
 
 # -- the key-value store --------------------------------------------------------------------------------------

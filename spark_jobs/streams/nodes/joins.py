@@ -20,7 +20,7 @@ from ..windows import JoinWindows
 from .base import Batch, Node, StateRow
 from .kv_store import KeyValueStore, split_parts
 from .late_rows import LateRows
-from .window_stores import JoinWindowStore, WindowCounts
+from .window_stores import JoinWindowStore, WindowCounts, join_records
 
 LEFT, RIGHT = 0, 1
 
@@ -189,7 +189,7 @@ class StreamStreamJoinNode(Node):
             for at in compress(range(len(partners_of)), partners_of):  # the records that found partners
                 i = valid[at]
                 key, value, ts = keys[i], values[i], timestamps[i]
-                for other_ts, _, other_value in partners_of[at]:
+                for other_ts, _, other_value in join_records(partners_of[at]):
                     out.append((key, join(value, other_value), ts if ts > other_ts else other_ts, i))
             state.stream_time = max(first_stream_time, max(timestamps))
         if len(valid) < n:
@@ -232,7 +232,7 @@ class StreamStreamJoinNode(Node):
             at += 1
             if ts == stream_time and state.waiting:
                 self._emit_expired_waiting(out, i)
-            for other_ts, other_seq, other_value in partners:
+            for other_ts, other_seq, other_value in join_records(partners):
                 if self.other_outer:  # the partner is no longer waiting for a join
                     state.remove_waiting((other_ts, _side_order(other), key_bytes(key), other_seq))
                 out.append((key, self._join(value, other_value), max(ts, other_ts), i))

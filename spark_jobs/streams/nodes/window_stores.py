@@ -662,7 +662,6 @@ class SlidingWindowStore:
                 self.counts.add(start, start)
 
 
-_AFTER_EVERY_SEQ = float("inf")
 SEGMENTS = 8  # a join store saves its records by segment of event time: its retention spans this many
 
 
@@ -703,8 +702,27 @@ class _Segment:
         return keys, stamps, seqs, values
 
 
+def join_records(rows: list) -> Iterator[tuple[int, int, Any]]:
+    """The records `(timestamp, seq, value)` of a key's flat list (JoinWindowStore.entries), in order."""
+    it = iter(rows)
+    return zip(it, it, it, strict=True)
+
+
+def _insert_record(rows: list, ts: int, seq: int, value: Any) -> None:
+    """Put a record into a key's flat list, sorted by (timestamp, seq)."""
+    if rows[-3] < ts or (rows[-3] == ts and rows[-2] < seq):  # the common case: after the key's records
+        rows += (ts, seq, value)
+        return
+    at = bisect_right(rows[0::3], ts)
+    while at and rows[3 * at - 3] == ts and rows[3 * at - 2] > seq:
+        at -= 1
+    rows[3 * at : 3 * at] = (ts, seq, value)
+
+
 class JoinWindowStore:
-    """One side of a stream-stream join: key -> its records `(timestamp, seq, value)`, sorted. Records at or
+    """One side of a stream-stream join: key -> its records `(timestamp, seq, value)`, sorted, flat in one
+    list per key (`[ts, seq, value, ts, ...]`: no object per record, which the cyclic collector would
+    visit after every batch; `join_records` reads them as triples). Records at or
     before `store_time - retention` are expired: neither found nor put; a fetch deletes those of its key,
     and once the clock expires a segment, a put deletes those of the keys put in it (`_purge`), so that
     the store holds about a retention of records, as Kafka's segmented store does. A batch put goes into
@@ -727,7 +745,7 @@ class JoinWindowStore:
         self.retention = retention
         self.interval = max(1, -(-retention // SEGMENTS))
         self.store_time = -1  # the max timestamp put
-        self._entries: dict[Any, list[tuple[int, int, Any]]] = {}
+        self._entries: dict[Any, list] = {}  # key -> its records, flat
         # the batches put since the index was last brought up to date: (their max timestamp, keys,
         # timestamps, seqs, values)
         self._unindexed: list[tuple[int, list, list, list, list]] = []
@@ -783,8 +801,8 @@ class JoinWindowStore:
         return expired
 
     @property
-    def entries(self) -> dict[Any, list[tuple[int, int, Any]]]:
-        """key -> its records `(timestamp, seq, value)`, sorted (read only; expired ones may wait for a
+    def entries(self) -> dict[Any, list]:
+        """key -> its records `(timestamp, seq, value)`, sorted, flat (read only; expired ones may wait for a
         fetch or a purge)."""
         self._index()
         return self._entries
@@ -800,18 +818,18 @@ class JoinWindowStore:
         for latest, keys, stamps, seqs, values in batches:
             if latest <= limit:
                 continue
-            records = list(zip(stamps, seqs, values, strict=True))  # built in C
             if min(stamps) <= limit:  # leave out the expired ones, in C passes
                 live = list(map(limit.__lt__, stamps))
-                keys, records = list(compress(keys, live)), list(compress(records, live))
-            for key, record in zip(keys, records, strict=True):
+                keys, stamps = list(compress(keys, live)), list(compress(stamps, live))
+                seqs, values = list(compress(seqs, live)), list(compress(values, live))
+            for key, ts, seq, value in zip(keys, stamps, seqs, values, strict=True):
                 rows = get(key)
                 if rows is None:
-                    entries[key] = [record]
-                elif rows[-1] < record:  # the common case: later than the key's records
-                    rows.append(record)
+                    entries[key] = [ts, seq, value]
+                elif rows[-3] <= ts:  # the common case: later than the key's records (whose seqs are lower)
+                    rows += (ts, seq, value)
                 else:
-                    insort(rows, record)
+                    _insert_record(rows, ts, seq, value)
 
     def _last_expired_segment(self) -> int:
         """The last segment whose whole span the clock has expired (`_expired_segment`)."""
@@ -840,26 +858,26 @@ class JoinWindowStore:
 
     def _cut_expired(self, keys) -> None:
         """Delete the expired records of `keys` (a key left without records goes)."""
-        entries, limit = self._entries, (self.store_time - self.retention, _AFTER_EVERY_SEQ)
+        entries, limit = self._entries, self.store_time - self.retention
         for key in keys:
             rows = entries.get(key)
             if rows is None:
                 continue
-            cut = bisect_right(rows, limit)
+            cut = 3 * bisect_right(rows[0::3], limit)
             if cut == len(rows):
                 del entries[key]
             elif cut:
                 del rows[:cut]
 
     def fetch_batch(self, keys: list, timestamps: list, before: int, after: int) -> list[Sequence]:
-        """Per key its records `(timestamp, seq, value)` with timestamps in [max(0, t - before), max(0, t +
-        after)] for its `t` in `timestamps` (a join window), oldest first; `()` where there is none."""
+        """Per key its records with timestamps in [max(0, t - before), max(0, t + after)] for its `t` in
+        `timestamps` (a join window), oldest first, flat (`join_records` reads them); `()` where there is
+        none."""
         entries, limit = self.entries, self.store_time - self.retention
         self.counts.expire(limit)  # the records deleted below need no count
         found: list[Sequence] = [()] * len(keys)
         if not entries:
             return found
-        first_live = (limit, _AFTER_EVERY_SEQ)
         # a record's window, clipped at 0 and to the live records (ints compared, no tuple built): its
         # records are those of the key from the first at or after `time_from` to the last at or before
         # `time_to`
@@ -868,8 +886,8 @@ class JoinWindowStore:
         for n, rows in enumerate(map(get, keys)):  # the look-ups in C
             if rows is None:
                 continue
-            if rows[0][0] <= limit:  # expired: deleted for good
-                cut = bisect_right(rows, first_live)
+            if rows[0] <= limit:  # expired: deleted for good
+                cut = 3 * bisect_right(rows[0::3], limit)
                 if cut == len(rows):
                     del entries[keys[n]]
                     continue
@@ -880,14 +898,16 @@ class JoinWindowStore:
                 time_from = floor
             if time_to < 0:
                 time_to = 0
-            if rows[0][0] >= time_from:
-                if rows[-1][0] <= time_to:  # every record of the key (the common case)
+            if rows[0] >= time_from:
+                if rows[-3] <= time_to:  # every record of the key (the common case)
                     found[n] = rows
                     continue
+                stamps = rows[0::3]
                 lo = 0
             else:
-                lo = bisect_left(rows, (time_from,))
-            match = rows[lo : bisect_right(rows, (time_to, _AFTER_EVERY_SEQ))]
+                stamps = rows[0::3]
+                lo = 3 * bisect_left(stamps, time_from)
+            match = rows[lo : 3 * bisect_right(stamps, time_to)]
             if match:
                 found[n] = match
         return found
@@ -896,7 +916,7 @@ class JoinWindowStore:
         """(key, timestamp, value) of every live record (an expired one may wait for a fetch)."""
         limit = self.store_time - self.retention
         for key, rows in self.entries.items():
-            for ts, _, value in rows:
+            for ts, _, value in join_records(rows):
                 if ts > limit:
                     yield key, ts, value
 
@@ -908,7 +928,7 @@ class JoinWindowStore:
     def recount(self) -> None:
         """Count the entries again (after a catch-up)."""
         self.counts.clear()
-        self.counts.add_batch([ts for rows in self.entries.values() for ts, _, _ in rows])
+        self.counts.add_batch(list(chain.from_iterable(rows[0::3] for rows in self.entries.values())))
 
     # -- saving ---------------------------------------------------------------------------------------------
 
@@ -1007,7 +1027,12 @@ class JoinWindowStore:
                 keys, stamps, seqs, _ = segment.columns()
                 records = set(zip(stamps, seqs, strict=True))
                 for key in set(keys):
-                    rows = [row for row in entries.get(key, ()) if (row[0], row[1]) not in records]
+                    rows = [
+                        field
+                        for ts, seq, value in join_records(entries.get(key, ()))
+                        if (ts, seq) not in records
+                        for field in (ts, seq, value)
+                    ]
                     if rows:
                         entries[key] = rows
                     else:
@@ -1023,9 +1048,9 @@ class JoinWindowStore:
             for key, ts, seq, value in zip(keys, *columns, strict=True):
                 rows = entries.get(key)
                 if rows is None:
-                    entries[key] = [(ts, seq, value)]
+                    entries[key] = [ts, seq, value]
                 else:
-                    insort(rows, (ts, seq, value))
+                    _insert_record(rows, ts, seq, value)
             segment = segments.get(number)
             if segment is None:
                 segment = segments[number] = _Segment()
