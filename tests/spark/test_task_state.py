@@ -311,6 +311,8 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
         "task-parts-v6",
         "task-parts-v7",
         "task-parts-v8",
+        "task-parts-v9",
+        "task-parts-v10",
     ],
     ids=[
         "single snapshot",
@@ -322,6 +324,8 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
         "declared values as dicts",
         "final buffers' unread old values, sessions by row",
         "row stores without generations, constant window columns row by row",
+        "row store keys as lists",
+        "join store keys as lists",
     ],
 )
 def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_path, old_layout):
@@ -329,7 +333,7 @@ def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_p
     spec = JobSpec(SENSOR_ALERTS, {}, 3)
     TopologyRuntime(spark, spec, config)._check_identity()
     record = json.loads((tmp_path / "ckpt" / "job.json").read_text())
-    assert record["state_layout"] == task_state.STATE_LAYOUT == "task-parts-v10"
+    assert record["state_layout"] == task_state.STATE_LAYOUT == "task-parts-v11"
     if old_layout is None:
         del record["state_layout"]  # as the applyInPandasWithState runtime wrote it
     else:
@@ -337,7 +341,7 @@ def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_p
     (tmp_path / "ckpt" / "job.json").write_text(json.dumps(record))
     shown = old_layout or "single-snapshot"
     with pytest.raises(
-        IdentityMismatch, match=f"{shown}.*task-parts-v10.*new checkpoint, with a new output folder"
+        IdentityMismatch, match=f"{shown}.*task-parts-v11.*new checkpoint, with a new output folder"
     ):
         TopologyRuntime(spark, spec, config)._check_identity()
 

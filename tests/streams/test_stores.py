@@ -355,6 +355,34 @@ def test_a_join_store_exports_the_records_put_not_the_lists_of_their_keys() -> N
     assert store.export_parts(changed_only=True)[0] == {}
 
 
+@pytest.mark.parametrize(
+    ("keys", "str_keys", "as_text"),
+    [
+        (["a", "b", "a"], True, True),
+        (["a", "b\x00c", "a"], True, False),  # a key holding the separator: saved as a list
+        ([1, "b", 1], False, False),
+    ],
+    ids=["str keys", "a key holding NUL", "not all str"],
+)
+def test_a_join_store_saves_str_keys_as_one_text_and_loads_either_form(keys, str_keys, as_text) -> None:
+    store = JoinWindowStore("left", retention=100)
+    store.put_batch(keys, ["x", "y", "z"], [1, 2, 3], [0, 1, 2], str_keys)
+    first, _ = store.export_parts(changed_only=False)
+    store.put_batch(keys[1:2], ["w"], [4], [3], str_keys)
+    delta, _ = store.export_parts(changed_only=True)
+    assert ["key_text" in saved for saved, _ in [*first.values(), *delta.values()]] == [as_text, as_text]
+    loaded = JoinWindowStore("left", retention=100)
+    loaded.store_time = store.store_time
+    loaded.apply_parts(round_trip(first), [])
+    loaded.apply_parts(round_trip(delta), [])
+    assert list(loaded.items()) == list(store.items())
+    assert [type(key) for key, _, _ in loaded.items()] == [type(key) for key, _, _ in store.items()]
+    snapshot = JoinWindowStore("left", retention=100)
+    snapshot.store_time = store.store_time
+    snapshot.apply_parts(round_trip(store.state_parts()), [])
+    assert list(snapshot.items()) == list(store.items())
+
+
 def test_a_join_store_segment_past_the_retention_loses_its_parts_and_a_load_leaves_its_records_out() -> None:
     store = JoinWindowStore("left", retention=80)  # segments of 10
     store.put_batch(["a", "b"], [1, 2], [5, 15], [0, 1])

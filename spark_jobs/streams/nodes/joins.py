@@ -177,6 +177,9 @@ class StreamStreamJoinNode(Node):
             valid_keys = [keys[i] for i in valid]
             valid_values = [values[i] for i in valid]
             valid_ts = [timestamps[i] for i in valid]
+        # whether every key is a str (the store then saves them as one text), read in one C pass just before
+        # the look-ups read the same keys
+        str_keys = set(map(type, valid_keys)) == {str}
         partners_of = state.stores[other].fetch_batch(valid_keys, valid_ts, self.before, self.after)
         seqs = list(range(state.next_seq + 1, state.next_seq + 1 + len(valid)))
         state.next_seq += len(valid)
@@ -194,7 +197,7 @@ class StreamStreamJoinNode(Node):
             state.stream_time = max(first_stream_time, max(timestamps))
         if len(valid) < n:
             self.count_dropped(n - len(valid))
-        expired = state.stores[side].put_batch(valid_keys, valid_values, valid_ts, seqs)
+        expired = state.stores[side].put_batch(valid_keys, valid_values, valid_ts, seqs, str_keys)
         if expired:  # out of the store's retention (Kafka drops the put)
             # this node's stream time as each record was processed
             stream_times = list(accumulate(timestamps, max, initial=first_stream_time))
@@ -203,8 +206,11 @@ class StreamStreamJoinNode(Node):
                 i = valid[at]
                 late.add(i, keys[i], values[i], timestamps[i], None, None, stream_times[i + 1])
             late.report(self)
+        out_keys = [r[0] for r in out]
+        if str_keys:
+            self.task_context.str_key_column(out_keys)
         return Batch(
-            [r[0] for r in out],
+            out_keys,
             [r[1] for r in out],
             None,
             [r[2] for r in out],

@@ -72,9 +72,14 @@ def saved_row_keys(store: Any, rows: slice) -> dict[str, Any]:
     time. A store whose `keys_apart` is true saves none: `{"keys": ()}`."""
     if getattr(store, "keys_apart", False):
         return {"keys": ()}
-    keys = store.keys[rows]
     str_keys = getattr(store, "str_keys", None)
-    if keys and str_keys is not None and str_keys():
+    return saved_keys(store.keys[rows], str_keys is not None and str_keys())
+
+
+def saved_keys(keys: list, str_keys: bool) -> dict[str, Any]:
+    """A list of keys as a part saves it (`saved_row_keys`); `str_keys`: the caller knows them all to be
+    str (`loaded_row_keys` reads either form)."""
+    if keys and str_keys:
         text = KEY_SEPARATOR.join(keys)
         if text.count(KEY_SEPARATOR) == len(keys) - 1:
             return {"key_text": text, "key_count": len(keys)}

@@ -182,6 +182,10 @@ def _check_indexes(group_name: str, indexes: list[int], first: int) -> None:
 
 def _changes(part: tuple) -> int:
     saved, gone = part
-    if isinstance(saved, dict):  # rows changed (WindowRows), else entries put
+    if isinstance(
+        saved, dict
+    ):  # rows changed (WindowRows), else entries put (their keys as a list or a text)
+        if "key_count" in saved:
+            return saved["key_count"] + len(gone)
         return len(saved["rows"] if "rows" in saved else saved["keys"]) + len(gone)
     return len(saved[0]) + len(gone)

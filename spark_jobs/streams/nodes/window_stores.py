@@ -16,14 +16,14 @@ from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
-from itertools import accumulate, chain, compress, count, repeat
+from itertools import accumulate, chain, compress, count, islice, repeat
 from operator import itemgetter, le, not_, sub
 from typing import Any
 
 import numpy as np
 
 from ..records import Window, Windowed
-from .kv_rows import RowParts, SavedByRowParts
+from .kv_rows import RowParts, SavedByRowParts, loaded_row_keys, saved_keys
 from .kv_store import KeyValueStore
 from .late_rows import LateRows
 from .store_log import StoreLog
@@ -663,18 +663,34 @@ class SlidingWindowStore:
 
 
 SEGMENTS = 8  # a join store saves its records by segment of event time: its retention spans this many
+_Chunk = tuple[list, np.ndarray, np.ndarray, list]  # records as saved: keys, timestamps, seqs (int64), values
+
+
+def _int64_column(column: list, lo: int, hi: int) -> np.ndarray:
+    """`column[lo:hi]` (ints) as an int64 array."""
+    return np.fromiter(islice(column, lo, hi), np.int64, hi - lo)
+
+
+def _seq_column(seqs: list, lo: int, hi: int) -> np.ndarray:
+    """`seqs[lo:hi]` (increasing) as an int64 array: a run of consecutive seqs (a batch's, none expired)
+    without reading each."""
+    if hi > lo and seqs[hi - 1] - seqs[lo] == hi - lo - 1:
+        return np.arange(seqs[lo], seqs[hi - 1] + 1, dtype=np.int64)
+    return _int64_column(seqs, lo, hi)
 
 
 class _Segment:
     """A join store's segment: the records its parts hold, as the columns of the parts that wrote them
-    (`chunks`: keys, timestamps, seqs, values), and how many of them the last export wrote."""
+    (`chunks`: keys, timestamps and seqs as int64 arrays, values), and how many of them the last export
+    wrote."""
 
-    __slots__ = ("chunks", "records", "new")
+    __slots__ = ("chunks", "records", "new", "str_keys")
 
     def __init__(self) -> None:
-        self.chunks: list[tuple[list, array, array, list]] = []
+        self.chunks: list[_Chunk] = []
         self.records = 0
         self.new = 0
+        self.str_keys = True  # every key of its records is a str (saved as one text: kv_rows.saved_keys)
 
     def __len__(self) -> int:
         return self.records
@@ -682,23 +698,23 @@ class _Segment:
     def changes(self) -> int:
         return self.new
 
-    def add(self, chunk: tuple[list, array, array, list]) -> None:
+    def add(self, chunk: _Chunk, str_keys: bool) -> None:
         self.chunks.append(chunk)
         self.records += len(chunk[0])
+        self.str_keys = self.str_keys and str_keys
 
-    def columns(self, more: tuple[list, array, array, list] | None = None) -> tuple[list, array, array, list]:
+    def columns(self, more: _Chunk | None = None) -> _Chunk:
         """Every record of the chunks (and `more`), as one chunk."""
         chunks = self.chunks if more is None else [*self.chunks, more]
         if len(chunks) == 1:
             return chunks[0]
         keys: list = []
-        stamps, seqs = array("q"), array("q")
         values: list = []
         for chunk in chunks:
             keys += chunk[0]
-            stamps += chunk[1]
-            seqs += chunk[2]
             values += chunk[3]
+        stamps = np.concatenate([chunk[1] for chunk in chunks])
+        seqs = np.concatenate([chunk[2] for chunk in chunks])
         return keys, stamps, seqs, values
 
 
@@ -738,7 +754,8 @@ class JoinWindowStore:
     loaded from parts leaves out the records its clock expired (neither found nor listed anyway). An export
     touches the batch's records only, never the lists of the keys they joined; a segment keeps the columns
     of its parts for a new base. Saved form: `{"keys": [...], "columns": [timestamps, seqs, values]}`, a
-    record per position."""
+    record per position, the timestamps and seqs int64 arrays; where every key is a str (the join node
+    says so), `{"key_text": ..., "key_count": ...}` in place of "keys" (nodes/kv_rows.py, `saved_keys`)."""
 
     def __init__(self, prefix: str, retention: int, union: Counter | None = None) -> None:
         self.prefix = prefix
@@ -752,16 +769,19 @@ class JoinWindowStore:
         self.counts = TimestampCounts(union)  # per timestamp; `union` shared with the join's other stores
         self._segments: dict[int, _Segment] = {}  # the segments the parts hold
         self._new: tuple[list, list, list, list] = ([], [], [], [])  # keys, timestamps, seqs, values put
+        self._new_str = True  # every key in `_new` is a str
         self._runs: list[
             tuple[int, int]
         ] = []  # (position in `_new`, segment) where a segment's records start
         self._purged = -1  # the segments up to this one have no record left in `entries`
         self.log = StoreLog()
 
-    def put_batch(self, keys: list, values: list, timestamps: list, seqs: list) -> list[int]:
+    def put_batch(
+        self, keys: list, values: list, timestamps: list, seqs: list, str_keys: bool = False
+    ) -> list[int]:
         """Put records in order; the positions of those not put (expired already: the store's clock had
         passed them by the retention, counting the earlier records of the batch). The lists become the
-        store's."""
+        store's. `str_keys`: the caller knows every key to be a str."""
         if not keys:
             return []
         retention, interval = self.retention, self.interval
@@ -791,6 +811,7 @@ class JoinWindowStore:
         self.store_time = store_time
         if keys:
             self.counts.add_batch(timestamps)
+            self._new_str = self._new_str and str_keys
             new[0].extend(keys)
             new[1].extend(timestamps)
             new[2].extend(seqs)
@@ -944,37 +965,35 @@ class JoinWindowStore:
             raise ValueError(f"state part {name!r} is not a part of store {self.prefix!r}")
         return int(number)
 
-    def _new_chunks(self) -> dict[int, tuple[list, array, array, list]]:
+    def _new_chunks(self) -> dict[int, _Chunk]:
         """The records put since the last export, per segment (slices of the batch's columns)."""
         keys, stamps, seqs, values = self._new
         runs = self._runs
-        chunks: dict[int, tuple[list, array, array, list]] = {}
+        chunks: dict[int, _Chunk] = {}
         if not keys:
             return chunks
         bounds = [at for at, _ in runs[1:]] + [len(keys)]
         for (lo, segment), hi in zip(runs, bounds, strict=True):
             if hi > lo and not self._expired_segment(segment):
-                if lo == 0 and hi == len(keys):
-                    chunks[segment] = (keys, array("q", stamps), array("q", seqs), values)
-                else:
-                    chunks[segment] = (
-                        keys[lo:hi],
-                        array("q", stamps[lo:hi]),
-                        array("q", seqs[lo:hi]),
-                        values[lo:hi],
-                    )
+                whole = lo == 0 and hi == len(keys)
+                chunks[segment] = (
+                    keys if whole else keys[lo:hi],
+                    _int64_column(stamps, lo, hi),
+                    _seq_column(seqs, lo, hi),
+                    values if whole else values[lo:hi],
+                )
         return chunks
 
     @staticmethod
-    def _saved(chunk: tuple[list, array, array, list]) -> dict[str, Any]:
+    def _saved(chunk: _Chunk, str_keys: bool) -> dict[str, Any]:
         keys, stamps, seqs, values = chunk
-        return {"keys": keys, "columns": [stamps, seqs, values]}
+        return {**saved_keys(keys, str_keys), "columns": [stamps, seqs, values]}
 
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
         """Parts new or changed since the last export (every part unless `changed_only`), and the names of
         every current part."""
-        chunks = self._new_chunks()
-        self._new, self._runs = ([], [], [], []), []
+        chunks, new_str = self._new_chunks(), self._new_str
+        self._new, self._runs, self._new_str = ([], [], [], []), [], True
         segments, log = self._segments, self.log
         for segment in segments.values():
             segment.new = 0
@@ -982,7 +1001,7 @@ class JoinWindowStore:
             segment = segments.get(number)
             if segment is None:
                 segment = segments[number] = _Segment()
-            segment.add(chunk)
+            segment.add(chunk, new_str)
             segment.new = len(chunk[0])
             log.touch(number)
         for number in [n for n in segments if self._expired_segment(n)]:
@@ -991,11 +1010,11 @@ class JoinWindowStore:
 
         def save(number: int, put: Any) -> dict[str, Any]:
             if put is not None:
-                return self._saved(chunks[number])
+                return self._saved(chunks[number], new_str)
             segment = segments[number]
             whole = segment.columns()
             segment.chunks = [whole]  # a new base: the parts hold these records only
-            return self._saved(whole)
+            return self._saved(whole, segment.str_keys)
 
         return log.export(segments, changed_only, self._name, save, _Segment.changes)
 
@@ -1008,8 +1027,9 @@ class JoinWindowStore:
         def base(number: int) -> dict[str, Any]:
             segment = segments.get(number)
             if segment is None:
-                return self._saved(chunks[number])
-            return self._saved(segment.columns(chunks.get(number)))
+                return self._saved(chunks[number], self._new_str)
+            more = chunks.get(number)
+            return self._saved(segment.columns(more), segment.str_keys and (more is None or self._new_str))
 
         return StoreLog.bases(dict.fromkeys(numbers), self._name, base)
 
@@ -1025,7 +1045,7 @@ class JoinWindowStore:
             segment = segments.pop(number, None)
             if segment is not None:
                 keys, stamps, seqs, _ = segment.columns()
-                records = set(zip(stamps, seqs, strict=True))
+                records = set(zip(stamps.tolist(), seqs.tolist(), strict=True))
                 for key in set(keys):
                     rows = [
                         field
@@ -1038,14 +1058,15 @@ class JoinWindowStore:
                     else:
                         entries.pop(key, None)
         for number, saved, removed_keys in steps:
-            keys, columns = saved["keys"], saved["columns"]
+            keys, columns = loaded_row_keys(saved, self._name(number)), saved["columns"]
             if (
                 removed_keys
                 or len(columns) != 3
                 or not len(keys) == len(columns[0]) == len(columns[1]) == len(columns[2])
             ):
                 raise ValueError(f"state part {self._name(number)!r}: not a join store's records")
-            for key, ts, seq, value in zip(keys, *columns, strict=True):
+            stamps, seqs = np.asarray(columns[0], np.int64), np.asarray(columns[1], np.int64)
+            for key, ts, seq, value in zip(keys, stamps.tolist(), seqs.tolist(), columns[2], strict=True):
                 rows = entries.get(key)
                 if rows is None:
                     entries[key] = [ts, seq, value]
@@ -1054,7 +1075,7 @@ class JoinWindowStore:
             segment = segments.get(number)
             if segment is None:
                 segment = segments[number] = _Segment()
-            segment.add((keys, array("q", columns[0]), array("q", columns[1]), columns[2]))
+            segment.add((keys, stamps, seqs, columns[2]), "key_text" in saved)
         for number in [n for n in segments if self._expired_segment(n)]:
             del segments[number]  # its parts go at the next export
         self._cut_expired(list(entries))
