@@ -192,7 +192,8 @@ class StreamStreamJoinNode(Node):
             for at in compress(range(len(partners_of)), partners_of):  # the records that found partners
                 i = valid[at]
                 key, value, ts = keys[i], values[i], timestamps[i]
-                for other_ts, _, other_value in join_records(partners_of[at]):
+                records = iter(partners_of[at])  # flat: join_records, inline
+                for other_ts, _, other_value in zip(records, records, records, strict=True):
                     out.append((key, join(value, other_value), ts if ts > other_ts else other_ts, i))
             state.stream_time = max(first_stream_time, max(timestamps))
         if len(valid) < n:

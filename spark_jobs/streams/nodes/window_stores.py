@@ -102,66 +102,61 @@ def _uncount(union: dict[Any, int], window: Any, n: int) -> None:
 
 
 class TimestampCounts:
-    """A join store's live records per timestamp, as WindowCounts counts windows (a record's window is its
-    timestamp, which is also its bound), kept a batch at a time: `add_batch` counts a batch's timestamps
-    and `expire` drops those at or below the limit, from the store's timestamps in order (`_order`, sorted
-    with the batches added since merged in). `union` (timestamp -> live records of every counter sharing
-    it) is a Counter shared with the join's other counters."""
+    """A join store's live records, and their count per timestamp in `union` (timestamp -> live records of
+    every counter sharing it: a Counter shared with the join's other counters), as WindowCounts counts
+    windows (a record's window is its timestamp, which is also its bound), kept a batch at a time:
+    `add_batch` keeps a batch's timestamps aside, and `expire` drops those at or below the limit and counts
+    the rest into `union`, from the store's timestamps in order (`_order`, sorted, with those added since
+    merged in). A record that expires before the next `expire` is never counted in `union`; `union` is up
+    to date after an `expire`."""
 
-    __slots__ = ("counts", "entries", "_order", "_fresh", "_union")
+    __slots__ = ("entries", "_order", "_fresh", "_union")
 
     def __init__(self, union: Counter | None = None) -> None:
-        self.counts: Counter = Counter()  # timestamp -> its live records (> 0)
-        self.entries = 0
+        self.entries = 0  # live records (those added since the last `expire` included)
         self._order: list[int] = []  # the counted timestamps (one per record), sorted
-        self._fresh: list[int] = []  # the timestamps added since `_order` was sorted
+        self._fresh: list[int] = []  # the timestamps added since the last `expire`, not counted yet
         self._union = union
 
     def add_batch(self, timestamps: list[int]) -> None:
         """A record more at each of `timestamps`, none of which has expired."""
-        self.counts.update(timestamps)
-        if self._union is not None:
-            self._union.update(timestamps)
         self._fresh += timestamps
         self.entries += len(timestamps)
 
     def expire(self, limit: int) -> None:
-        """Drop the timestamps at or below `limit`."""
-        order, fresh = self._order, self._fresh
+        """Drop the timestamps at or below `limit`, and count those added since in `union`."""
+        order, fresh, union = self._order, self._fresh, self._union
         if fresh:
-            fresh.sort()
-            if order and fresh[0] < order[-1]:  # merge: what follows the batch's first goes again in order
-                at = bisect_right(order, fresh[0])
-                fresh += order[at:]
-                fresh.sort()
-                del order[at:]
-            order += fresh
             self._fresh = []
+            fresh.sort()
+            gone = bisect_right(fresh, limit)  # expired before they were counted
+            if gone:
+                del fresh[:gone]
+                self.entries -= gone
+            if fresh:
+                if union is not None:
+                    union.update(fresh)  # a pass in C
+                if (
+                    order and fresh[0] < order[-1]
+                ):  # merge: what follows the batch's first goes again in order
+                    at = bisect_right(order, fresh[0])
+                    fresh += order[at:]
+                    fresh.sort()
+                    del order[at:]
+                order += fresh
         cut = bisect_right(order, limit)
         if not cut:
             return
-        counts, union = self.counts, self._union
-        pop = counts.pop
-        if union is None:
-            for ts in order[:cut]:
-                pop(ts, None)
-        else:
-            for ts in order[:cut]:
-                n = pop(ts, None)
-                if n is not None:  # the timestamp's first record in `order`
-                    left = union[ts] - n
-                    if left:
-                        union[ts] = left
-                    else:
-                        union.pop(ts)
+        if union is not None:
+            for ts, n in Counter(order[:cut]).items():
+                _uncount(union, ts, n)
         del order[:cut]
         self.entries -= cut
 
     def clear(self) -> None:
         if self._union is not None:
-            for ts, n in self.counts.items():
+            for ts, n in Counter(self._order).items():
                 _uncount(self._union, ts, n)
-        self.counts = Counter()
         self.entries = 0
         self._order, self._fresh = [], []
 
