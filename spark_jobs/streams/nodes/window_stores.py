@@ -16,7 +16,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
-from itertools import accumulate, chain, compress, count, islice, repeat
+from itertools import accumulate, chain, compress, count, repeat
 from operator import itemgetter, le, not_, sub
 from typing import Any
 
@@ -663,7 +663,7 @@ _Chunk = tuple[list, np.ndarray, np.ndarray, list]  # records as saved: keys, ti
 
 def _int64_column(column: list, lo: int, hi: int) -> np.ndarray:
     """`column[lo:hi]` (ints) as an int64 array."""
-    return np.fromiter(islice(column, lo, hi), np.int64, hi - lo)
+    return np.fromiter(column if lo == 0 and hi == len(column) else column[lo:hi], np.int64, hi - lo)
 
 
 def _seq_column(seqs: list, lo: int, hi: int) -> np.ndarray:
