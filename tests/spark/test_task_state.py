@@ -325,7 +325,7 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
         "final buffers' unread old values, sessions by row",
         "row stores without generations, constant window columns row by row",
         "row store keys as lists",
-        "join store keys as lists",
+        "join store keys as lists, tables in hash groups",
     ],
 )
 def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_path, old_layout):

@@ -284,3 +284,38 @@ def test_a_none_key_has_no_row_and_a_key_the_table_cannot_hold_moves_the_store_t
     assert store.rows_for([None, "b", nan, nan, 5, "c"]).tolist() == [-1, 1, 2, 2, 3, 4]
     assert store.rows_for(["c", nan, None, 5, "d"]).tolist() == [4, 2, -1, 3, 5]
     assert store.keys == ["a", "b", nan, 5, "c", "d"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["a", "b", "c", "d", 7]),
+                st.one_of(st.none(), st.integers(0, 3)),
+                st.integers(0, 9),
+            ),
+            min_size=1,
+            max_size=12,
+        ),
+        max_size=5,
+    ),
+    st.lists(st.sampled_from(["a", "b", "c", "d", "e", 7, None]), max_size=8),
+)
+def test_changes_put_in_record_order_and_the_values_read_back_are_a_dicts_record_by_record(batches, probe):
+    """A table's batch: each record's old value is what its key held before it (an earlier record of the
+    batch, or the store), a None value deletes, and the values read back by a batch are the last ones put."""
+    store, plain = KeyValueRows(), {}
+    for batch in batches:
+        keys, values, stamps = (list(column) for column in zip(*batch, strict=True))
+        expected_olds = []
+        for key, value, stamp in batch:
+            expected_olds.append(plain[key][0] if key in plain else None)
+            if value is None:
+                plain.pop(key, None)
+            else:
+                plain[key] = (value, stamp)
+        assert store.put_in_order(store.rows_for(keys), values, stamps) == expected_olds
+        assert dict(store.items()) == plain
+        assert len(store) == len(plain)
+    assert store.get_values(probe) == [plain[key][0] if key in plain else None for key in probe]

@@ -149,6 +149,10 @@ class Node:
         """The value getter over a batch: per key (in order) `get(key)`."""
         return list(map(self.get, keys))
 
+    def get_values(self, keys: list) -> list:
+        """Per key (in order) its value, None where the table has none (a table's value is never None)."""
+        return [None if found is None else found[0] for found in self.get_list(keys)]
+
     # Which state a node reads besides its input, so that the task batches it only where that state
     # cannot change during the batch (runtime/task.py).
     def state_reads(self) -> tuple[str, ...]:

@@ -12,7 +12,6 @@ from bisect import insort
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, compress, repeat
-from operator import itemgetter
 from typing import Any
 
 from ..serde import key_bytes
@@ -300,9 +299,6 @@ def _side_order(side: int) -> int:
     return 0 if side == RIGHT else 1
 
 
-_first = itemgetter(0)  # a table entry's value (entries are (value, timestamp))
-
-
 def _any_none(column: list) -> bool:
     """Whether a column holds None, by identity (a value's own `==` is never called)."""
     return any(map(operator.is_, column, repeat(None)))
@@ -323,24 +319,22 @@ class StreamTableJoinNode(Node):
 
     def process_columns(self, keys, values, olds, timestamps, headers):
         n = len(keys)
+        table_values_of = self.task_context.batch_values_getter(self.table_name)
         if _any_none(keys) or _any_none(values):  # a null key or value joins nothing: dropped
             valid = [i for i in range(n) if keys[i] is not None and values[i] is not None]
             self.count_dropped(n - len(valid))
-            found = self.task_context.batch_value_getter(self.table_name)([keys[i] for i in valid])
+            found = table_values_of([keys[i] for i in valid])
         else:
             valid = None  # every row: the output rows are the input rows where the table has the key
-            found = self.task_context.batch_value_getter(self.table_name)(keys)
-        # by identity: `None in found` would compare each entry with None, reading every entry's object
-        if not _any_none(found):  # every row found its key: the table's values in row order
-            table_values = list(map(_first, found))
-            src = valid
-        elif self.left:
-            table_values = [None if entry is None else entry[0] for entry in found]
+            found = table_values_of(keys)
+        # by identity: `None in found` would compare each value with None, reading every value's object
+        if not _any_none(found) or self.left:  # the table's values (None where it has none) in row order
+            table_values = found
             src = valid
         else:
             rows = range(n) if valid is None else valid
-            src = [i for i, entry in zip(rows, found, strict=True) if entry is not None]
-            table_values = [entry[0] for entry in found if entry is not None]
+            src = [i for i, value in zip(rows, found, strict=True) if value is not None]
+            table_values = [value for value in found if value is not None]
         if src is None:
             return Batch(keys, list(map(self.joiner, values, table_values)), None, timestamps, headers, None)
         return Batch(

@@ -1,4 +1,4 @@
-"""A key -> (value, timestamp) store in rows: the store of a non-windowed aggregation, with batch operations
+"""A key -> (value, timestamp) store in rows: the store of a table or a non-windowed aggregation, with batch operations
 over numpy columns and an export in proportion to what changed.
 
 Rows: a key gets a row when it first comes and keeps it (a deleted key's row is dead, `live` False, and
@@ -198,13 +198,9 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         """Per key its row through the KeyTable (-1 for None); None where a key is neither a str nor None:
         the table is then dropped and the store looks its keys up in a dict from now on. Only the keys new
         to the table are checked, as the table holds str keys only."""
-        table = self._table
+        table = self._key_table(len(keys))
         if table is None:
-            table = KeyTable.new(max(len(keys), 2 * self.size))
-            if table is None or not table.add(self.keys):
-                self._table = False
-                return None
-            self._table = table
+            return None
         rows, new_keys = table.number(keys)
         added = new_keys.tolist()
         missing = rows < 0  # a null-like key: None, or one the table cannot hold (a float NaN)
@@ -216,14 +212,74 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
             self._append(added)
         return rows
 
+    def _key_table(self, batch: int) -> KeyTable | None:
+        """The KeyTable, built from the rows' keys at its first use (sized for a batch of `batch` keys more);
+        None once a key is not a str, or without pandas (the store then looks its keys up in a dict)."""
+        if self._table is None:
+            table = KeyTable.new(max(batch, 2 * self.size))
+            self._table = table if table is not None and table.add(self.keys) else False
+        return self._table or None
+
+    def rows_of(self, keys: list) -> np.ndarray:
+        """Per key its row, -1 where the store has none (no row is added); an unhashable key raises
+        TypeError."""
+        table = self._key_table(len(keys))
+        if table is not None:
+            return table.lookup(keys)
+        return np.fromiter(map(self._key_index().get, keys, repeat(-1)), np.int64, len(keys))
+
+    def get_values(self, keys: list) -> list:
+        """Per key its entry's value, None where it has none: gathered by row (a look-up of the batch and
+        one pass over the values), no entry object made or read per key."""
+        if not self.size:
+            return [None] * len(keys)
+        rows = self.rows_of(keys)
+        found = len(rows) and int(rows.min()) >= 0
+        at = rows if found else np.maximum(rows, 0)
+        values = self.values[at].tolist()
+        held = self.live[at]
+        if not (found and held.all()):
+            for i in np.flatnonzero(~held | (rows < 0)).tolist():
+                values[i] = None
+        return values
+
+    def put_in_order(self, rows: np.ndarray, values: list, stamps: list) -> list:
+        """Put `(value, stamp)` per record as a loop would, in record order (rows may repeat, a None value
+        deletes the entry: a table's changes), each distinct row written once; returns per record the value
+        its row held before it (None without entry). A store of objects only."""
+        assert not self.counts, "a store of counts has no values to replace"
+        n = len(rows)
+        order = np.argsort(rows, kind="stable")
+        by_row = rows[order]
+        first = np.empty(n, bool)
+        first[:1] = True
+        np.not_equal(by_row[1:], by_row[:-1], out=first[1:])
+        last = np.empty(n, bool)
+        last[:-1] = first[1:]
+        last[-1:] = True
+        new = object_array(values)[order]
+        before = np.empty(n, object)
+        before[1:] = new[:-1]  # a record after another of its row: that one's value
+        first_rows = by_row[first]
+        held = self.values[first_rows]
+        held[~self.live[first_rows]] = None
+        before[first] = held
+        olds = np.empty(n, object)
+        olds[order] = before
+        self.put_rows(by_row[last], new[last], np.fromiter(stamps, np.int64, n)[order][last])
+        return olds.tolist()
+
     def str_keys(self) -> bool:
         """So while the KeyTable numbers the keys: it holds str keys only, and a key that is not one drops
         it (`_rows_by_table`); rows loaded or numbered again build it again from their keys."""
         return isinstance(self._table, KeyTable)
 
     def row_of(self, key: Any) -> int | None:
-        if self._table not in (None, False):
-            row = int(self._table.lookup([key])[0]) if type(key) is str else -1
+        """The key's row (None without one), through the KeyTable while there is one: a dict index would be
+        built again after every batch that adds keys (a table's value getter reads a key at a time)."""
+        table = self._key_table(1)
+        if table is not None:
+            row = int(table.lookup([key])[0]) if type(key) is str else -1
             return None if row < 0 else row
         return self._key_index().get(key)
 

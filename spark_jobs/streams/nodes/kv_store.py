@@ -1,6 +1,7 @@
 """A key -> entry store with batch operations, saved in hash groups through a StoreLog (nodes/store_log.py).
 
-Tables and non-windowed aggregations keep `(value, timestamp)` per key (`TimestampedKeyValueStore`); the
+Table aggregations keep `(value, timestamp)` per key (`TimestampedKeyValueStore`; tables and non-windowed
+aggregations keep theirs in numbered rows, nodes/kv_rows.py); the
 session, sliding-window and join window stores keep a structure per key on top of the same store
 (nodes/window_stores.py). An export saves, per group of keys, the entries put since the last export (a
 delta) or every entry of the group (a base), so that it writes in proportion to what changed.
@@ -293,8 +294,12 @@ class KeyValueStore:
 
 
 class TimestampedKeyValueStore(KeyValueStore):
-    """key -> (value, timestamp): a table's or a non-windowed aggregation's store (rule 4.3). Saved as a
-    column of values (an int64 array where they are all ints) and one of timestamps."""
+    """key -> (value, timestamp): a table aggregation's store (rule 4.3). Saved as a column of values (an
+    int64 array where they are all ints) and one of timestamps."""
+
+    def get_values(self, keys: list) -> list:
+        """Per key its entry's value, None where it has none."""
+        return [None if entry is None else entry[0] for entry in map(self.entries.get, keys)]
 
     def columns(self, entries: list) -> list:
         if not entries:

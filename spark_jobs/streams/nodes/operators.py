@@ -10,7 +10,10 @@ from collections.abc import Callable
 from itertools import compress
 from typing import Any
 
+import numpy as np
+
 from .base import Batch, Node
+from .kv_rows import KeyValueRows
 from .stores import TimestampedStoreNode
 
 
@@ -131,35 +134,36 @@ class PassThroughNode(Node):
 
 
 class TableSourceNode(TimestampedStoreNode):
-    """`builder.table(topic)`: materializes the latest value per key and emits changes (new, old)."""
+    """`builder.table(topic)`: materializes the latest value per key and emits changes (new, old).
+
+    The table is a store of numbered rows (nodes/kv_rows.py): a batch's keys are looked up at once and each
+    distinct key's entry written once, and a join reads the values of a batch's keys by row
+    (`get_values`), without an entry object per key."""
 
     store_kind = "table"
 
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.store = KeyValueRows()
+
     def process_columns(self, keys, values, olds, timestamps, headers):
-        get, put = self.store.entries.get, self.store.put
-        out_k: list = []
-        out_v: list = []
-        out_o: list = []
-        out_t: list = []
-        src: list = []
-        dropped = 0
-        for i in range(len(keys)):
-            key = keys[i]
-            if key is None:
-                dropped += 1
-                continue
-            value, ts = values[i], timestamps[i]
-            previous = get(key)
-            put(key, None if value is None else (value, ts))
-            out_k.append(key)
-            out_v.append(value)
-            out_o.append(None if previous is None else previous[0])
-            out_t.append(ts)
-            src.append(i)
-        if dropped:
-            self.count_dropped(dropped)
-        out_h = None if headers is None else [headers[i] for i in src]
-        return Batch(out_k, out_v, out_o, out_t, out_h, src)
+        if not keys:
+            return None
+        rows = self.store.rows_for(keys)  # -1 for a None key: dropped
+        kept = None
+        if rows.min() < 0:
+            keep = rows >= 0
+            kept = np.flatnonzero(keep).tolist()
+            self.count_dropped(len(keys) - len(kept))
+            if not kept:
+                return None
+            keys, values = [keys[i] for i in kept], [values[i] for i in kept]
+            timestamps = [timestamps[i] for i in kept]
+            if headers is not None:
+                headers = [headers[i] for i in kept]
+            rows = rows[keep]
+        previous = self.store.put_in_order(rows, values, timestamps)
+        return Batch(keys, values, previous, timestamps, headers, kept)
 
 
 class TableFilterNode(Node):

@@ -28,6 +28,9 @@ class TimestampedStoreNode(Node):
     def get_list(self, keys: list) -> list:
         return self.store.get_list(keys)
 
+    def get_values(self, keys: list) -> list:
+        return self.store.get_values(keys)
+
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
         return self.store.export_parts(changed_only)
 

@@ -86,9 +86,10 @@ class TaskContext:
         """The KTable value getter of node `node_name`: key -> (value, timestamp) or None."""
         return self._task.nodes[node_name].get
 
-    def batch_value_getter(self, node_name: str) -> Callable[[list], list]:
-        """Node `node_name`'s KTable value getter over a batch: keys -> per key (value, timestamp) or None."""
-        return self._task.nodes[node_name].get_list
+    def batch_values_getter(self, node_name: str) -> Callable[[list], list]:
+        """Node `node_name`'s KTable values over a batch: keys -> per key its value or None (without the
+        timestamps, which a stream-table join does not read)."""
+        return self._task.nodes[node_name].get_values
 
     def str_key_column(self, keys: list) -> None:
         """A node's word that `keys`, a key column it outputs, holds keys of type str only: an output batch
