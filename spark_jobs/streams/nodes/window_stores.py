@@ -667,8 +667,8 @@ def _int64_column(column: list, lo: int, hi: int) -> np.ndarray:
 
 
 def _seq_column(seqs: list, lo: int, hi: int) -> np.ndarray:
-    """`seqs[lo:hi]` (increasing) as an int64 array: a run of consecutive seqs (a batch's, none expired)
-    without reading each."""
+    """`seqs[lo:hi]` (increasing) as an int64 array: a run of consecutive seqs (a batch's, as the join node
+    numbers them) without reading each."""
     if hi > lo and seqs[hi - 1] - seqs[lo] == hi - lo - 1:
         return np.arange(seqs[lo], seqs[hi - 1] + 1, dtype=np.int64)
     return _int64_column(seqs, lo, hi)
@@ -763,7 +763,8 @@ class JoinWindowStore:
         self._unindexed: list[tuple[int, list, list, list, list]] = []
         self.counts = TimestampCounts(union)  # per timestamp; `union` shared with the join's other stores
         self._segments: dict[int, _Segment] = {}  # the segments the parts hold
-        self._new: tuple[list, list, list, list] = ([], [], [], [])  # keys, timestamps, seqs, values put
+        self._new: tuple[list, list, list] = ([], [], [])  # keys, timestamps, values put
+        self._new_seqs: list[np.ndarray] = []  # their seqs, as int64 arrays (a batch's: one `arange`)
         self._new_str = True  # every key in `_new` is a str
         self._runs: list[
             tuple[int, int]
@@ -783,6 +784,7 @@ class JoinWindowStore:
         clocks = list(accumulate(timestamps, max, initial=self.store_time))  # the clock before each put
         del clocks[0]  # ... and after it
         store_time = clocks[-1]
+        seq_column = _seq_column(seqs, 0, len(seqs))
         expired: list[int] = []
         if max(map(sub, clocks, timestamps)) >= retention:  # a record as far behind the clock as that
             # each record's lag behind the clock against the retention, in C passes over the batch
@@ -791,6 +793,7 @@ class JoinWindowStore:
             kept = list(map(not_, late))
             keys, values = list(compress(keys, kept)), list(compress(values, kept))
             timestamps, seqs = list(compress(timestamps, kept)), list(compress(seqs, kept))
+            seq_column = np.delete(seq_column, expired)
         new, runs = self._new, self._runs
         at = len(new[0])
         if not runs:
@@ -809,8 +812,8 @@ class JoinWindowStore:
             self._new_str = self._new_str and str_keys
             new[0].extend(keys)
             new[1].extend(timestamps)
-            new[2].extend(seqs)
-            new[3].extend(values)
+            new[2].extend(values)
+            self._new_seqs.append(seq_column)
             self._unindexed.append((max(timestamps), keys, timestamps, seqs, values))
         if self._last_expired_segment() > self._purged:
             self._purge()
@@ -962,7 +965,8 @@ class JoinWindowStore:
 
     def _new_chunks(self) -> dict[int, _Chunk]:
         """The records put since the last export, per segment (slices of the batch's columns)."""
-        keys, stamps, seqs, values = self._new
+        keys, stamps, values = self._new
+        seqs = np.concatenate(self._new_seqs) if keys else None
         runs = self._runs
         chunks: dict[int, _Chunk] = {}
         if not keys:
@@ -974,7 +978,7 @@ class JoinWindowStore:
                 chunks[segment] = (
                     keys if whole else keys[lo:hi],
                     _int64_column(stamps, lo, hi),
-                    _seq_column(seqs, lo, hi),
+                    seqs if whole else seqs[lo:hi].copy(),
                     values if whole else values[lo:hi],
                 )
         return chunks
@@ -988,7 +992,7 @@ class JoinWindowStore:
         """Parts new or changed since the last export (every part unless `changed_only`), and the names of
         every current part."""
         chunks, new_str = self._new_chunks(), self._new_str
-        self._new, self._runs, self._new_str = ([], [], [], []), [], True
+        self._new, self._new_seqs, self._runs, self._new_str = ([], [], []), [], [], True
         segments, log = self._segments, self.log
         for segment in segments.values():
             segment.new = 0
