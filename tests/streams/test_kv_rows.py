@@ -200,9 +200,15 @@ def test_str_keys_are_saved_as_text_unless_one_holds_a_nul_and_every_key_comes_b
     history.export(store, True)
     assert history.parts["kv.2"][0]["keys"] == ["a\x00b", "new"]
     assert contents(history.imported()) == model
+    put(store, [("x", 6, 6), ("y", 6, 6)], model)  # joined as they are appended, in two batches
+    put(store, [("z", 7, 7), ("x", 8, 8)], model)
+    assert store.appended_key_text(slice(store.parts.saved_rows, store.size)) == "x\x00y\x00z"
+    history.export(store, True)
+    assert history.parts["kv.3"][0]["key_text"] == "x\x00y\x00z"
+    assert contents(history.imported()) == model
     put(store, [(Name("named"), 5, 5)], model)  # not a str exactly: the store's keys are lists from now on
     history.export(store, True)
-    assert history.parts["kv.3"][0]["keys"] == ["named"]
+    assert history.parts["kv.4"][0]["keys"] == ["named"]
     imported = history.imported()
     assert contents(imported) == model and type(imported.keys[-1]) is Name
 

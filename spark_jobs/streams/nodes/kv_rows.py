@@ -73,6 +73,11 @@ def saved_row_keys(store: Any, rows: slice) -> dict[str, Any]:
     if getattr(store, "keys_apart", False):
         return {"keys": ()}
     str_keys = getattr(store, "str_keys", None)
+    if str_keys is not None and str_keys() and rows.step is None:
+        appended = getattr(store, "appended_key_text", None)
+        text = None if appended is None else appended(rows)
+        if text is not None:
+            return {"key_text": text, "key_count": rows.stop - rows.start}
     return saved_keys(store.keys[rows], str_keys is not None and str_keys())
 
 
@@ -167,6 +172,9 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         self.dirty = np.zeros(0, bool)
         self._index: dict | None = None
         self._table: KeyTable | None | bool = None  # None: not built, False: a key is not a str
+        # (first row, end row, their keys joined by NUL) of rows appended since the last export, joined as
+        # they were numbered (see `appended_key_text`)
+        self._key_texts: list[tuple[int, int, str]] = []
         self.parts = RowParts(prefix)
 
     # -- operations -----------------------------------------------------------------------------------------
@@ -209,8 +217,32 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
             return None
         table.confirm(len(added))
         if added:
+            self._note_key_text(self.size, added)
             self._append(added)
         return rows
+
+    def _note_key_text(self, first: int, keys: list) -> None:
+        """Join the str keys of the rows `first..` as they are appended, while they are in the CPU's caches,
+        for the next export's delta (`appended_key_text`): joined at the export, each key of a large store
+        would be a cache miss again. Not while no row is saved yet: that export writes bases instead."""
+        saved = self.parts.saved_rows
+        if not saved:
+            return
+        text = KEY_SEPARATOR.join(keys)
+        if text.count(KEY_SEPARATOR) != len(keys) - 1:
+            return  # a key holds a NUL: the export saves the list
+        self._key_texts = [kept for kept in self._key_texts if kept[0] >= saved]
+        self._key_texts.append((first, first + len(keys), text))
+
+    def appended_key_text(self, rows: slice) -> str | None:
+        """The keys of `rows` (the rows appended since the last export) joined by NUL, when they were
+        joined as they were appended (`_note_key_text`); else None."""
+        texts = [kept for kept in self._key_texts if kept[0] >= rows.start]
+        if not texts or texts[0][0] != rows.start or texts[-1][1] != rows.stop:
+            return None
+        if any(before[1] != after[0] for before, after in zip(texts, texts[1:], strict=False)):
+            return None
+        return texts[0][2] if len(texts) == 1 else KEY_SEPARATOR.join(kept[2] for kept in texts)
 
     def _key_table(self, batch: int) -> KeyTable | None:
         """The KeyTable, built from the rows' keys at its first use (sized for a batch of `batch` keys more);
@@ -307,6 +339,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         self.size = len(rows)
         self.live_count = int(np.count_nonzero(self.live))
         self._index, self._table = None, None
+        self._key_texts = []
 
     def clear_rows(self) -> None:
         self.keep_rows(np.zeros(0, np.int64))
@@ -367,6 +400,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
     def loaded(self) -> None:
         """An import or catch-up wrote the rows directly."""
         self._index, self._table = None, None
+        self._key_texts = []
         self.dirty[: self.size] = False
         self.live_count = int(np.count_nonzero(self.live[: self.size]))
 
