@@ -555,3 +555,21 @@ def test_a_session_store_drops_the_rows_of_keys_whose_sessions_all_expired() -> 
     assert rows.size < len(staying) + 20 and "k11" not in rows.index and "k3" in rows.index
     imported = StreamTask.import_state(topology, copies.store)
     assert state_of(imported) == state_of(task)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c", None, 4]), st.one_of(st.none(), st.integers(0, 5))),
+        min_size=1,
+        max_size=80,
+    ),
+    st.lists(st.integers(1, 80), max_size=4),
+)
+def test_a_tables_changes_in_batches_of_any_size_equal_its_records_one_by_one(records, cuts):
+    """Batches of a few records go key by key, larger ones through the store's batch look-up and puts: the
+    same changes (new and old values), drops and state either way."""
+    builder = StreamsBuilder()
+    builder.table("t").to_stream().map_values(lambda value: value).to("changes")
+    topology = builder.build()
+    feed = [("t", key, value, i) for i, (key, value) in enumerate(records)]
+    assert run_batched(topology, feed, sorted(cuts)) == run_record_by_record(topology, feed)

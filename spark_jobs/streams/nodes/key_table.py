@@ -54,6 +54,19 @@ class KeyTable:
             self.confirm(len(keys))
         return True
 
+    def row(self, key: str) -> int:
+        """One key's row, -1 where the table has none: for a batch of a few keys, without numpy's cost per
+        call."""
+        try:
+            return self._table.get_item(key)
+        except KeyError:
+            return -1
+
+    def append(self, key: str) -> None:
+        """Row `size` for `key` (a str new to the table; no keys pending)."""
+        self._table.set_item(key, self.size)
+        self.size += 1
+
     def lookup(self, keys: list) -> np.ndarray:
         """Per key its row, -1 where the table has none (an unhashable key raises TypeError)."""
         return self._table.lookup(object_array(keys)).astype(np.int64, copy=False)

@@ -51,7 +51,9 @@ MIN_GROUP_ROWS = 2048
 DELTA_RATIO = 4
 # Dead rows below which no compaction runs: a compaction passes over every row and rewrites every base.
 MIN_DEAD_ROWS = 4096
-NO_TIME = int(np.iinfo(np.int64).min)  # a dead row's timestamp: below every record's
+NO_TIME = int(np.iinfo(np.int64).min)
+# Below this many keys a batch's look-ups and puts go key by key: numpy's cost per call outweighs a loop's.
+FEW_KEYS = 32  # a dead row's timestamp: below every record's
 _HOLE = object()  # a row's key while an import has not reached the part that names it
 KEY_SEPARATOR = "\x00"  # between the str keys of a part's `key_text` (see `saved_row_keys`)
 
@@ -265,6 +267,8 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         one pass over the values), no entry object made or read per key."""
         if not self.size:
             return [None] * len(keys)
+        if len(keys) < FEW_KEYS:
+            return [None if row is None else self.value_at(row) for row in map(self.row_of, keys)]
         rows = self.rows_of(keys)
         found = len(rows) and int(rows.min()) >= 0
         at = rows if found else np.maximum(rows, 0)
@@ -311,9 +315,34 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         built again after every batch that adds keys (a table's value getter reads a key at a time)."""
         table = self._key_table(1)
         if table is not None:
-            row = int(table.lookup([key])[0]) if type(key) is str else -1
+            row = table.row(key) if type(key) is str else -1
             return None if row < 0 else row
         return self._key_index().get(key)
+
+    def row_for(self, key: Any) -> int:
+        """`rows_for` of one key, without numpy (for a batch of a few records): its row, -1 for None."""
+        table = self._key_table(1) if type(key) is str else None
+        if table is None:
+            return int(self.rows_for([key])[0])
+        row = table.row(key)
+        if row < 0:
+            row = self.size
+            table.append(key)
+            self._append([key])
+        return row
+
+    def value_at(self, row: int) -> Any:
+        """Row `row`'s value, None without entry (a store of objects)."""
+        return self.values[row] if self.live[row] else None
+
+    def put_row(self, row: int, value: Any, stamp: int) -> None:
+        """`put_rows` of one row of a store of objects, without numpy's cost per call."""
+        live = value is not None
+        self.live_count += live - bool(self.live[row])
+        self.values[row] = value
+        self.stamps[row] = stamp if live else NO_TIME
+        self.live[row] = live
+        self.dirty[row] = True
 
     def _append(self, new_keys: list) -> None:
         """Rows without entry for `new_keys` (a table or index already numbered them)."""

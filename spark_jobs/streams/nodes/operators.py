@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .base import Batch, Node
-from .kv_rows import KeyValueRows
+from .kv_rows import FEW_KEYS, KeyValueRows
 from .stores import TimestampedStoreNode
 
 
@@ -149,6 +149,8 @@ class TableSourceNode(TimestampedStoreNode):
     def process_columns(self, keys, values, olds, timestamps, headers):
         if not keys:
             return None
+        if len(keys) < FEW_KEYS:
+            return self._process_few(keys, values, timestamps, headers)
         rows = self.store.rows_for(keys)  # -1 for a None key: dropped
         kept = None
         if rows.min() < 0:
@@ -164,6 +166,31 @@ class TableSourceNode(TimestampedStoreNode):
             rows = rows[keep]
         previous = self.store.put_in_order(rows, values, timestamps)
         return Batch(keys, values, previous, timestamps, headers, kept)
+
+    def _process_few(self, keys, values, timestamps, headers):
+        """`process_columns` record by record (a batch of a few records)."""
+        store = self.store
+        previous, src = [], []
+        for i, key in enumerate(keys):
+            if key is None:
+                continue
+            row = store.row_for(key)
+            previous.append(store.value_at(row))
+            store.put_row(row, values[i], timestamps[i])
+            src.append(i)
+        if len(src) == len(keys):
+            return Batch(keys, values, previous, timestamps, headers, None)
+        self.count_dropped(len(keys) - len(src))
+        if not src:
+            return None
+        return Batch(
+            [keys[i] for i in src],
+            [values[i] for i in src],
+            previous,
+            [timestamps[i] for i in src],
+            None if headers is None else [headers[i] for i in src],
+            src,
+        )
 
 
 class TableFilterNode(Node):
