@@ -49,3 +49,15 @@ def test_a_tree_sharing_pages_copy_on_write_peaks_lower_in_pss_than_in_rss(tmp_p
     # Counted once, the shared block leaves the summed PSS at least 32 MB under the summed RSS.
     assert result["peak_pss_mb"] <= result["peak_rss_mb"] - 32
     assert result["peak_pss_mb"] >= 64
+
+
+def test_every_side_runs_with_the_jvm_heap_given(monkeypatch, tmp_path):
+    commands = []
+    monkeypatch.setattr(spark_bench, "timed_process", lambda command, *rest: commands.append(command) or {})
+    args = spark_bench.parse_args(["--driver-memory", "600m"])
+    for side in spark_bench.SIDES:
+        spark_bench.run_in_own_process(side, "count", tmp_path, args)
+    assert len(commands) == len(spark_bench.SIDES)
+    for command in commands:
+        assert command[command.index("--driver-memory") + 1] == "600m"
+    assert spark_bench.parse_args([]).driver_memory == spark_bench.DRIVER_MEMORY
