@@ -185,7 +185,10 @@ def run_partition(
     started = time.process_time()
     state, how = task_state.load(store, spec.topology(), partition, INITIAL_WALL_CLOCK_MS, cache_key)
     loaded = time.process_time()
-    result = run_task_batch(spec, partition, state, ordered_input(chunks), last_landed)
+    records = ordered_input(chunks)
+    del chunks  # the decoded columns replace the chunks' bytes: not both at the batch's peak
+    result = run_task_batch(spec, partition, state, records, last_landed)
+    del records
     processed = time.process_time()
     written = task_state.save(store, result.state, cache_key, chunk_bytes, live_tasks)
     saved = time.process_time()
@@ -202,7 +205,7 @@ def run_partition(
     )
     # The batch's input, output and (unless the worker keeps it live) task state go now, before the worker's
     # next task: see worker_memory.
-    del chunks, state, result
+    del state, result
     return_free_memory()
     yield _manifest_frame(staged, metrics)
 
