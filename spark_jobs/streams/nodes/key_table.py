@@ -75,14 +75,21 @@ class KeyTable:
         """Per key (an object array) its row, or for a key the table does not hold `size` + the rank of its
         first appearance among those; and those keys in that order, now `pending`: rows the window is to
         append next (`confirm`). A null-like key (None, NaN) is numbered -1 and not added; an unhashable one
-        raises TypeError, some keys added (the table is then to be dropped)."""
+        raises TypeError, some keys possibly added (the table is then to be dropped).
+
+        The batch is looked up first, and only the keys the table does not hold are numbered: a look-up
+        costs less per key than numbering (which also checks each key for a null), and once a table has
+        grown most of a batch's keys are in it."""
         from pandas._libs.hashtable import ObjectVector
 
+        numbers = self._table.lookup(keys).astype(np.int64, copy=False)
+        missing = np.flatnonzero(numbers < 0)
         new = ObjectVector()
-        numbers = self._table.get_labels(keys, new, self.size, -1)
+        if len(missing):
+            numbers[missing] = self._table.get_labels(keys[missing], new, self.size, -1)
         new_keys = new.to_array()
         self.pending = len(new_keys)
-        return numbers.astype(np.int64, copy=False), new_keys
+        return numbers, new_keys
 
     def confirm(self, appended: int) -> None:
         """The window appended its `pending` keys as rows."""
