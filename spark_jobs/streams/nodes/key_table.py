@@ -22,17 +22,21 @@ from typing import Any
 
 import numpy as np
 
+# Above this share of a batch's keys new to the table, `number` numbers the next batch without looking it up.
+MOSTLY_NEW = 0.4
+
 
 class KeyTable:
     """Rows `0..size` of a window by key, and `pending` keys numbered after them that the window has not
     appended yet (see `number`)."""
 
-    __slots__ = ("_table", "size", "pending")
+    __slots__ = ("_table", "size", "pending", "_missed")
 
     def __init__(self, table: Any) -> None:
         self._table = table
         self.size = 0
         self.pending = 0
+        self._missed = 1.0  # the share of the last numbered batch's keys that were new to the table
 
     @staticmethod
     def new(size_hint: int) -> KeyTable | None:
@@ -52,6 +56,7 @@ class KeyTable:
         if keys:
             self.number(object_array(keys))
             self.confirm(len(keys))
+            self._missed = 0.0  # keys held already: the next batch's are likely among them
         return True
 
     def row(self, key: str) -> int:
@@ -77,18 +82,24 @@ class KeyTable:
         append next (`confirm`). A null-like key (None, NaN) is numbered -1 and not added; an unhashable one
         raises TypeError, some keys possibly added (the table is then to be dropped).
 
-        The batch is looked up first, and only the keys the table does not hold are numbered: a look-up
-        costs less per key than numbering (which also checks each key for a null), and once a table has
-        grown most of a batch's keys are in it."""
+        Where the table held most of the previous batch's keys, the batch is looked up first and only the
+        keys the table does not hold are numbered: a look-up costs less per key than numbering (which also
+        checks each key for a null). Else (a table still filling up) the batch is numbered at once: most of
+        its keys would be looked up in vain."""
         from pandas._libs.hashtable import ObjectVector
 
-        numbers = self._table.lookup(keys).astype(np.int64, copy=False)
-        missing = np.flatnonzero(numbers < 0)
         new = ObjectVector()
-        if len(missing):
-            numbers[missing] = self._table.get_labels(keys[missing], new, self.size, -1)
+        if self._missed > MOSTLY_NEW:
+            numbers = self._table.get_labels(keys, new, self.size, -1).astype(np.int64, copy=False)
+        else:
+            numbers = self._table.lookup(keys).astype(np.int64, copy=False)
+            missing = np.flatnonzero(numbers < 0)
+            if len(missing):
+                numbers[missing] = self._table.get_labels(keys[missing], new, self.size, -1)
         new_keys = new.to_array()
         self.pending = len(new_keys)
+        if len(keys):
+            self._missed = len(new_keys) / len(keys)
         return numbers, new_keys
 
     def confirm(self, appended: int) -> None:
