@@ -325,3 +325,23 @@ def test_changes_put_in_record_order_and_the_values_read_back_are_a_dicts_record
         assert dict(store.items()) == plain
         assert len(store) == len(plain)
     assert store.get_values(probe) == [plain[key][0] if key in plain else None for key in probe]
+
+
+def test_a_store_appended_in_one_go_saves_each_base_with_its_keys_joined_as_they_were_appended():
+    store = KeyValueRows(counts=True)
+    store.export_parts(False)  # a fresh task's first export: no rows
+    keys = [f"k{i}" for i in range(5 * GROUPS + 3)]
+    rows = store.rows_for(keys)
+    store.put_rows(rows, np.ones(len(rows), np.int64), np.zeros(len(rows), np.int64))
+    groups, n = kv_rows.group_count(len(keys)), len(keys)
+    assert groups > 1
+    for group in range(groups):
+        assert store.appended_key_text(slice(group, n, groups)) == "\x00".join(keys[group::groups])
+    parts, _ = store.export_parts(True)  # every row new: every group's base
+    saved = [kv_rows.loaded_row_keys(parts[f"kv{group}.0"][0], "") for group in range(groups)]
+    assert saved == [keys[group::groups] for group in range(groups)]
+    assert store.appended_key_text(slice(0, n, groups)) is None  # not kept past the export
+    more = store.rows_for(["x", "k1", "y"])  # appended after an export: the delta's keys
+    store.put_rows(more, np.ones(3, np.int64), np.zeros(3, np.int64))
+    assert store.appended_key_text(slice(n, n + 2)) == "x\x00y"
+    assert store.appended_key_text(slice(0, n + 2, groups)) is None

@@ -75,11 +75,11 @@ def saved_row_keys(store: Any, rows: slice) -> dict[str, Any]:
     if getattr(store, "keys_apart", False):
         return {"keys": ()}
     str_keys = getattr(store, "str_keys", None)
-    if str_keys is not None and str_keys() and rows.step is None:
+    if str_keys is not None and str_keys():
         appended = getattr(store, "appended_key_text", None)
         text = None if appended is None else appended(rows)
         if text is not None:
-            return {"key_text": text, "key_count": rows.stop - rows.start}
+            return {"key_text": text, "key_count": len(range(rows.start, rows.stop, rows.step or 1))}
     return saved_keys(store.keys[rows], str_keys is not None and str_keys())
 
 
@@ -177,6 +177,9 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         # (first row, end row, their keys joined by NUL) of rows appended since the last export, joined as
         # they were numbered (see `appended_key_text`)
         self._key_texts: list[tuple[int, int, str]] = []
+        # (groups, rows, per group its keys joined by NUL) of a store whose every row was appended in one go
+        # since the last export, which then writes every group's base
+        self._base_texts: tuple[int, int, list[str]] | None = None
         self.parts = RowParts(prefix)
 
     # -- operations -----------------------------------------------------------------------------------------
@@ -225,20 +228,33 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
 
     def _note_key_text(self, first: int, keys: list) -> None:
         """Join the str keys of the rows `first..` as they are appended, while they are in the CPU's caches,
-        for the next export's delta (`appended_key_text`): joined at the export, each key of a large store
-        would be a cache miss again. Not while no row is saved yet: that export writes bases instead."""
+        for the next export (`appended_key_text`): joined at the export, each key of a large store would be
+        a cache miss again. After an export, for its next delta; while no row is saved yet, for the bases
+        that the next export writes, group by group (when every row comes in this one append)."""
         saved = self.parts.saved_rows
-        if not saved:
-            return
         text = KEY_SEPARATOR.join(keys)
         if text.count(KEY_SEPARATOR) != len(keys) - 1:
+            self._base_texts = None
             return  # a key holds a NUL: the export saves the list
+        if not saved:
+            groups = group_count(first + len(keys))
+            joined = (
+                [KEY_SEPARATOR.join(keys[group::groups]) for group in range(groups)] if not first else None
+            )
+            self._base_texts = None if joined is None else (groups, len(keys), joined)
+            return
         self._key_texts = [kept for kept in self._key_texts if kept[0] >= saved]
         self._key_texts.append((first, first + len(keys), text))
 
     def appended_key_text(self, rows: slice) -> str | None:
-        """The keys of `rows` (the rows appended since the last export) joined by NUL, when they were
-        joined as they were appended (`_note_key_text`); else None."""
+        """The keys of `rows` joined by NUL, when they were joined as they were appended (`_note_key_text`):
+        the rows appended since the last export (a delta's), or a group's rows of a store appended in one go
+        since (a base's); else None."""
+        if rows.step is not None:
+            base = self._base_texts
+            if base is None or (rows.step, rows.stop) != base[:2] or self.size != base[1]:
+                return None
+            return base[2][rows.start]
         texts = [kept for kept in self._key_texts if kept[0] >= rows.start]
         if not texts or texts[0][0] != rows.start or texts[-1][1] != rows.stop:
             return None
@@ -357,6 +373,13 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
     def live_row_mask(self) -> np.ndarray:
         return self.live[: self.size]
 
+    def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        """The parts (SavedByRowParts), then no key text kept for them (`_note_key_text`)."""
+        try:
+            return super().export_parts(changed_only)
+        finally:
+            self._key_texts, self._base_texts = [], None
+
     def keep_rows(self, rows: np.ndarray) -> None:
         self.keys = list(map(self.keys.__getitem__, rows.tolist()))
         self.values, self.stamps, self.live, self.dirty = (
@@ -368,7 +391,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         self.size = len(rows)
         self.live_count = int(np.count_nonzero(self.live))
         self._index, self._table = None, None
-        self._key_texts = []
+        self._key_texts, self._base_texts = [], None
 
     def clear_rows(self) -> None:
         self.keep_rows(np.zeros(0, np.int64))
@@ -429,7 +452,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
     def loaded(self) -> None:
         """An import or catch-up wrote the rows directly."""
         self._index, self._table = None, None
-        self._key_texts = []
+        self._key_texts, self._base_texts = [], None
         self.dirty[: self.size] = False
         self.live_count = int(np.count_nonzero(self.live[: self.size]))
 
