@@ -129,3 +129,29 @@ def test_a_regrouped_table_join_subtracts_the_old_result_of_a_filtered_side(side
     groups_topic.pipe_input("k", "g1", 2)
     groups_topic.pipe_input("k", "g2", 3)  # k leaves g1 for g2
     assert read(driver, "output") == [["g1@s", 1, 2], ["g1@s", 0, 3], ["g2@s", 1, 3]]
+
+
+@pytest.mark.parametrize("mode", ["join", "left_join"])
+def test_a_stream_table_join_batch_splits_the_windowed_keys_its_table_does_not_hold(mode: str) -> None:
+    """A batch whose every key is found in a table of str keys holds no windowed key; one with a key the
+    table lacks may (a left join forwards it), and its output splits it into key and window."""
+    from spark_jobs.streams import StreamTask
+    from spark_jobs.streams.records import make_windowed
+
+    builder = StreamsBuilder()
+    table = builder.table("table")
+    getattr(builder.stream("stream"), mode)(table, joined).to("output")
+    task = StreamTask(builder.build())
+    task.process_batch("table", [f"k{i}" for i in range(40)], ["v"] * 40, [1] * 40)
+    task.drain_output()
+    keys = [f"k{i}" for i in range(40)]
+    task.process_batch("stream", keys, ["s"] * 40, [2] * 40)
+    found = task.drain_output()
+    assert found.keys == keys and found.window_starts == [None] * 40
+    task.process_batch("stream", [*keys, make_windowed("x", 0, 10)], ["s"] * 41, [3] * 41)
+    out = task.drain_output()
+    if mode == "left_join":
+        assert out.keys == [*keys, "x"] and out.window_starts == [None] * 40 + [0]
+        assert out.window_ends[-1] == 10 and out.values[-1] == "s+None"
+    else:
+        assert out.keys == keys and out.window_starts == [None] * 40

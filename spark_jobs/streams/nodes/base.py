@@ -149,6 +149,10 @@ class Node:
         """The value getter over a batch: per key (in order) `get(key)`."""
         return list(map(self.get, keys))
 
+    def str_keys(self) -> bool:
+        """Whether every key this table holds is a str: a key found in it is then no `Windowed` one."""
+        return False
+
     def get_values(self, keys: list) -> list:
         """Per key (in order) its value, None where the table has none (a table's value is never None)."""
         return [None if found is None else found[0] for found in self.get_list(keys)]

@@ -328,7 +328,8 @@ class StreamTableJoinNode(Node):
             valid = None  # every row: the output rows are the input rows where the table has the key
             found = table_values_of(keys)
         # by identity: `None in found` would compare each value with None, reading every value's object
-        if not _any_none(found) or self.left:  # the table's values (None where it has none) in row order
+        every_found = not _any_none(found)
+        if every_found or self.left:  # the table's values (None where it has none) in row order
             table_values = found
             src = valid
         else:
@@ -336,6 +337,9 @@ class StreamTableJoinNode(Node):
             src = [i for i, value in zip(rows, found, strict=True) if value is not None]
             table_values = [value for value in found if value is not None]
         if src is None:
+            if every_found and self.task_context.table_str_keys(self.table_name):
+                # every key found in a table of str keys: no windowed key among them
+                self.task_context.str_key_column(keys)
             return Batch(keys, list(map(self.joiner, values, table_values)), None, timestamps, headers, None)
         return Batch(
             [keys[i] for i in src],

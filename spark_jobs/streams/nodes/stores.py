@@ -31,6 +31,10 @@ class TimestampedStoreNode(Node):
     def get_values(self, keys: list) -> list:
         return self.store.get_values(keys)
 
+    def str_keys(self) -> bool:
+        str_keys = getattr(self.store, "str_keys", None)
+        return str_keys is not None and str_keys()
+
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
         return self.store.export_parts(changed_only)
 

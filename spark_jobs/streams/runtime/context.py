@@ -91,6 +91,10 @@ class TaskContext:
         timestamps, which a stream-table join does not read)."""
         return self._task.nodes[node_name].get_values
 
+    def table_str_keys(self, node_name: str) -> bool:
+        """Whether every key the table of node `node_name` holds is a str (`Node.str_keys`)."""
+        return self._task.nodes[node_name].str_keys()
+
     def str_key_column(self, keys: list) -> None:
         """A node's word that `keys`, a key column it outputs, holds keys of type str only: an output batch
         whose keys are that very list then finds no windowed key among them without reading each key
