@@ -575,14 +575,14 @@ def test_both_ways_of_grouping_pairs_give_the_same_groups_and_rows(data, pool, s
     fractions=st.lists(st.floats(0, 1, exclude_max=True), max_size=60),
 )
 def test_the_sort_of_group_codes_is_numpys_stable_sort(bound, fractions) -> None:
-    """_stable_order sorts codes below 2**32 by two 16-bit radix passes: numpy's stable order, ties in
+    """stable_order sorts codes below 2**32 by two 16-bit radix passes: numpy's stable order, ties in
     input order (codes drawn from few values near the 16-bit boundaries, so that ties and carries occur)."""
     import numpy as np
 
     edges = [0, 1, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, bound - 1]
     pool = sorted({min(max(edge, 0), bound - 1) for edge in edges})
     codes = np.array([pool[int(f * len(pool))] for f in fractions], np.int64)
-    got = declared_aggregations._stable_order(codes, bound)
+    got = declared_aggregations.stable_order(codes, bound)
     assert np.array_equal(got, np.argsort(codes, kind="stable"))
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from ..records import Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
 from .base import Batch, Node, StateRow
-from .declared_aggregations import _stable_order, segmented_accumulate
+from .declared_aggregations import segmented_accumulate, stable_order
 from .key_table import number_by_first_appearance
 from .kv_rows import NO_TIME, KeyValueRows
 from .late_rows import LateRows
@@ -365,7 +365,7 @@ class _KeyFolds:
 
     def __init__(self, rows: np.ndarray) -> None:
         n = len(rows)
-        self.order = _stable_order(rows, int(rows.max()) + 1 if n else 0)  # by radix, not by merging
+        self.order = stable_order(rows, int(rows.max()) + 1 if n else 0)  # by radix, not by merging
         sorted_rows = rows[self.order]
         first = np.empty(n, bool)
         first[:1] = True

@@ -558,7 +558,7 @@ def _group_by_rows(
 def _sorted_runs(codes: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The stable sort of `codes` (each below `bound`; a radix sort for small ones), and its runs of equal
     codes: their lengths and codes."""
-    order = _stable_order(codes, bound)
+    order = stable_order(codes, bound)
     in_order = codes[order]
     starts_run = np.empty(len(order), bool)
     starts_run[:1] = True
@@ -567,7 +567,7 @@ def _sorted_runs(codes: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray,
     return order, np.diff(np.append(run_at, len(order))), in_order[run_at]
 
 
-def _stable_order(codes: np.ndarray, bound: int) -> np.ndarray:
+def stable_order(codes: np.ndarray, bound: int) -> np.ndarray:
     """`np.argsort(codes, kind="stable")` of non-negative int64 `codes` below `bound`. numpy sorts 16-bit
     ints by radix (a pass over the data per byte) and wider ones by merging (many passes): codes below 2**32
     are sorted by their low 16 bits, then stably by their high 16 bits, two radix sorts."""
