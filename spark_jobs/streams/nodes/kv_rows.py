@@ -51,9 +51,9 @@ MIN_GROUP_ROWS = 2048
 DELTA_RATIO = 4
 # Dead rows below which no compaction runs: a compaction passes over every row and rewrites every base.
 MIN_DEAD_ROWS = 4096
-NO_TIME = int(np.iinfo(np.int64).min)
+NO_TIME = int(np.iinfo(np.int64).min)  # a dead row's timestamp: below every record's
 # Below this many keys a batch's look-ups and puts go key by key: numpy's cost per call outweighs a loop's.
-FEW_KEYS = 32  # a dead row's timestamp: below every record's
+FEW_KEYS = 32
 _HOLE = object()  # a row's key while an import has not reached the part that names it
 KEY_SEPARATOR = "\x00"  # between the str keys of a part's `key_text` (see `saved_row_keys`)
 
