@@ -136,9 +136,8 @@ class TimestampCounts:
             if fresh:
                 if union is not None:
                     union.update(fresh)  # a pass in C
-                if (
-                    order and fresh[0] < order[-1]
-                ):  # merge: what follows the batch's first goes again in order
+                # merge: what follows the batch's first goes again in order
+                if order and fresh[0] < order[-1]:
                     at = bisect_right(order, fresh[0])
                     fresh += order[at:]
                     fresh.sort()
