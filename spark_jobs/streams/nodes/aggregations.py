@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from itertools import repeat
-from operator import is_, is_not
+from operator import is_not
 from typing import Any
 
 import numpy as np
 
 from ..records import Windowed, make_windowed
 from ..windows import SessionWindows, SlidingWindows, TimeWindows
-from .base import Batch, Node, StateRow
+from .base import Batch, Node, StateRow, holds_none
 from .declared_aggregations import segmented_accumulate, stable_order
 from .key_table import number_by_first_appearance
 from .kv_rows import NO_TIME, KeyValueRows
@@ -305,7 +305,7 @@ class StreamAggregateNode(TimestampedStoreNode):
         store = self.store
         rows = store.rows_for(keys)  # -1 for a None key
         kept = None
-        null_values = any(map(is_, values, repeat(None)))
+        null_values = holds_none(values)
         if null_values or rows.min() < 0:
             keep = rows >= 0
             if null_values:

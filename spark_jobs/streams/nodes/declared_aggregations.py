@@ -30,7 +30,7 @@ import numpy as np
 from ..aggregates import DeclaredAggregate
 from ..records import Window, Windowed
 from ..windows import TimeWindows
-from .base import Batch, Node, StateRow
+from .base import Batch, Node, StateRow, holds_none
 from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, object_array
 from .kv_rows import NumberedRows, RowParts
 from .time_window_store import WindowParts, apply_window_parts, export_windows, windows_state_parts
@@ -735,7 +735,7 @@ class _DeclaredAggregateNode(Node):
         pass over a batch's keys reads each key object, a cache miss apiece among many keys."""
         n = len(keys)
         key_types = set(map(type, keys))
-        null = type(None) in key_types or (drop_null_values and None in values)
+        null = type(None) in key_types or (drop_null_values and holds_none(values))
         if not null:
             return None, keys, values, np.fromiter(timestamps, np.int64, n), key_types == {str}
         keep = [i for i in range(n) if keys[i] is not None and not (drop_null_values and values[i] is None)]

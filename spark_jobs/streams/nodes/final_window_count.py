@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from itertools import compress, repeat
-from operator import is_
+from itertools import compress
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -33,7 +32,7 @@ import numpy as np
 from ..records import Window
 from ..timeutil import INT64_MAX
 from .aggregations import TimeWindowAggregateNode
-from .base import Batch
+from .base import Batch, holds_none
 from .key_table import number_by_first_appearance, object_array
 from .suppress import SuppressNode
 from .time_ordered_buffer import Evicted, TimeOrderedKeyValueBuffer
@@ -231,9 +230,8 @@ class FinalWindowCount:
     ) -> tuple[np.ndarray, np.ndarray, int, int] | None:
         """`_number_keys` for a batch whose pairs are all in the window `start`, whose count rows are
         `rows`: one pair per record that has one."""
-        # a null key: node by node, before the window's key table numbers anything (by identity: `None in
-        # keys` would compare each key with None, reading every key's object)
-        if any(map(is_, keys, repeat(None))):
+        # a null key: node by node, before the window's key table numbers anything
+        if holds_none(keys):
             return None
         every_record = len(rec) == len(keys)
         paired = object_array(keys)

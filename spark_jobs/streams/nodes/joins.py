@@ -7,16 +7,15 @@ call; its results come in the order of Kafka's record-by-record processing."""
 
 from __future__ import annotations
 
-import operator
 from bisect import insort
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress
 from typing import Any
 
 from ..serde import key_bytes
 from ..windows import JoinWindows
-from .base import Batch, Node, StateRow
+from .base import Batch, Node, StateRow, holds_none
 from .kv_store import KeyValueStore, split_parts
 from .late_rows import LateRows
 from .window_stores import JoinWindowStore, WindowCounts, join_records
@@ -168,7 +167,7 @@ class StreamStreamJoinNode(Node):
         assert state is not None
         side, other = self.side, 1 - self.side
         n = len(keys)
-        if not _any_none(keys) and not _any_none(values):  # in C: every record has a key and a value
+        if not holds_none(keys) and not holds_none(values):  # in C: every record has a key and a value
             valid: Sequence[int] = range(n)
             valid_keys, valid_values, valid_ts = list(keys), list(values), list(timestamps)
         else:
@@ -299,11 +298,6 @@ def _side_order(side: int) -> int:
     return 0 if side == RIGHT else 1
 
 
-def _any_none(column: list) -> bool:
-    """Whether a column holds None, by identity (a value's own `==` is never called)."""
-    return any(map(operator.is_, column, repeat(None)))
-
-
 class StreamTableJoinNode(Node):
     """Stream-table join: each stream record looks up the table's current value; the result keeps the
     stream record's timestamp. A batch is looked up in the table in one call."""
@@ -320,7 +314,7 @@ class StreamTableJoinNode(Node):
     def process_columns(self, keys, values, olds, timestamps, headers):
         n = len(keys)
         table_values_of = self.task_context.batch_values_getter(self.table_name)
-        if _any_none(keys) or _any_none(values):  # a null key or value joins nothing: dropped
+        if holds_none(keys) or holds_none(values):  # a null key or value joins nothing: dropped
             valid = [i for i in range(n) if keys[i] is not None and values[i] is not None]
             self.count_dropped(n - len(valid))
             found = table_values_of([keys[i] for i in valid])
@@ -328,7 +322,7 @@ class StreamTableJoinNode(Node):
             valid = None  # every row: the output rows are the input rows where the table has the key
             found = table_values_of(keys)
         # by identity: `None in found` would compare each value with None, reading every value's object
-        every_found = not _any_none(found)
+        every_found = not holds_none(found)
         if every_found or self.left:  # the table's values (None where it has none) in row order
             table_values = found
             src = valid
