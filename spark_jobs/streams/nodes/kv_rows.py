@@ -1,5 +1,5 @@
-"""A key -> (value, timestamp) store in rows: the store of a table or a non-windowed aggregation, with batch operations
-over numpy columns and an export in proportion to what changed.
+"""A key -> (value, timestamp) store in rows: the store of a table or a non-windowed aggregation, with batch
+operations over numpy columns and an export in proportion to what changed.
 
 Rows: a key gets a row when it first comes and keeps it (a deleted key's row is dead, `live` False, and
 lives again when the key is put again), until the dead rows outnumber the live ones: an export then first

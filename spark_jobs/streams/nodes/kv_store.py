@@ -1,9 +1,8 @@
 """A key -> entry store with batch operations, saved in hash groups through a StoreLog (nodes/store_log.py).
 
 Table aggregations keep `(value, timestamp)` per key (`TimestampedKeyValueStore`; tables and non-windowed
-aggregations keep theirs in numbered rows, nodes/kv_rows.py); the
-session, sliding-window and join window stores keep a structure per key on top of the same store
-(nodes/window_stores.py). An export saves, per group of keys, the entries put since the last export (a
+aggregations keep theirs in numbered rows, nodes/kv_rows.py); the session, sliding-window and join window
+stores keep a structure per key on top of the same store (nodes/window_stores.py). An export saves, per group of keys, the entries put since the last export (a
 delta) or every entry of the group (a base), so that it writes in proportion to what changed.
 
 Where the time goes at a few hundred thousand keys: a look-up in a dict that size is a few cache misses, so
