@@ -297,7 +297,7 @@ def test_a_none_key_has_no_row_and_a_key_the_table_cannot_hold_moves_the_store_t
     st.lists(
         st.lists(
             st.tuples(
-                st.sampled_from(["a", "b", "c", "d", 7]),
+                st.sampled_from(["a", "b", "c", "d", 7, None]),
                 st.one_of(st.none(), st.integers(0, 3)),
                 st.integers(0, 9),
             ),
@@ -307,21 +307,36 @@ def test_a_none_key_has_no_row_and_a_key_the_table_cannot_hold_moves_the_store_t
         max_size=5,
     ),
     st.lists(st.sampled_from(["a", "b", "c", "d", "e", 7, None]), max_size=8),
+    st.sampled_from([0, kv_rows.FEW_KEYS]),
 )
-def test_changes_put_in_record_order_and_the_values_read_back_are_a_dicts_record_by_record(batches, probe):
+def test_changes_put_in_record_order_and_the_values_read_back_are_a_dicts_record_by_record(
+    batches, probe, few_keys
+):
     """A table's batch: each record's old value is what its key held before it (an earlier record of the
-    batch, or the store), a None value deletes, and the values read back by a batch are the last ones put."""
+    batch, or the store), a None value deletes, a None key is dropped, and the values read back by a batch
+    are the last ones put; both key by key (a batch under FEW_KEYS) and by batch (FEW_KEYS 0)."""
+    with mock.patch.object(kv_rows, "FEW_KEYS", few_keys):
+        _check_changes_against_a_dict(batches, probe)
+
+
+def _check_changes_against_a_dict(batches, probe):
     store, plain = KeyValueRows(), {}
     for batch in batches:
         keys, values, stamps = (list(column) for column in zip(*batch, strict=True))
         expected_olds = []
+        kept = [i for i, key in enumerate(keys) if key is not None]
         for key, value, stamp in batch:
+            if key is None:
+                continue
             expected_olds.append(plain[key][0] if key in plain else None)
             if value is None:
                 plain.pop(key, None)
             else:
                 plain[key] = (value, stamp)
-        assert store.put_in_order(store.rows_for(keys), values, stamps) == expected_olds
+        assert store.put_changes(keys, values, stamps) == (
+            expected_olds,
+            None if len(kept) == len(keys) else kept,
+        )
         assert dict(store.items()) == plain
         assert len(store) == len(plain)
     assert store.get_values(probe) == [plain[key][0] if key in plain else None for key in probe]

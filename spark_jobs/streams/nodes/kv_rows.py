@@ -295,10 +295,37 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
                 values[i] = None
         return values
 
-    def put_in_order(self, rows: np.ndarray, values: list, stamps: list) -> list:
-        """Put `(value, stamp)` per record as a loop would, in record order (rows may repeat, a None value
-        deletes the entry: a table's changes), each distinct row written once; returns per record the value
-        its row held before it (None without entry). A store of objects only."""
+    def put_changes(self, keys: list, values: list, stamps: list) -> tuple[list, list[int] | None]:
+        """A table's changes: put `(value, stamp)` per record as a loop would, in record order (keys may
+        repeat, a None value deletes the entry), a record with a None key dropped. Returns per record kept
+        the value its key held before it (None without entry), and the indices of the records kept (None:
+        every one). A batch of fewer than `FEW_KEYS` goes key by key, without numpy's cost per call; a
+        larger one is looked up at once and each distinct row written once. A store of objects only."""
+        if len(keys) < FEW_KEYS:
+            return self._put_few_changes(keys, values, stamps)
+        rows = self.rows_for(keys)  # -1 for a None key
+        kept = None
+        if len(rows) and rows.min() < 0:
+            keep = rows >= 0
+            kept = np.flatnonzero(keep).tolist()
+            values, stamps, rows = [values[i] for i in kept], [stamps[i] for i in kept], rows[keep]
+        return (self._put_in_order(rows, values, stamps) if len(rows) else []), kept
+
+    def _put_few_changes(self, keys: list, values: list, stamps: list) -> tuple[list, list[int] | None]:
+        """`put_changes` key by key."""
+        previous, kept = [], []
+        for i, key in enumerate(keys):
+            if key is None:
+                continue
+            row = self.row_for(key)
+            previous.append(self.value_at(row))
+            self.put_row(row, values[i], stamps[i])
+            kept.append(i)
+        return previous, None if len(kept) == len(keys) else kept
+
+    def _put_in_order(self, rows: np.ndarray, values: list, stamps: list) -> list:
+        """`put_changes` of records whose rows are `rows` (they may repeat); returns per record the value its
+        row held before it."""
         assert not self.counts, "a store of counts has no values to replace"
         n = len(rows)
         order = np.argsort(rows, kind="stable")

@@ -10,10 +10,8 @@ from collections.abc import Callable
 from itertools import compress
 from typing import Any
 
-import numpy as np
-
 from .base import Batch, Node
-from .kv_rows import FEW_KEYS, KeyValueRows
+from .kv_rows import KeyValueRows
 from .stores import TimestampedStoreNode
 
 
@@ -149,47 +147,19 @@ class TableSourceNode(TimestampedStoreNode):
     def process_columns(self, keys, values, olds, timestamps, headers):
         if not keys:
             return None
-        if len(keys) < FEW_KEYS:
-            return self._process_few(keys, values, timestamps, headers)
-        rows = self.store.rows_for(keys)  # -1 for a None key: dropped
-        kept = None
-        if rows.min() < 0:
-            keep = rows >= 0
-            kept = np.flatnonzero(keep).tolist()
-            self.count_dropped(len(keys) - len(kept))
-            if not kept:
-                return None
-            keys, values = [keys[i] for i in kept], [values[i] for i in kept]
-            timestamps = [timestamps[i] for i in kept]
-            if headers is not None:
-                headers = [headers[i] for i in kept]
-            rows = rows[keep]
-        previous = self.store.put_in_order(rows, values, timestamps)
-        return Batch(keys, values, previous, timestamps, headers, kept)
-
-    def _process_few(self, keys, values, timestamps, headers):
-        """`process_columns` record by record (a batch of a few records)."""
-        store = self.store
-        previous, src = [], []
-        for i, key in enumerate(keys):
-            if key is None:
-                continue
-            row = store.row_for(key)
-            previous.append(store.value_at(row))
-            store.put_row(row, values[i], timestamps[i])
-            src.append(i)
-        if len(src) == len(keys):
+        previous, kept = self.store.put_changes(keys, values, timestamps)
+        if kept is None:
             return Batch(keys, values, previous, timestamps, headers, None)
-        self.count_dropped(len(keys) - len(src))
-        if not src:
+        self.count_dropped(len(keys) - len(kept))  # a None key
+        if not kept:
             return None
         return Batch(
-            [keys[i] for i in src],
-            [values[i] for i in src],
+            [keys[i] for i in kept],
+            [values[i] for i in kept],
             previous,
-            [timestamps[i] for i in src],
-            None if headers is None else [headers[i] for i in src],
-            src,
+            [timestamps[i] for i in kept],
+            None if headers is None else [headers[i] for i in kept],
+            kept,
         )
 
 

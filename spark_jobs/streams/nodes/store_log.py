@@ -182,9 +182,8 @@ def _check_indexes(group_name: str, indexes: list[int], first: int) -> None:
 
 def _changes(part: tuple) -> int:
     saved, gone = part
-    if isinstance(
-        saved, dict
-    ):  # rows changed (WindowRows), else entries put (their keys as a list or a text)
+    # rows changed (WindowRows), else entries put (their keys as a list or a text)
+    if isinstance(saved, dict):
         if "key_count" in saved:
             return saved["key_count"] + len(gone)
         return len(saved["rows"] if "rows" in saved else saved["keys"]) + len(gone)
