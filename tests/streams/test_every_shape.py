@@ -13,6 +13,7 @@ aggregate) and values without the aggregated field.
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from bench.jobs import hopping_builtin, hopping_stats, running_count, session_count
 from spark_jobs.jobs import window_finals
 from spark_jobs.streams import Count, JoinWindows, Max, SessionWindows, StreamsBuilder, Sum
+from spark_jobs.streams.nodes import window_stores
 from spark_jobs.streams.nodes.aggregations import SessionWindowAggregateNode
 
 from .helpers import WorkerCopies, check_any_batching, observed, one_by_one, plain_task, record_stream
@@ -183,6 +185,34 @@ def test_any_batching_with_state_handed_between_workers_equals_the_plain_nodes_r
         lambda records: record_by_record(shape, records),
         inputs(shape),
         PROPERTY,
+    )
+
+
+def stream_stream_outer_join():
+    builder = StreamsBuilder()
+    visits = builder.stream(VISITS)
+    windows = JoinWindows.of_time_difference_and_grace(7, 5)
+    builder.stream(READINGS).outer_join(visits, lambda reading, visit: [reading, visit], windows).to("out")
+    return builder.build()
+
+
+@pytest.mark.parametrize("topology", [stream_stream_join, stream_stream_outer_join], ids=["inner", "outer"])
+def test_a_stream_stream_join_whose_stores_index_every_batch_in_sorted_columns_equals_the_plain_nodes(
+    topology,
+):
+    """The join stores' sorted columns (for large batches) taking every batch, compacted as soon as a record
+    expires, in any batching, give what the plain nodes give record by record with their dicts."""
+    records_of = inputs("stream_stream_join")
+
+    def sorted_columns(records, cuts, owners):
+        with (
+            mock.patch.object(window_stores, "SORTED_MIN", 0),
+            mock.patch.object(window_stores, "MIN_EXPIRED", 0),
+        ):
+            return batched(topology(), records, cuts, owners)
+
+    check_any_batching(
+        sorted_columns, lambda records: one_by_one(plain_task(topology()), records), records_of, PROPERTY
     )
 
 

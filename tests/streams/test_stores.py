@@ -8,6 +8,7 @@ from __future__ import annotations
 import pickle
 from unittest import mock
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from spark_jobs.streams import (
     StreamsBuilder,
     StreamTask,
 )
-from spark_jobs.streams.nodes import kv_rows
+from spark_jobs.streams.nodes import kv_rows, window_stores
 from spark_jobs.streams.nodes.kv_rows import loaded_row_keys
 from spark_jobs.streams.nodes.kv_store import KeyValueStore, TimestampedKeyValueStore
 from spark_jobs.streams.nodes.window_stores import JoinWindowStore, SessionStore, join_records
@@ -413,12 +414,24 @@ def test_a_join_store_segment_past_the_retention_loses_its_parts_and_a_load_leav
         max_size=12,
     ),
     st.integers(10, 60),
+    st.sampled_from([0, window_stores.SORTED_MIN]),
 )
-def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(batches, retention) -> None:
+def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(
+    batches, retention, sorted_min
+) -> None:
     """Batches of puts with a clock that moves on (each batch a step later, records up to 40 late), some
     followed by a fetch of every key: a fetch finds exactly the live records put, and whether fetched or
     not, the store indexes no record older than its retention and a segment before its expiry limit, and
-    keeps no batch all of whose records were a segment past that limit."""
+    keeps no batch all of whose records were a segment past that limit; in its sorted columns (which take
+    every batch where SORTED_MIN is 0), no more expired records than live ones once it indexed a batch."""
+    with (
+        mock.patch.object(window_stores, "SORTED_MIN", sorted_min),
+        mock.patch.object(window_stores, "MIN_EXPIRED", 0),
+    ):
+        _check_join_store_fetches(batches, retention)
+
+
+def _check_join_store_fetches(batches, retention) -> None:
     store = JoinWindowStore("left", retention=retention)
     put: list[tuple[str, int, int]] = []  # (key, timestamp, seq) of every record put
     seq = 0
@@ -427,7 +440,7 @@ def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(batc
         stamps = [max(0, step * 25 - late) for _, late in batch]
         seqs = list(range(seq, seq + len(batch)))
         seq += len(batch)
-        expired = set(store.put_batch(keys, list(seqs), stamps, seqs))
+        expired = set(store.put_batch(keys, list(seqs), stamps, seqs, True))
         put += [
             (k, t, n) for i, (k, t, n) in enumerate(zip(keys, stamps, seqs, strict=True)) if i not in expired
         ]
@@ -442,6 +455,8 @@ def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(batc
                 assert [list(join_records(found)) for found in store.fetch_batch([key], [0], 0, 10**6)] == [
                     live
                 ]
+            in_columns = store._sorted.ts[: store._sorted.size]
+            assert np.count_nonzero(in_columns <= limit) <= np.count_nonzero(in_columns > limit)
 
 
 # -- the key-value store --------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ it numbers them, where a dict does neither; for str the two agree.
 from __future__ import annotations
 
 from itertools import count as counter
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -135,3 +136,62 @@ def grown(column: np.ndarray, size: int, capacity: int) -> np.ndarray:
     out = np.empty(capacity, object) if column.dtype == object else np.zeros(capacity, column.dtype)
     out[:size] = column[:size]
     return out
+
+
+class KeyIds:
+    """Keys numbered 0, 1, ... in order of first appearance, looked up a batch at a time: in a `KeyTable`
+    while every key numbered is a str (the caller says so) and pandas is at hand, else in a dict (from the
+    first key that is not a str on, for good). `keys` holds the keys by number, which keeps the objects the
+    table borrows alive."""
+
+    __slots__ = ("keys", "_table", "_index")
+
+    def __init__(self) -> None:
+        self.keys: list = []
+        self._table: KeyTable | None = None  # built at the first batch of str keys
+        self._index: dict | None = None  # the dict, once a key is not a str or pandas is missing
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def number(self, keys: list, str_keys: bool) -> np.ndarray:
+        """Per key its number, the keys new to the numbering taking the next ones (`str_keys`: every key
+        is a str). An unhashable key raises TypeError."""
+        if self._index is None and str_keys:
+            table = self._table
+            if table is None:
+                table = self._table = KeyTable.new(max(len(keys), 1024))
+            if table is not None:
+                numbers, new_keys = table.number(object_array(keys))
+                table.confirm(len(new_keys))
+                self.keys += new_keys.tolist()
+                return numbers
+        index = self._dict()
+        numbers = np.fromiter(map(index.get, keys, repeat(-1)), np.int64, len(keys))
+        new = np.flatnonzero(numbers < 0)
+        if len(new):
+            first = len(self.keys)
+            numbered, new_keys = number_by_first_appearance([keys[i] for i in new.tolist()], first)
+            numbers[new] = numbered
+            added = new_keys.tolist()
+            index.update(zip(added, range(first, first + len(added)), strict=True))
+            self.keys += added
+        return numbers
+
+    def lookup(self, keys: list) -> np.ndarray:
+        """Per key its number, -1 for a key not numbered. An unhashable key raises TypeError."""
+        if self._index is None:
+            if self._table is None:
+                return np.full(len(keys), -1, np.int64)
+            return self._table.lookup(keys)
+        return np.fromiter(map(self._index.get, keys, repeat(-1)), np.int64, len(keys))
+
+    def str_only(self) -> bool:
+        """Whether the keys are numbered in the KeyTable (every one a str)."""
+        return self._table is not None
+
+    def _dict(self) -> dict:
+        if self._index is None:
+            self._index = dict(zip(self.keys, range(len(self.keys)), strict=True))
+            self._table = None
+        return self._index

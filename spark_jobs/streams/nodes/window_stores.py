@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..records import Window, Windowed
+from .key_table import KeyIds, grown, grown_capacity
 from .kv_rows import RowParts, SavedByRowParts, loaded_row_keys, saved_keys
 from .kv_store import KeyValueStore
 from .late_rows import LateRows
@@ -712,6 +713,156 @@ class _Segment:
         return keys, stamps, seqs, values
 
 
+# Records a join store indexes at once (its batches put since the last index) from which they go into its
+# sorted columns (`SortedRecords`) rather than into its dict of key -> records, and at least a SORTED_SHARE-th
+# of the records those columns hold: merging a batch into the columns moves each of their records, where the
+# dict costs a look-up and a list append per record (at many keys, cache misses apiece).
+SORTED_MIN = 1024
+SORTED_SHARE = 64
+# Expired records below which the sorted columns are not compacted (a compaction moves every live record).
+MIN_EXPIRED = 4096
+
+
+class SortedRecords:
+    """A join store's records in numpy columns, looked up a batch at a time: per record (by position, in the
+    order they came) its key's number (`KeyIds`), timestamp, seq and value (a list), and the positions
+    sorted by (key number, timestamp, seq) with, aligned, the sort key `number * width + timestamp - base`
+    in one int64 (`width` above any timestamp's distance to `base`, which is at or below every record's
+    timestamp). A key's records in a join window are then a range of that order, found by two binary
+    searches per probe. Records are added a batch at a time (a sort of the batch and one merge), and leave
+    by compaction once the expired ones outnumber the live ones."""
+
+    __slots__ = ("ids", "kid", "ts", "seq", "values", "size", "comp", "order", "width", "base")
+
+    def __init__(self, retention: int) -> None:
+        self.ids = KeyIds()
+        self.kid = np.zeros(0, np.int64)
+        self.ts = np.zeros(0, np.int64)
+        self.seq = np.zeros(0, np.int64)
+        self.values: list = []
+        self.size = 0
+        self.comp = np.zeros(0, np.int64)
+        self.order = np.zeros(0, np.int64)
+        # the live records span at most a retention: a base moved once a timestamp is a width past it
+        self.width = 1 << (4 * retention + 4).bit_length()
+        self.base = 0
+
+    def add(self, keys: list, str_keys: bool, stamps: np.ndarray, seqs: np.ndarray, values: list, limit: int):
+        """Records put later than those held (higher seqs), none at or below `limit` (the store's expiry
+        limit)."""
+        if not self.size:
+            self.base = limit + 1
+        elif int(stamps.max()) - self.base >= self.width:
+            self.compact(limit, rebase=True)
+        else:
+            self.compact_if_due(limit)
+        numbers = self.ids.number(keys, str_keys)
+        if len(self.ids) * self.width >= 1 << 62:
+            raise OverflowError("a join store's keys times its retention exceed the int64 sort key")
+        first, end = self.size, self.size + len(values)
+        capacity = grown_capacity(end, len(self.kid))
+        if capacity is not None:
+            self.kid, self.ts, self.seq = (
+                grown(column, first, capacity) for column in (self.kid, self.ts, self.seq)
+            )
+        self.kid[first:end], self.ts[first:end], self.seq[first:end] = numbers, stamps, seqs
+        self.values += values
+        self.size = end
+        comp = numbers * self.width + (stamps - self.base)
+        by = np.lexsort((seqs, comp))
+        comp = comp[by]
+        at = np.searchsorted(self.comp, comp, "right")  # after the records held of an equal key and time
+        self.comp = np.insert(self.comp, at, comp)
+        self.order = np.insert(self.order, at, by + first)
+
+    def matches(self, keys: list, time_from: np.ndarray, time_to: np.ndarray) -> tuple[list, list, list]:
+        """Per probe key with records at times in [time_from, time_to] (each at or above `base`): (its index,
+        how many); and their records, probe after probe, flat `[ts, seq, value, ...]`."""
+        numbers = self.ids.lookup(keys)
+        start = numbers * self.width - self.base
+        lo = np.searchsorted(self.comp, start + time_from, "left")
+        hi = np.searchsorted(self.comp, start + time_to, "right")
+        counts = np.where((numbers >= 0) & (time_to >= time_from), hi - lo, 0)
+        probes = np.flatnonzero(counts)
+        if not len(probes):
+            return [], [], []
+        counts = counts[probes]
+        lo = lo[probes]
+        total = int(counts.sum())
+        # the matches' places in the order: each probe's range, one after the other
+        steps = np.ones(total, np.int64)
+        starts = np.cumsum(counts) - counts
+        steps[0] = lo[0]
+        steps[starts[1:]] = lo[1:] - (lo[:-1] + counts[:-1]) + 1
+        positions = self.order[np.cumsum(steps)]
+        flat: list = [None] * (3 * total)
+        flat[0::3] = self.ts[positions].tolist()
+        flat[1::3] = self.seq[positions].tolist()
+        flat[2::3] = list(map(self.values.__getitem__, positions.tolist()))
+        return probes.tolist(), counts.tolist(), flat
+
+    def records(self, limit: int) -> Iterator[tuple[Any, int, int, Any]]:
+        """(key, timestamp, seq, value) of the records after `limit`, by key number, then time and seq."""
+        positions = self.order[self.ts[self.order] > limit].tolist()
+        keys, kid, ts, seq, values = (
+            self.ids.keys,
+            self.kid.tolist(),
+            self.ts.tolist(),
+            self.seq.tolist(),
+            self.values,
+        )
+        for at in positions:
+            yield keys[kid[at]], ts[at], seq[at], values[at]
+
+    def live_stamps(self, limit: int) -> list[int]:
+        stamps = self.ts[: self.size]
+        return stamps[stamps > limit].tolist()
+
+    def compact_if_due(self, limit: int) -> None:
+        """Drop the expired records once they outnumber the live ones (and MIN_EXPIRED)."""
+        expired = int(np.count_nonzero(self.ts[: self.size] <= limit))
+        if expired > max(MIN_EXPIRED, self.size - expired):
+            self.compact(limit)
+
+    def compact(self, limit: int, rebase: bool = False) -> None:
+        """Drop the records at or below `limit`; numbers its keys again where most numbers are of keys gone,
+        and moves `base` up (`rebase`, or with the keys numbered again)."""
+        self.keep(self.ts[: self.size] > limit, limit, rebase)
+
+    def drop_seqs(self, seqs: np.ndarray, limit: int) -> None:
+        """Drop the records of these seqs."""
+        self.keep(~np.isin(self.seq[: self.size], seqs), limit, False)
+
+    def keep(self, live: np.ndarray, limit: int, rebase: bool) -> None:
+        kept = np.flatnonzero(live)
+        moved = np.cumsum(live) - 1  # per position kept, its new one
+        in_order = live[self.order]
+        self.order = moved[self.order[in_order]]
+        self.kid, self.ts, self.seq = self.kid[kept], self.ts[kept], self.seq[kept]
+        self.values = list(map(self.values.__getitem__, kept.tolist()))
+        self.size = len(kept)
+        numbers = np.unique(self.kid)
+        renumber = len(self.ids) > max(2 * len(numbers), MIN_EXPIRED)
+        if renumber:  # in the order of the old numbers: the sort order holds
+            str_keys = self.ids.str_only()
+            keys = self.ids.keys
+            self.ids = KeyIds()
+            self.ids.number([keys[n] for n in numbers.tolist()], str_keys)
+            self.kid = np.searchsorted(numbers, self.kid)
+        if renumber or rebase:
+            self.base = limit + 1
+            at = self.order
+            self.comp = self.kid[at] * self.width + (self.ts[at] - self.base)
+        else:
+            self.comp = self.comp[in_order]
+
+
+def _merged(rows: Sequence, more: Sequence) -> list:
+    """Two keys' flat lists of records as one, sorted by (timestamp, seq)."""
+    records = sorted(chain(join_records(rows), join_records(more)), key=itemgetter(0, 1))
+    return list(chain.from_iterable(records))
+
+
 def join_records(rows: list) -> Iterator[tuple[int, int, Any]]:
     """The records `(timestamp, seq, value)` of a key's flat list (JoinWindowStore.entries), in order."""
     it = iter(rows)
@@ -756,10 +907,11 @@ class JoinWindowStore:
         self.retention = retention
         self.interval = max(1, -(-retention // SEGMENTS))
         self.store_time = -1  # the max timestamp put
-        self._entries: dict[Any, list] = {}  # key -> its records, flat
+        self._entries: dict[Any, list] = {}  # key -> its records, flat (those not in `_sorted`)
+        self._sorted = SortedRecords(retention)  # the records indexed a large batch at a time
         # the batches put since the index was last brought up to date: (their max timestamp, keys,
-        # timestamps, seqs, values)
-        self._unindexed: list[tuple[int, list, list, list, list]] = []
+        # timestamps, seqs, values, seqs as int64s, whether every key is a str)
+        self._unindexed: list[tuple[int, list, list, list, list, np.ndarray, bool]] = []
         self.counts = TimestampCounts(union)  # per timestamp; `union` shared with the join's other stores
         self._segments: dict[int, _Segment] = {}  # the segments the parts hold
         self._new: tuple[list, list, list] = ([], [], [])  # keys, timestamps, values put
@@ -813,33 +965,49 @@ class JoinWindowStore:
             new[1].extend(timestamps)
             new[2].extend(values)
             self._new_seqs.append(seq_column)
-            self._unindexed.append((max(timestamps), keys, timestamps, seqs, values))
+            self._unindexed.append((max(timestamps), keys, timestamps, seqs, values, seq_column, str_keys))
         if self._last_expired_segment() > self._purged:
             self._purge()
         return expired
 
     @property
     def entries(self) -> dict[Any, list]:
-        """key -> its records `(timestamp, seq, value)`, sorted, flat (read only; expired ones may wait for a
-        fetch or a purge)."""
+        """key -> its records `(timestamp, seq, value)`, sorted, flat, of the records indexed one by one
+        (read only; expired ones may wait for a fetch or a purge); the others are in `_sorted`."""
         self._index()
         return self._entries
 
     def _index(self) -> None:
-        """Put the live records of the batches not indexed yet into the key index."""
+        """Put the live records of the batches not indexed yet into the index: into the sorted columns
+        where they are many (SORTED_MIN, and a SORTED_SHARE-th of the columns' records), else one by one
+        into the dict."""
         batches = self._unindexed
         if not batches:
             return
         self._unindexed = []
-        entries, limit = self._entries, self.store_time - self.retention
-        get = entries.get
-        for latest, keys, stamps, seqs, values in batches:
+        limit = self.store_time - self.retention
+        live_batches = []
+        for latest, keys, stamps, seqs, values, seq_column, str_keys in batches:
             if latest <= limit:
                 continue
             if min(stamps) <= limit:  # leave out the expired ones, in C passes
                 live = list(map(limit.__lt__, stamps))
                 keys, stamps = list(compress(keys, live)), list(compress(stamps, live))
                 seqs, values = list(compress(seqs, live)), list(compress(values, live))
+                seq_column = seq_column[np.fromiter(live, bool, len(live))]
+            live_batches.append((keys, stamps, seqs, values, seq_column, str_keys))
+        records = sum(len(batch[0]) for batch in live_batches)
+        if records and records >= max(SORTED_MIN, self._sorted.size // SORTED_SHARE):
+            keys = list(chain.from_iterable(batch[0] for batch in live_batches))
+            stamps = np.fromiter(chain.from_iterable(batch[1] for batch in live_batches), np.int64, records)
+            seq_column = np.concatenate([batch[4] for batch in live_batches])
+            values = list(chain.from_iterable(batch[3] for batch in live_batches))
+            str_keys = all(batch[5] for batch in live_batches)
+            self._sorted.add(keys, str_keys, stamps, seq_column, values, limit)
+            return
+        entries = self._entries
+        get = entries.get
+        for keys, stamps, seqs, values, _, _ in live_batches:
             for key, ts, seq, value in zip(keys, stamps, seqs, values, strict=True):
                 rows = get(key)
                 if rows is None:
@@ -857,21 +1025,24 @@ class JoinWindowStore:
         """Delete the expired records of the keys put in the segments expired since the last purge: every
         record put in such a segment is expired (a record's segment is that of the clock as it was put)."""
         last, purged = self._last_expired_segment(), self._purged
-        keys: set = set()
-        for number, segment in self._segments.items():
-            if purged < number <= last:
-                for chunk in segment.chunks:
-                    keys.update(chunk[0])
-        new_keys, runs = self._new[0], self._runs
-        bounds = [at for at, _ in runs[1:]] + [len(new_keys)]
-        for (lo, number), hi in zip(runs, bounds, strict=True):
-            if number > last:
-                break
-            if number > purged:
-                keys.update(new_keys[lo:hi])
-        self._cut_expired(keys)
-        self._purged = last
         limit = self.store_time - self.retention
+        if self._entries:
+            keys: set = set()
+            for number, segment in self._segments.items():
+                if purged < number <= last:
+                    for chunk in segment.chunks:
+                        keys.update(chunk[0])
+            new_keys, runs = self._new[0], self._runs
+            bounds = [at for at, _ in runs[1:]] + [len(new_keys)]
+            for (lo, number), hi in zip(runs, bounds, strict=True):
+                if number > last:
+                    break
+                if number > purged:
+                    keys.update(new_keys[lo:hi])
+            self._cut_expired(keys)
+        if self._sorted.size:
+            self._sorted.compact_if_due(limit)
+        self._purged = last
         self._unindexed = [batch for batch in self._unindexed if batch[0] > limit]
 
     def _cut_expired(self, keys) -> None:
@@ -894,12 +1065,32 @@ class JoinWindowStore:
         entries, limit = self.entries, self.store_time - self.retention
         self.counts.expire(limit)  # the records deleted below need no count
         found: list[Sequence] = [()] * len(keys)
-        if not entries:
-            return found
         # a record's window, clipped at 0 and to the live records (ints compared, no tuple built): its
         # records are those of the key from the first at or after `time_from` to the last at or before
         # `time_to`
         floor = max(0, limit + 1)
+        if self._sorted.size:
+            self._fetch_sorted(found, keys, timestamps, before, after, floor)
+        if entries:
+            self._fetch_entries(found, keys, timestamps, before, after, floor)
+        return found
+
+    def _fetch_sorted(self, found: list, keys: list, timestamps: list, before: int, after: int, floor: int):
+        """`fetch_batch` of the records in the sorted columns."""
+        stamps = np.fromiter(timestamps, np.int64, len(timestamps))
+        time_from = np.maximum(stamps - before, floor)
+        time_to = np.minimum(np.maximum(stamps + after, 0), self.store_time)
+        probes, counts, flat = self._sorted.matches(keys, time_from, time_to)
+        at = 0
+        for n, matched in zip(probes, counts, strict=True):
+            end = at + 3 * matched
+            found[n] = flat[at:end]
+            at = end
+
+    def _fetch_entries(self, found: list, keys: list, timestamps: list, before: int, after: int, floor: int):
+        """`fetch_batch` of the records in the dict, after `_fetch_sorted` (those come first in their
+        key's order: they were put earlier, but may be later in time)."""
+        entries, limit = self._entries, self.store_time - self.retention
         get = entries.get
         for n, rows in enumerate(map(get, keys)):  # the look-ups in C
             if rows is None:
@@ -918,7 +1109,7 @@ class JoinWindowStore:
                 time_to = 0
             if rows[0] >= time_from:
                 if rows[-3] <= time_to:  # every record of the key (the common case)
-                    found[n] = rows
+                    found[n] = _merged(found[n], rows) if found[n] else rows
                     continue
                 stamps = rows[0::3]
                 lo = 0
@@ -927,8 +1118,7 @@ class JoinWindowStore:
                 lo = 3 * bisect_left(stamps, time_from)
             match = rows[lo : 3 * bisect_right(stamps, time_to)]
             if match:
-                found[n] = match
-        return found
+                found[n] = _merged(found[n], match) if found[n] else match
 
     def items(self) -> Iterator[tuple[Any, int, Any]]:
         """(key, timestamp, value) of every live record (an expired one may wait for a fetch)."""
@@ -937,6 +1127,8 @@ class JoinWindowStore:
             for ts, _, value in join_records(rows):
                 if ts > limit:
                     yield key, ts, value
+        for key, ts, _, value in self._sorted.records(limit):
+            yield key, ts, value
 
     def size(self) -> int:
         """The records `items` lists (their timestamps are the counter's windows)."""
@@ -947,6 +1139,7 @@ class JoinWindowStore:
         """Count the entries again (after a catch-up)."""
         self.counts.clear()
         self.counts.add_batch(list(chain.from_iterable(rows[0::3] for rows in self.entries.values())))
+        self.counts.add_batch(self._sorted.live_stamps(self.store_time - self.retention))
 
     # -- saving ---------------------------------------------------------------------------------------------
 
@@ -1043,6 +1236,8 @@ class JoinWindowStore:
             segment = segments.pop(number, None)
             if segment is not None:
                 keys, stamps, seqs, _ = segment.columns()
+                if self._sorted.size:
+                    self._sorted.drop_seqs(seqs, self.store_time - self.retention)
                 records = set(zip(stamps.tolist(), seqs.tolist(), strict=True))
                 for key in set(keys):
                     rows = [
