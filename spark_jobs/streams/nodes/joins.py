@@ -8,7 +8,6 @@ call; its results come in the order of Kafka's record-by-record processing."""
 from __future__ import annotations
 
 from bisect import insort
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, compress
 from typing import Any
@@ -18,7 +17,7 @@ from ..windows import JoinWindows
 from .base import Batch, Node, StateRow, holds_none
 from .kv_store import KeyValueStore, split_parts
 from .late_rows import LateRows
-from .window_stores import JoinWindowStore, WindowCounts, join_records
+from .window_stores import JoinWindowStore, WindowCounts, distinct_count, join_records
 
 LEFT, RIGHT = 0, 1
 
@@ -31,18 +30,13 @@ class StreamJoinState:
         self.windows = windows
         retention = windows.before + windows.after + windows.grace
         self.stream_time = -1
-        # the timestamps of the stores' live entries, with their count in every store (state_size)
-        self.timestamps: Counter[int] = Counter()
-        self.stores = (
-            JoinWindowStore("left", retention, self.timestamps),
-            JoinWindowStore("right", retention, self.timestamps),
-        )
+        self.stores = (JoinWindowStore("left", retention), JoinWindowStore("right", retention))
         self.next_seq = 0
         # records without partner yet: (ts, side order, key bytes, seq) -> (side, key, value), those waiting
         # keys sorted, and their count per timestamp
         self.waiting_store = KeyValueStore("wait")
         self.waiting: list[tuple[int, int, bytes, int]] = []
-        self.waiting_counts = WindowCounts(self.timestamps)
+        self.waiting_counts = WindowCounts()
 
     def add_waiting(self, waiting_key: tuple[int, int, bytes, int], side: int, key: Any, value: Any) -> None:
         self.waiting_store.put(waiting_key, (side, key, value))
@@ -77,7 +71,8 @@ class StreamJoinState:
     def state_size(self) -> tuple[int, int]:
         """What `state_rows` lists, from the stores' counts: `(entries, distinct timestamps)`."""
         entries = self.stores[0].size() + self.stores[1].size() + self.waiting_counts.entries
-        return entries, len(self.timestamps)
+        runs = self.stores[0].counts.stamps() + self.stores[1].counts.stamps()
+        return entries, distinct_count(runs, self.waiting_counts.counts)
 
     # State parts: "" holds the clocks and the sequence, the stores' parts their entries.
     def _kv_stores(self) -> tuple[JoinWindowStore | KeyValueStore, ...]:

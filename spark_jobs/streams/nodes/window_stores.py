@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from itertools import accumulate, chain, compress, count, repeat
 from operator import itemgetter, le, not_, sub
@@ -35,16 +34,14 @@ class WindowCounts:
     live while its bound (a session's end, a sliding window's start, a joined record's timestamp) is above
     the store's expiry limit (`store_time - retention`). That limit only grows, so `expire` drops a window
     at or below it for good: its entries are neither listed nor put again, and their physical deletion
-    needs no count. `union` (window -> the live entries of every counter sharing it) is shared by the
-    counters of one node's stores, whose windows are counted once (Node.state_size)."""
+    needs no count."""
 
-    __slots__ = ("counts", "entries", "_bounds", "_union")
+    __slots__ = ("counts", "entries", "_bounds")
 
-    def __init__(self, union: dict[Any, int] | None = None) -> None:
+    def __init__(self) -> None:
         self.counts: dict[Any, int] = {}  # window -> its live entries (> 0)
         self.entries = 0
         self._bounds: list[tuple[int, Any]] = []  # heap of (bound, window); a window dropped since may stay
-        self._union = union
 
     def add(self, window: Any, bound: int | None) -> None:
         """One more entry in `window` (`bound` None: a window that never expires)."""
@@ -56,9 +53,6 @@ class WindowCounts:
         else:
             self.counts[window] = n + 1
         self.entries += 1
-        union = self._union
-        if union is not None:
-            union[window] = union.get(window, 0) + 1
 
     def remove(self, window: Any) -> None:
         """One entry fewer in `window` (nothing where the window expired already)."""
@@ -70,8 +64,6 @@ class WindowCounts:
             del self.counts[window]
         else:
             self.counts[window] = n - 1
-        if self._union is not None:
-            _uncount(self._union, window, 1)
 
     def expire(self, limit: int) -> None:
         """Drop the windows whose bound is at or below `limit`."""
@@ -81,43 +73,28 @@ class WindowCounts:
             n = counts.pop(window, None)
             if n is not None:
                 self.entries -= n
-                if self._union is not None:
-                    _uncount(self._union, window, n)
 
     def clear(self) -> None:
-        if self._union is not None:
-            for window, n in self.counts.items():
-                _uncount(self._union, window, n)
         self.counts = {}
         self.entries = 0
         self._bounds = []
 
 
-def _uncount(union: dict[Any, int], window: Any, n: int) -> None:
-    """`n` entries of `window` fewer in a union of counters."""
-    left = union[window] - n
-    if left:
-        union[window] = left
-    else:
-        union.pop(window)  # a Counter's `del` is a Python method
-
-
 class TimestampCounts:
-    """A join store's live records, and their count per timestamp in `union` (timestamp -> live records of
-    every counter sharing it: a Counter shared with the join's other counters), as WindowCounts counts
-    windows (a record's window is its timestamp, which is also its bound), kept a batch at a time:
-    `add_batch` keeps a batch's timestamps aside, and `expire` drops those at or below the limit and counts
-    the rest into `union`, from the store's timestamps in order (`_order`, sorted, with those added since
-    merged in). A record that expires before the next `expire` is never counted in `union`; `union` is up
-    to date after an `expire`."""
+    """A join store's live records by timestamp (a record's window is its timestamp, which is also its
+    bound), kept a batch at a time: `add_batch` keeps a batch's timestamps aside, and `expire` drops those
+    at or below the limit, the rest kept in sorted int64 runs (`stamps`): each batch's a run, two runs
+    merged while the older is at most twice the newer, so that the runs stay few (their sizes halve) and a
+    timestamp is merged about log2(records) times, whatever the batches. A record that expires before the
+    next `expire` is never kept. The distinct timestamps of a join's stores are counted from their runs
+    when asked (`distinct_count`)."""
 
-    __slots__ = ("entries", "_order", "_fresh", "_union")
+    __slots__ = ("entries", "_runs", "_fresh")
 
-    def __init__(self, union: Counter | None = None) -> None:
+    def __init__(self) -> None:
         self.entries = 0  # live records (those added since the last `expire` included)
-        self._order: list[int] = []  # the counted timestamps (one per record), sorted
-        self._fresh: list[int] = []  # the timestamps added since the last `expire`, not counted yet
-        self._union = union
+        self._runs: list[np.ndarray] = []  # sorted timestamps (one per record), the longest first
+        self._fresh: list[int] = []  # the timestamps added since the last `expire`
 
     def add_batch(self, timestamps: list[int]) -> None:
         """A record more at each of `timestamps`, none of which has expired."""
@@ -125,40 +102,41 @@ class TimestampCounts:
         self.entries += len(timestamps)
 
     def expire(self, limit: int) -> None:
-        """Drop the timestamps at or below `limit`, and count those added since in `union`."""
-        order, fresh, union = self._order, self._fresh, self._union
-        if fresh:
+        """Drop the timestamps at or below `limit`, and keep those added since as a run."""
+        runs = self._runs
+        if self._fresh:
+            run = np.array(self._fresh, np.int64)
             self._fresh = []
-            fresh.sort()
-            gone = bisect_right(fresh, limit)  # expired before they were counted
-            if gone:
-                del fresh[:gone]
-                self.entries -= gone
-            if fresh:
-                if union is not None:
-                    union.update(fresh)  # a pass in C
-                # merge: what follows the batch's first goes again in order
-                if order and fresh[0] < order[-1]:
-                    at = bisect_right(order, fresh[0])
-                    fresh += order[at:]
-                    fresh.sort()
-                    del order[at:]
-                order += fresh
-        cut = bisect_right(order, limit)
-        if not cut:
-            return
-        if union is not None:
-            for ts, n in Counter(order[:cut]).items():
-                _uncount(union, ts, n)
-        del order[:cut]
-        self.entries -= cut
+            run.sort()
+            runs.append(run)
+            while len(runs) > 1 and len(runs[-2]) <= 2 * len(runs[-1]):
+                newer = runs.pop()
+                runs[-1] = np.sort(
+                    np.concatenate((runs[-1], newer)), kind="stable"
+                )  # two sorted runs: merged
+        cut_any = False
+        for i, run in enumerate(runs):
+            if run[0] <= limit:
+                cut = int(np.searchsorted(run, limit, "right"))
+                self.entries -= cut
+                runs[i] = run[cut:]
+                cut_any = True
+        if cut_any:
+            self._runs = sorted((run for run in runs if len(run)), key=len, reverse=True)
+
+    def stamps(self) -> list[np.ndarray]:
+        """The kept timestamps, in sorted runs (those added since the last `expire` left out)."""
+        return self._runs
 
     def clear(self) -> None:
-        if self._union is not None:
-            for ts, n in Counter(self._order).items():
-                _uncount(self._union, ts, n)
         self.entries = 0
-        self._order, self._fresh = [], []
+        self._runs, self._fresh = [], []
+
+
+def distinct_count(runs: list[np.ndarray], more: Iterable[int]) -> int:
+    """The distinct timestamps among sorted int64 runs and `more`, in numpy passes."""
+    merged = np.sort(np.concatenate([*runs, np.fromiter(more, np.int64)]), kind="stable")  # runs: merged
+    return int(len(merged) and 1 + np.count_nonzero(merged[1:] != merged[:-1]))
 
 
 _FIELDS = 4  # a session store's row: its sessions, its first session's start, end and (a count) aggregate
@@ -902,7 +880,7 @@ class JoinWindowStore:
     record per position, the timestamps and seqs int64 arrays; where every key is a str (the join node
     says so), `{"key_text": ..., "key_count": ...}` in place of "keys" (nodes/kv_rows.py, `saved_keys`)."""
 
-    def __init__(self, prefix: str, retention: int, union: Counter | None = None) -> None:
+    def __init__(self, prefix: str, retention: int) -> None:
         self.prefix = prefix
         self.retention = retention
         self.interval = max(1, -(-retention // SEGMENTS))
@@ -912,7 +890,7 @@ class JoinWindowStore:
         # the batches put since the index was last brought up to date: (their max timestamp, keys,
         # timestamps, seqs, values, seqs as int64s, whether every key is a str)
         self._unindexed: list[tuple[int, list, list, list, list, np.ndarray, bool]] = []
-        self.counts = TimestampCounts(union)  # per timestamp; `union` shared with the join's other stores
+        self.counts = TimestampCounts()  # per timestamp
         self._segments: dict[int, _Segment] = {}  # the segments the parts hold
         self._new: tuple[list, list, list] = ([], [], [])  # keys, timestamps, values put
         self._new_seqs: list[np.ndarray] = []  # their seqs, as int64 arrays (a batch's: one `arange`)
