@@ -200,13 +200,15 @@ def stream_stream_outer_join():
 def test_a_stream_stream_join_whose_stores_index_every_batch_in_sorted_columns_equals_the_plain_nodes(
     topology,
 ):
-    """The join stores' sorted columns (for large batches) taking every batch, compacted as soon as a record
-    expires, in any batching, give what the plain nodes give record by record with their dicts."""
+    """The join stores' sorted columns (for large batches) taking every batch of as many records as
+    they hold or more (the dicts the others), compacted as soon as a record expires, in any batching, give
+    what the plain nodes give record by record with their dicts."""
     records_of = inputs("stream_stream_join")
 
     def sorted_columns(records, cuts, owners):
         with (
             mock.patch.object(window_stores, "SORTED_MIN", 0),
+            mock.patch.object(window_stores, "SORTED_SHARE", 1),
             mock.patch.object(window_stores, "MIN_EXPIRED", 0),
         ):
             return batched(topology(), records, cuts, owners)

@@ -422,10 +422,12 @@ def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(
     """Batches of puts with a clock that moves on (each batch a step later, records up to 40 late), some
     followed by a fetch of every key: a fetch finds exactly the live records put, and whether fetched or
     not, the store indexes no record older than its retention and a segment before its expiry limit, and
-    keeps no batch all of whose records were a segment past that limit; in its sorted columns (which take
-    every batch where SORTED_MIN is 0), no more expired records than live ones once it indexed a batch."""
+    keeps no batch all of whose records were a segment past that limit; in its sorted columns, no more
+    expired records than live ones once it indexed a batch. Where SORTED_MIN is 0, the columns take every
+    batch of as many records as they hold or more, the dict the others: a fetch merges both."""
     with (
         mock.patch.object(window_stores, "SORTED_MIN", sorted_min),
+        mock.patch.object(window_stores, "SORTED_SHARE", 1),
         mock.patch.object(window_stores, "MIN_EXPIRED", 0),
     ):
         _check_join_store_fetches(batches, retention)
@@ -452,9 +454,9 @@ def _check_join_store_fetches(batches, retention) -> None:
         if fetch:
             for key in "abcd":
                 live = [(t, n, n) for k, t, n in sorted(put, key=lambda r: r[1:]) if k == key and t > limit]
-                assert [list(join_records(found)) for found in store.fetch_batch([key], [0], 0, 10**6)] == [
-                    live
-                ]
+                found = store.fetch_batch([key], [0], 0, 10**6)
+                assert list(zip(found.stamps, found.seqs, found.values, strict=True)) == live
+                assert found.probes == [0] * len(live)
             in_columns = store._sorted.ts[: store._sorted.size]
             assert np.count_nonzero(in_columns <= limit) <= np.count_nonzero(in_columns > limit)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import insort
 from collections.abc import Callable, Iterator, Sequence
-from itertools import accumulate, compress
+from itertools import accumulate
 from typing import Any
 
 from ..serde import key_bytes
@@ -17,7 +17,7 @@ from ..windows import JoinWindows
 from .base import Batch, Node, StateRow, holds_none
 from .kv_store import KeyValueStore, split_parts
 from .late_rows import LateRows
-from .window_stores import JoinWindowStore, WindowCounts, distinct_count, join_records
+from .window_stores import JoinWindowStore, Partners, WindowCounts, distinct_count
 
 LEFT, RIGHT = 0, 1
 
@@ -173,21 +173,23 @@ class StreamStreamJoinNode(Node):
         # whether every key is a str (the store then saves them as one text), read in one C pass just before
         # the look-ups read the same keys
         str_keys = set(map(type, valid_keys)) == {str}
-        partners_of = state.stores[other].fetch_batch(valid_keys, valid_ts, self.before, self.after)
-        seqs = list(range(state.next_seq + 1, state.next_seq + 1 + len(valid)))
+        partners = state.stores[other].fetch_batch(valid_keys, valid_ts, self.before, self.after)
+        seqs = range(state.next_seq + 1, state.next_seq + 1 + len(valid))
         state.next_seq += len(valid)
         first_stream_time = state.stream_time
         if self.this_outer or self.other_outer:
-            out = self._join_each(keys, values, timestamps, valid, partners_of, seqs)
-        else:
-            out = []
-            join = self._join
-            for at in compress(range(len(partners_of)), partners_of):  # the records that found partners
-                i = valid[at]
-                key, value, ts = keys[i], values[i], timestamps[i]
-                records = iter(partners_of[at])  # flat: join_records, inline
-                for other_ts, _, other_value in zip(records, records, records, strict=True):
-                    out.append((key, join(value, other_value), ts if ts > other_ts else other_ts, i))
+            out = self._join_each(keys, values, timestamps, valid, partners, seqs)
+            out_keys, out_values = [r[0] for r in out], [r[1] for r in out]
+            out_ts, src = [r[2] for r in out], [r[3] for r in out]
+        else:  # a result per partner, in the partners' order (record after record), in C passes
+            src = partners.probes if type(valid) is range else list(map(valid.__getitem__, partners.probes))
+            out_keys = list(map(keys.__getitem__, src))
+            this_values = map(values.__getitem__, src)
+            if side == LEFT:
+                out_values = list(map(self.joiner, this_values, partners.values))
+            else:
+                out_values = list(map(self.joiner, partners.values, this_values))
+            out_ts = list(map(max, map(timestamps.__getitem__, src), partners.stamps))
             state.stream_time = max(first_stream_time, max(timestamps))
         if len(valid) < n:
             self.count_dropped(n - len(valid))
@@ -200,19 +202,18 @@ class StreamStreamJoinNode(Node):
                 i = valid[at]
                 late.add(i, keys[i], values[i], timestamps[i], None, None, stream_times[i + 1])
             late.report(self)
-        out_keys = [r[0] for r in out]
         if str_keys:
             self.task_context.str_key_column(out_keys)
         return Batch(
             out_keys,
-            [r[1] for r in out],
+            out_values,
             None,
-            [r[2] for r in out],
-            None if headers is None else [headers[r[3]] for r in out],
-            [r[3] for r in out],
+            out_ts,
+            None if headers is None else list(map(headers.__getitem__, src)),
+            src,
         )
 
-    def _join_each(self, keys, values, timestamps, valid, partners_of, seqs) -> list:
+    def _join_each(self, keys, values, timestamps, valid, partners: Partners, seqs) -> list:
         """An outer side's results, record by record: a record without partner waits for one (or is
         emitted at once when its window has closed already), and the records whose window closed without
         a partner come out as the stream time passes them. Rows `(key, value, timestamp, input row)`."""
@@ -221,26 +222,34 @@ class StreamStreamJoinNode(Node):
         side, other, after = self.side, 1 - self.side, self.after
         out: list[tuple[Any, Any, int, int]] = []
         stream_time = state.stream_time
+        probes, other_stamps, other_seqs, other_values = partners
         at = 0  # the next valid record
+        first = 0  # its first partner
         for i in range(len(keys)):
             ts = timestamps[i]
             if ts > stream_time:
                 stream_time = state.stream_time = ts
             if at == len(valid) or valid[at] != i:
                 continue  # a null key or value: counted by the caller
-            key, value, partners, seq = keys[i], values[i], partners_of[at], seqs[at]
+            key, value, seq = keys[i], values[i], seqs[at]
+            end = first
+            while end < len(probes) and probes[end] == at:
+                end += 1
             at += 1
             if ts == stream_time and state.waiting:
                 self._emit_expired_waiting(out, i)
-            for other_ts, other_seq, other_value in join_records(partners):
+            for other_ts, other_seq, other_value in zip(
+                other_stamps[first:end], other_seqs[first:end], other_values[first:end], strict=True
+            ):
                 if self.other_outer:  # the partner is no longer waiting for a join
                     state.remove_waiting((other_ts, _side_order(other), key_bytes(key), other_seq))
                 out.append((key, self._join(value, other_value), max(ts, other_ts), i))
-            if not partners and self.this_outer:
+            if first == end and self.this_outer:
                 if max(0, ts + after) < stream_time:  # its window has closed already: emit at once
                     out.append((key, self._join(value, None), ts, i))
                 else:  # wait for a partner until the window closes
                     state.add_waiting((ts, _side_order(side), key_bytes(key), seq), side, key, value)
+            first = end
         return out
 
     def _emit_expired_waiting(self, out: list, row: int) -> None:

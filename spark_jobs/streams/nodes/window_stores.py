@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from heapq import heapify, heappop, heappush
 from itertools import accumulate, chain, compress, count, repeat
 from operator import itemgetter, le, not_, sub
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -753,9 +753,8 @@ class SortedRecords:
         self.comp = np.insert(self.comp, at, comp)
         self.order = np.insert(self.order, at, by + first)
 
-    def matches(self, keys: list, time_from: np.ndarray, time_to: np.ndarray) -> tuple[list, list, list]:
-        """Per probe key with records at times in [time_from, time_to] (each at or above `base`): (its index,
-        how many); and their records, probe after probe, flat `[ts, seq, value, ...]`."""
+    def matches(self, keys: list, time_from: np.ndarray, time_to: np.ndarray) -> Partners:
+        """The records of each probe key at times in [time_from, time_to] (each at or above `base`)."""
         numbers = self.ids.lookup(keys)
         start = numbers * self.width - self.base
         lo = np.searchsorted(self.comp, start + time_from, "left")
@@ -763,7 +762,7 @@ class SortedRecords:
         counts = np.where((numbers >= 0) & (time_to >= time_from), hi - lo, 0)
         probes = np.flatnonzero(counts)
         if not len(probes):
-            return [], [], []
+            return NO_PARTNERS
         counts = counts[probes]
         lo = lo[probes]
         total = int(counts.sum())
@@ -773,11 +772,12 @@ class SortedRecords:
         steps[0] = lo[0]
         steps[starts[1:]] = lo[1:] - (lo[:-1] + counts[:-1]) + 1
         positions = self.order[np.cumsum(steps)]
-        flat: list = [None] * (3 * total)
-        flat[0::3] = self.ts[positions].tolist()
-        flat[1::3] = self.seq[positions].tolist()
-        flat[2::3] = list(map(self.values.__getitem__, positions.tolist()))
-        return probes.tolist(), counts.tolist(), flat
+        return Partners(
+            np.repeat(probes, counts).tolist(),
+            self.ts[positions].tolist(),
+            self.seq[positions].tolist(),
+            list(map(self.values.__getitem__, positions.tolist())),
+        )
 
     def records(self, limit: int) -> Iterator[tuple[Any, int, int, Any]]:
         """(key, timestamp, seq, value) of the records after `limit`, by key number, then time and seq."""
@@ -835,10 +835,27 @@ class SortedRecords:
             self.comp = self.comp[in_order]
 
 
-def _merged(rows: Sequence, more: Sequence) -> list:
-    """Two keys' flat lists of records as one, sorted by (timestamp, seq)."""
-    records = sorted(chain(join_records(rows), join_records(more)), key=itemgetter(0, 1))
-    return list(chain.from_iterable(records))
+class Partners(NamedTuple):
+    """What a join store's fetch found for a batch of probes: its records, probe after probe, each probe's
+    in order of (timestamp, seq); per record the index of its probe, its timestamp, seq and value."""
+
+    probes: list[int]
+    stamps: list[int]
+    seqs: list[int]
+    values: list
+
+    def merged(self, other: Partners) -> Partners:
+        """The records of both, in that order (one sort of their columns)."""
+        if not other.probes:
+            return self
+        if not self.probes:
+            return other
+        columns = [a + b for a, b in zip(self, other, strict=True)]
+        order = np.lexsort((columns[2], columns[1], columns[0])).tolist()
+        return Partners(*(list(map(column.__getitem__, order)) for column in columns))
+
+
+NO_PARTNERS = Partners([], [], [], [])
 
 
 def join_records(rows: list) -> Iterator[tuple[int, int, Any]]:
@@ -1036,39 +1053,29 @@ class JoinWindowStore:
             elif cut:
                 del rows[:cut]
 
-    def fetch_batch(self, keys: list, timestamps: list, before: int, after: int) -> list[Sequence]:
+    def fetch_batch(self, keys: list, timestamps: list, before: int, after: int) -> Partners:
         """Per key its records with timestamps in [max(0, t - before), max(0, t + after)] for its `t` in
-        `timestamps` (a join window), oldest first, flat (`join_records` reads them); `()` where there is
-        none."""
+        `timestamps` (a join window), oldest first."""
         entries, limit = self.entries, self.store_time - self.retention
         self.counts.expire(limit)  # the records deleted below need no count
-        found: list[Sequence] = [()] * len(keys)
-        # a record's window, clipped at 0 and to the live records (ints compared, no tuple built): its
-        # records are those of the key from the first at or after `time_from` to the last at or before
-        # `time_to`
+        # a record's window, clipped at 0 and to the live records: its records are those of the key from
+        # the first at or after `time_from` to the last at or before `time_to`
         floor = max(0, limit + 1)
+        found = NO_PARTNERS
         if self._sorted.size:
-            self._fetch_sorted(found, keys, timestamps, before, after, floor)
+            stamps = np.fromiter(timestamps, np.int64, len(timestamps))
+            time_from = np.maximum(stamps - before, floor)
+            time_to = np.minimum(np.maximum(stamps + after, 0), self.store_time)
+            found = self._sorted.matches(keys, time_from, time_to)
         if entries:
-            self._fetch_entries(found, keys, timestamps, before, after, floor)
+            found = found.merged(self._fetch_entries(keys, timestamps, before, after, floor))
         return found
 
-    def _fetch_sorted(self, found: list, keys: list, timestamps: list, before: int, after: int, floor: int):
-        """`fetch_batch` of the records in the sorted columns."""
-        stamps = np.fromiter(timestamps, np.int64, len(timestamps))
-        time_from = np.maximum(stamps - before, floor)
-        time_to = np.minimum(np.maximum(stamps + after, 0), self.store_time)
-        probes, counts, flat = self._sorted.matches(keys, time_from, time_to)
-        at = 0
-        for n, matched in zip(probes, counts, strict=True):
-            end = at + 3 * matched
-            found[n] = flat[at:end]
-            at = end
-
-    def _fetch_entries(self, found: list, keys: list, timestamps: list, before: int, after: int, floor: int):
-        """`fetch_batch` of the records in the dict, after `_fetch_sorted` (those come first in their
-        key's order: they were put earlier, but may be later in time)."""
+    def _fetch_entries(self, keys: list, timestamps: list, before: int, after: int, floor: int) -> Partners:
+        """`fetch_batch` of the records in the dict (ints compared, no tuple built)."""
         entries, limit = self._entries, self.store_time - self.retention
+        probes: list[int] = []
+        found: list = []  # flat, as the dict holds them
         get = entries.get
         for n, rows in enumerate(map(get, keys)):  # the look-ups in C
             if rows is None:
@@ -1087,16 +1094,19 @@ class JoinWindowStore:
                 time_to = 0
             if rows[0] >= time_from:
                 if rows[-3] <= time_to:  # every record of the key (the common case)
-                    found[n] = _merged(found[n], rows) if found[n] else rows
+                    probes += repeat(n, len(rows) // 3)
+                    found += rows
                     continue
                 stamps = rows[0::3]
                 lo = 0
             else:
                 stamps = rows[0::3]
                 lo = 3 * bisect_left(stamps, time_from)
-            match = rows[lo : 3 * bisect_right(stamps, time_to)]
-            if match:
-                found[n] = _merged(found[n], match) if found[n] else match
+            hi = 3 * bisect_right(stamps, time_to)
+            if hi > lo:
+                probes += repeat(n, (hi - lo) // 3)
+                found += rows[lo:hi]
+        return Partners(probes, found[0::3], found[1::3], found[2::3])
 
     def items(self) -> Iterator[tuple[Any, int, Any]]:
         """(key, timestamp, value) of every live record (an expired one may wait for a fetch)."""
