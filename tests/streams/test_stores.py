@@ -23,7 +23,7 @@ from spark_jobs.streams import (
 from spark_jobs.streams.nodes import kv_rows, window_stores
 from spark_jobs.streams.nodes.kv_rows import loaded_row_keys
 from spark_jobs.streams.nodes.kv_store import KeyValueStore, TimestampedKeyValueStore
-from spark_jobs.streams.nodes.window_stores import JoinWindowStore, SessionStore, join_records
+from spark_jobs.streams.nodes.window_stores import JoinWindowStore, Partners, SessionStore, join_records
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
 from .helpers import (
@@ -405,6 +405,27 @@ def test_a_join_store_segment_past_the_retention_loses_its_parts_and_a_load_leav
     assert sorted(loaded.entries) == ["c"]
 
 
+def test_a_join_store_fetch_merges_its_sorted_columns_and_its_dict_in_time_and_seq_order() -> None:
+    with (
+        mock.patch.object(window_stores, "SORTED_MIN", 4),
+        mock.patch.object(window_stores, "SORTED_SHARE", 1),
+    ):
+        store = JoinWindowStore("left", retention=100)
+        store.put_batch(
+            ["a", "b", "a", "a"], ["a10", "b11", "a30", "a50"], [10, 11, 30, 50], [0, 1, 2, 3], True
+        )
+        store.fetch_batch(["a"], [0], 0, 0)  # indexes the batch of 4: into the sorted columns
+        store.put_batch(["a", "a"], ["a20", "a30'"], [20, 30], [4, 5], True)  # indexed into the dict
+        found = store.fetch_batch(["b", "a", "c"], [11, 30, 30], 20, 20)
+        assert store._sorted.size == 4 and list(store._entries) == ["a"]
+    assert found == Partners(
+        [0, 1, 1, 1, 1, 1],
+        [11, 10, 20, 30, 30, 50],
+        [1, 0, 4, 2, 5, 3],
+        ["b11", "a10", "a20", "a30", "a30'", "a50"],
+    )
+
+
 @PROPERTY
 @given(
     st.lists(
@@ -423,7 +444,7 @@ def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(
     followed by a fetch of every key: a fetch finds exactly the live records put, and whether fetched or
     not, the store indexes no record older than its retention and a segment before its expiry limit, and
     keeps no batch all of whose records were a segment past that limit; in its sorted columns, no more
-    expired records than live ones once it indexed a batch. Where SORTED_MIN is 0, the columns take every
+    records a segment past that limit than others. Where SORTED_MIN is 0, the columns take every
     batch of as many records as they hold or more, the dict the others: a fetch merges both."""
     with (
         mock.patch.object(window_stores, "SORTED_MIN", sorted_min),
@@ -451,14 +472,18 @@ def _check_join_store_fetches(batches, retention) -> None:
         indexed = [ts for rows in store._entries.values() for ts, _, _ in join_records(rows)]
         assert min(indexed, default=limit + 1) > limit - retention - store.interval
         assert all(latest > limit - store.interval for latest, *_ in store._unindexed)
+        # the sorted columns are compacted where need be at each batch they take and each segment the
+        # clock expires, so the records a segment past the limit are no more than the others
+        in_columns = store._sorted.ts[: store._sorted.size]
+        assert np.count_nonzero(in_columns <= limit - store.interval) <= np.count_nonzero(
+            in_columns > limit - store.interval
+        )
         if fetch:
             for key in "abcd":
                 live = [(t, n, n) for k, t, n in sorted(put, key=lambda r: r[1:]) if k == key and t > limit]
                 found = store.fetch_batch([key], [0], 0, 10**6)
                 assert list(zip(found.stamps, found.seqs, found.values, strict=True)) == live
                 assert found.probes == [0] * len(live)
-            in_columns = store._sorted.ts[: store._sorted.size]
-            assert np.count_nonzero(in_columns <= limit) <= np.count_nonzero(in_columns > limit)
 
 
 # -- the key-value store --------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ class StreamJoinState:
         retention = windows.before + windows.after + windows.grace
         self.stream_time = -1
         self.stores = (JoinWindowStore("left", retention), JoinWindowStore("right", retention))
+        self.stores[1].share_key_ids(self.stores[0])  # the sides look the same keys up
         self.next_seq = 0
         # records without partner yet: (ts, side order, key bytes, seq) -> (side, key, value), those waiting
         # keys sorted, and their count per timestamp
@@ -173,7 +174,8 @@ class StreamStreamJoinNode(Node):
         # whether every key is a str (the store then saves them as one text), read in one C pass just before
         # the look-ups read the same keys
         str_keys = set(map(type, valid_keys)) == {str}
-        partners = state.stores[other].fetch_batch(valid_keys, valid_ts, self.before, self.after)
+        numbers = state.stores[side].numbers_for(valid_keys, str_keys)  # for both sides' stores
+        partners = state.stores[other].fetch_batch(valid_keys, valid_ts, self.before, self.after, numbers)
         seqs = range(state.next_seq + 1, state.next_seq + 1 + len(valid))
         state.next_seq += len(valid)
         first_stream_time = state.stream_time
@@ -193,7 +195,7 @@ class StreamStreamJoinNode(Node):
             state.stream_time = max(first_stream_time, max(timestamps))
         if len(valid) < n:
             self.count_dropped(n - len(valid))
-        expired = state.stores[side].put_batch(valid_keys, valid_values, valid_ts, seqs, str_keys)
+        expired = state.stores[side].put_batch(valid_keys, valid_values, valid_ts, seqs, str_keys, numbers)
         if expired:  # out of the store's retention (Kafka drops the put)
             # this node's stream time as each record was processed
             stream_times = list(accumulate(timestamps, max, initial=first_stream_time))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from itertools import accumulate, chain, compress, count, repeat
 from operator import itemgetter, le, not_, sub
@@ -710,10 +710,9 @@ class SortedRecords:
     searches per probe. Records are added a batch at a time (a sort of the batch and one merge), and leave
     by compaction once the expired ones outnumber the live ones."""
 
-    __slots__ = ("ids", "kid", "ts", "seq", "values", "size", "comp", "order", "width", "base")
+    __slots__ = ("kid", "ts", "seq", "values", "size", "comp", "order", "width", "base")
 
     def __init__(self, retention: int) -> None:
-        self.ids = KeyIds()
         self.kid = np.zeros(0, np.int64)
         self.ts = np.zeros(0, np.int64)
         self.seq = np.zeros(0, np.int64)
@@ -725,17 +724,16 @@ class SortedRecords:
         self.width = 1 << (4 * retention + 4).bit_length()
         self.base = 0
 
-    def add(self, keys: list, str_keys: bool, stamps: np.ndarray, seqs: np.ndarray, values: list, limit: int):
-        """Records put later than those held (higher seqs), none at or below `limit` (the store's expiry
-        limit)."""
+    def add(self, numbers: np.ndarray, stamps: np.ndarray, seqs: np.ndarray, values: list, limit: int):
+        """Records (their keys' numbers) put later than those held (higher seqs), none at or below `limit`
+        (the store's expiry limit)."""
         if not self.size:
             self.base = limit + 1
         elif int(stamps.max()) - self.base >= self.width:
             self.compact(limit, rebase=True)
         else:
             self.compact_if_due(limit)
-        numbers = self.ids.number(keys, str_keys)
-        if len(self.ids) * self.width >= 1 << 62:
+        if (int(numbers.max()) + 1) * self.width >= 1 << 62:
             raise OverflowError("a join store's keys times its retention exceed the int64 sort key")
         first, end = self.size, self.size + len(values)
         capacity = grown_capacity(end, len(self.kid))
@@ -753,9 +751,9 @@ class SortedRecords:
         self.comp = np.insert(self.comp, at, comp)
         self.order = np.insert(self.order, at, by + first)
 
-    def matches(self, keys: list, time_from: np.ndarray, time_to: np.ndarray) -> Partners:
-        """The records of each probe key at times in [time_from, time_to] (each at or above `base`)."""
-        numbers = self.ids.lookup(keys)
+    def matches(self, numbers: np.ndarray, time_from: np.ndarray, time_to: np.ndarray) -> Partners:
+        """The records of each probe key (by number, -1 for none) at times in [time_from, time_to] (each at
+        or above `base`)."""
         start = numbers * self.width - self.base
         lo = np.searchsorted(self.comp, start + time_from, "left")
         hi = np.searchsorted(self.comp, start + time_to, "right")
@@ -779,11 +777,11 @@ class SortedRecords:
             list(map(self.values.__getitem__, positions.tolist())),
         )
 
-    def records(self, limit: int) -> Iterator[tuple[Any, int, int, Any]]:
-        """(key, timestamp, seq, value) of the records after `limit`, by key number, then time and seq."""
+    def records(self, keys: list, limit: int) -> Iterator[tuple[Any, int, int, Any]]:
+        """(key, timestamp, seq, value) of the records after `limit`, by key number (`keys` by number), then
+        time and seq."""
         positions = self.order[self.ts[self.order] > limit].tolist()
-        keys, kid, ts, seq, values = (
-            self.ids.keys,
+        kid, ts, seq, values = (
             self.kid.tolist(),
             self.ts.tolist(),
             self.seq.tolist(),
@@ -803,8 +801,7 @@ class SortedRecords:
             self.compact(limit)
 
     def compact(self, limit: int, rebase: bool = False) -> None:
-        """Drop the records at or below `limit`; numbers its keys again where most numbers are of keys gone,
-        and moves `base` up (`rebase`, or with the keys numbered again)."""
+        """Drop the records at or below `limit`, and move `base` up to it (`rebase`)."""
         self.keep(self.ts[: self.size] > limit, limit, rebase)
 
     def drop_seqs(self, seqs: np.ndarray, limit: int) -> None:
@@ -819,20 +816,21 @@ class SortedRecords:
         self.kid, self.ts, self.seq = self.kid[kept], self.ts[kept], self.seq[kept]
         self.values = list(map(self.values.__getitem__, kept.tolist()))
         self.size = len(kept)
-        numbers = np.unique(self.kid)
-        renumber = len(self.ids) > max(2 * len(numbers), MIN_EXPIRED)
-        if renumber:  # in the order of the old numbers: the sort order holds
-            str_keys = self.ids.str_only()
-            keys = self.ids.keys
-            self.ids = KeyIds()
-            self.ids.number([keys[n] for n in numbers.tolist()], str_keys)
-            self.kid = np.searchsorted(numbers, self.kid)
-        if renumber or rebase:
+        if rebase:
             self.base = limit + 1
-            at = self.order
-            self.comp = self.kid[at] * self.width + (self.ts[at] - self.base)
+            self._sort_keys()
         else:
             self.comp = self.comp[in_order]
+
+    def renumber(self, live: np.ndarray) -> None:
+        """The keys numbered again: each by its rank among the old numbers `live` (sorted, every number
+        held among them), so that the order holds."""
+        self.kid = np.searchsorted(live, self.kid[: self.size])
+        self._sort_keys()
+
+    def _sort_keys(self) -> None:
+        at = self.order
+        self.comp = self.kid[at] * self.width + (self.ts[at] - self.base)
 
 
 class Partners(NamedTuple):
@@ -904,9 +902,13 @@ class JoinWindowStore:
         self.store_time = -1  # the max timestamp put
         self._entries: dict[Any, list] = {}  # key -> its records, flat (those not in `_sorted`)
         self._sorted = SortedRecords(retention)  # the records indexed a large batch at a time
+        # the numbers of the keys in `_sorted`, shared by the stores in `sharing` (a join's two sides, which
+        # look the same keys up: a batch is numbered once, `numbers_for`)
+        self.key_ids = KeyIds()
+        self.sharing: tuple[JoinWindowStore, ...] = (self,)
         # the batches put since the index was last brought up to date: (their max timestamp, keys,
-        # timestamps, seqs, values, seqs as int64s, whether every key is a str)
-        self._unindexed: list[tuple[int, list, list, list, list, np.ndarray, bool]] = []
+        # timestamps, seqs, values, seqs as int64s, whether every key is a str, their keys' numbers or None)
+        self._unindexed: list[tuple[int, list, list, list, list, np.ndarray, bool, np.ndarray | None]] = []
         self.counts = TimestampCounts()  # per timestamp
         self._segments: dict[int, _Segment] = {}  # the segments the parts hold
         self._new: tuple[list, list, list] = ([], [], [])  # keys, timestamps, values put
@@ -918,12 +920,56 @@ class JoinWindowStore:
         self._purged = -1  # the segments up to this one have no record left in `entries`
         self.log = StoreLog()
 
+    def share_key_ids(self, other: JoinWindowStore) -> None:
+        """Number keys as one with `other` (a join's other side)."""
+        self.key_ids = other.key_ids
+        self.sharing = other.sharing = (other, self)
+
+    def numbers_for(self, keys: list, str_keys: bool) -> np.ndarray | None:
+        """The numbers of a batch's keys, which the sorted columns of this store and those sharing its
+        numbers read (`fetch_batch`, `put_batch`), numbered once; None for a batch under SORTED_MIN, which
+        the sorted columns look up only if they hold records. The keys are first numbered again where most
+        numbers are of keys no store holds any longer (`_renumber_if_due`)."""
+        if len(keys) < SORTED_MIN:
+            return None
+        self._renumber_if_due()
+        return self.key_ids.number(keys, str_keys)
+
+    def _renumber_if_due(self) -> None:
+        """Number the keys held (in the sorted columns, or waiting for them) again, in the order of their
+        numbers, once the numbers outnumber twice the records held (and MIN_EXPIRED)."""
+        held = sum(
+            store._sorted.size + sum(len(batch[1]) for batch in store._unindexed) for store in self.sharing
+        )
+        if len(self.key_ids) <= max(2 * held, MIN_EXPIRED):
+            return
+        numbered = [store._sorted.kid[: store._sorted.size] for store in self.sharing]
+        numbered += [batch[7] for store in self.sharing for batch in store._unindexed if batch[7] is not None]
+        live = np.unique(np.concatenate(numbered)) if numbered else np.zeros(0, np.int64)
+        key_ids = KeyIds()
+        keys = self.key_ids.keys
+        key_ids.number([keys[n] for n in live.tolist()], self.key_ids.str_only())
+        for store in self.sharing:
+            store.key_ids = key_ids
+            store._sorted.renumber(live)
+            store._unindexed = [
+                (*batch[:7], None if batch[7] is None else np.searchsorted(live, batch[7]))
+                for batch in store._unindexed
+            ]
+
     def put_batch(
-        self, keys: list, values: list, timestamps: list, seqs: list, str_keys: bool = False
+        self,
+        keys: list,
+        values: list,
+        timestamps: list,
+        seqs: Sequence[int],
+        str_keys: bool = False,
+        numbers: np.ndarray | None = None,
     ) -> list[int]:
         """Put records in order; the positions of those not put (expired already: the store's clock had
         passed them by the retention, counting the earlier records of the batch). The lists become the
-        store's. `str_keys`: the caller knows every key to be a str."""
+        store's. `str_keys`: the caller knows every key to be a str; `numbers`: the keys' numbers
+        (`numbers_for`), or None."""
         if not keys:
             return []
         retention, interval = self.retention, self.interval
@@ -940,6 +986,8 @@ class JoinWindowStore:
             keys, values = list(compress(keys, kept)), list(compress(values, kept))
             timestamps, seqs = list(compress(timestamps, kept)), list(compress(seqs, kept))
             seq_column = np.delete(seq_column, expired)
+            if numbers is not None:
+                numbers = np.delete(numbers, expired)
         new, runs = self._new, self._runs
         at = len(new[0])
         if not runs:
@@ -960,7 +1008,9 @@ class JoinWindowStore:
             new[1].extend(timestamps)
             new[2].extend(values)
             self._new_seqs.append(seq_column)
-            self._unindexed.append((max(timestamps), keys, timestamps, seqs, values, seq_column, str_keys))
+            self._unindexed.append(
+                (max(timestamps), keys, timestamps, seqs, values, seq_column, str_keys, numbers)
+            )
         if self._last_expired_segment() > self._purged:
             self._purge()
         return expired
@@ -982,27 +1032,34 @@ class JoinWindowStore:
         self._unindexed = []
         limit = self.store_time - self.retention
         live_batches = []
-        for latest, keys, stamps, seqs, values, seq_column, str_keys in batches:
+        for latest, keys, stamps, seqs, values, seq_column, str_keys, numbers in batches:
             if latest <= limit:
                 continue
             if min(stamps) <= limit:  # leave out the expired ones, in C passes
                 live = list(map(limit.__lt__, stamps))
                 keys, stamps = list(compress(keys, live)), list(compress(stamps, live))
                 seqs, values = list(compress(seqs, live)), list(compress(values, live))
-                seq_column = seq_column[np.fromiter(live, bool, len(live))]
-            live_batches.append((keys, stamps, seqs, values, seq_column, str_keys))
+                live_mask = np.fromiter(live, bool, len(live))
+                seq_column = seq_column[live_mask]
+                if numbers is not None:
+                    numbers = numbers[live_mask]
+            live_batches.append((keys, stamps, seqs, values, seq_column, str_keys, numbers))
         records = sum(len(batch[0]) for batch in live_batches)
         if records and records >= max(SORTED_MIN, self._sorted.size // SORTED_SHARE):
-            keys = list(chain.from_iterable(batch[0] for batch in live_batches))
             stamps = np.fromiter(chain.from_iterable(batch[1] for batch in live_batches), np.int64, records)
             seq_column = np.concatenate([batch[4] for batch in live_batches])
             values = list(chain.from_iterable(batch[3] for batch in live_batches))
-            str_keys = all(batch[5] for batch in live_batches)
-            self._sorted.add(keys, str_keys, stamps, seq_column, values, limit)
+            numbers = np.concatenate(
+                [
+                    self.key_ids.number(batch[0], batch[5]) if batch[6] is None else batch[6]
+                    for batch in live_batches
+                ]
+            )
+            self._sorted.add(numbers, stamps, seq_column, values, limit)
             return
         entries = self._entries
         get = entries.get
-        for keys, stamps, seqs, values, _, _ in live_batches:
+        for keys, stamps, seqs, values, *_ in live_batches:
             for key, ts, seq, value in zip(keys, stamps, seqs, values, strict=True):
                 rows = get(key)
                 if rows is None:
@@ -1053,9 +1110,11 @@ class JoinWindowStore:
             elif cut:
                 del rows[:cut]
 
-    def fetch_batch(self, keys: list, timestamps: list, before: int, after: int) -> Partners:
+    def fetch_batch(
+        self, keys: list, timestamps: list, before: int, after: int, numbers: np.ndarray | None = None
+    ) -> Partners:
         """Per key its records with timestamps in [max(0, t - before), max(0, t + after)] for its `t` in
-        `timestamps` (a join window), oldest first."""
+        `timestamps` (a join window), oldest first. `numbers`: the keys' numbers (`numbers_for`), or None."""
         entries, limit = self.entries, self.store_time - self.retention
         self.counts.expire(limit)  # the records deleted below need no count
         # a record's window, clipped at 0 and to the live records: its records are those of the key from
@@ -1066,7 +1125,9 @@ class JoinWindowStore:
             stamps = np.fromiter(timestamps, np.int64, len(timestamps))
             time_from = np.maximum(stamps - before, floor)
             time_to = np.minimum(np.maximum(stamps + after, 0), self.store_time)
-            found = self._sorted.matches(keys, time_from, time_to)
+            if numbers is None:
+                numbers = self.key_ids.lookup(keys)
+            found = self._sorted.matches(numbers, time_from, time_to)
         if entries:
             found = found.merged(self._fetch_entries(keys, timestamps, before, after, floor))
         return found
@@ -1115,7 +1176,7 @@ class JoinWindowStore:
             for ts, _, value in join_records(rows):
                 if ts > limit:
                     yield key, ts, value
-        for key, ts, _, value in self._sorted.records(limit):
+        for key, ts, _, value in self._sorted.records(self.key_ids.keys, limit):
             yield key, ts, value
 
     def size(self) -> int:
