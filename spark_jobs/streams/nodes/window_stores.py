@@ -755,8 +755,13 @@ class SortedRecords:
         """The records of each probe key (by number, -1 for none) at times in [time_from, time_to] (each at
         or above `base`)."""
         start = numbers * self.width - self.base
-        lo = np.searchsorted(self.comp, start + time_from, "left")
-        hi = np.searchsorted(self.comp, start + time_to, "right")
+        # searched for in order: each search starts where the one before ended, reading the sort keys
+        # near those it read last (in a random order, each search is cache misses at many keys)
+        firsts, lasts = start + time_from, start + time_to
+        by = np.argsort(firsts)
+        lo, hi = np.empty_like(firsts), np.empty_like(lasts)
+        lo[by] = np.searchsorted(self.comp, firsts[by], "left")
+        hi[by] = np.searchsorted(self.comp, lasts[by], "right")
         counts = np.where((numbers >= 0) & (time_to >= time_from), hi - lo, 0)
         probes = np.flatnonzero(counts)
         if not len(probes):
