@@ -5,6 +5,8 @@ records. (tests/streams/test_stores.py checks the sizes on every store topology 
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +22,7 @@ from spark_jobs.streams import (
     TimeWindows,
     TopologyTestDriver,
 )
+from spark_jobs.streams.nodes import window_stores
 from spark_jobs.streams.nodes.base import StateRow
 from spark_jobs.streams.records import Window, Windowed
 
@@ -200,3 +203,22 @@ def test_a_session_is_a_window_of_its_key_alone():
     sessions, windows = [n for n in _fed_nodes(builder.build(), records) if n.state_size()[0]]
     assert sessions.state_size() == (3, 3)  # k [1, 1], j [1, 1], k [20, 20]
     assert windows.state_size() == (2, 1)  # k and j in [0, 10)
+
+
+@pytest.mark.parametrize("fresh_run", [1, 3, window_stores.FRESH_RUN])
+def test_a_joins_size_counted_from_its_stores_timestamp_runs_is_what_its_rows_list(fresh_run):
+    """The join stores keep their timestamps in runs (FRESH_RUN at a time, merged as they pile up, cut as the
+    clocks move on): after every record, the join's size is the rows it lists and their distinct times."""
+    builder = StreamsBuilder()
+    builder.stream("a").outer_join(
+        builder.stream("b"), lambda x, y: (x, y), JoinWindows.of_time_difference_and_grace(5, 3)
+    ).to("out")
+    with mock.patch.object(window_stores, "FRESH_RUN", fresh_run):
+        driver = TopologyTestDriver(builder.build())
+        inputs = {topic: driver.create_input_topic(topic) for topic in "ab"}
+        (node,) = [n for n in driver.task.nodes.values() if getattr(n, "side", None) == 0]
+        for i in range(80):
+            ts = i // 2 + (7 if i % 5 == 0 else 0) - (9 if i % 7 == 0 else 0)  # out of order, some late
+            inputs["ab"[i % 3 == 0]].pipe_input("kjm"[i % 3], i, max(0, ts))
+            rows = list(node.state_rows())
+            assert node.state_size() == (len(rows), len({row.window for row in rows}))

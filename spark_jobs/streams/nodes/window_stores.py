@@ -80,61 +80,79 @@ class WindowCounts:
         self._bounds = []
 
 
+NO_LIMIT = int(np.iinfo(np.int64).max)  # above every timestamp
+# Timestamps a join store's counts keep in a Python list (sorted when a look at them needs it) before they
+# make a run of their own: a short batch's timestamps, as topics take turns, cost no numpy call.
+FRESH_RUN = 1024
+
+
 class TimestampCounts:
     """A join store's live records by timestamp (a record's window is its timestamp, which is also its
-    bound), kept a batch at a time: `add_batch` keeps a batch's timestamps aside, and `expire` drops those
-    at or below the limit, the rest kept in sorted int64 runs (`stamps`): each batch's a run, two runs
-    merged while the older is at most twice the newer, so that the runs stay few (their sizes halve) and a
-    timestamp is merged about log2(records) times, whatever the batches. A record that expires before the
-    next `expire` is never kept. The distinct timestamps of a join's stores are counted from their runs
-    when asked (`distinct_count`)."""
+    bound), kept a batch at a time: `add_batch` adds a batch's timestamps to the fresh ones, and `expire`
+    drops those at or below the limit; once FRESH_RUN fresh ones gather, they make a sorted int64 run, two
+    runs merged while the older is at most twice the newer, so that the runs stay few (their sizes halve)
+    and a timestamp is merged about log2(records) times, whatever the batches. The distinct timestamps of a
+    join's stores are counted from their runs when asked (`stamps`, `distinct_count`)."""
 
-    __slots__ = ("entries", "_runs", "_fresh")
+    __slots__ = ("entries", "_runs", "_oldest", "_fresh", "_fresh_oldest")
 
     def __init__(self) -> None:
-        self.entries = 0  # live records (those added since the last `expire` included)
+        self.entries = 0  # live records
         self._runs: list[np.ndarray] = []  # sorted timestamps (one per record), the longest first
-        self._fresh: list[int] = []  # the timestamps added since the last `expire`
+        self._oldest = NO_LIMIT  # the lowest timestamp in the runs (above every timestamp without runs)
+        self._fresh: list[int] = []  # the timestamps not in a run yet
+        self._fresh_oldest = NO_LIMIT  # the lowest of them
 
     def add_batch(self, timestamps: list[int]) -> None:
         """A record more at each of `timestamps`, none of which has expired."""
-        self._fresh += timestamps
-        self.entries += len(timestamps)
+        if timestamps:
+            self._fresh += timestamps
+            self._fresh_oldest = min(self._fresh_oldest, min(timestamps))
+            self.entries += len(timestamps)
 
     def expire(self, limit: int) -> None:
-        """Drop the timestamps at or below `limit`, and keep those added since as a run."""
-        runs = self._runs
-        if self._fresh:
-            run = np.array(self._fresh, np.int64)
-            self._fresh = []
-            run.sort()
-            runs.append(run)
-            while len(runs) > 1 and len(runs[-2]) <= 2 * len(runs[-1]):
-                newer = runs.pop()
-                runs[-1] = np.sort(
-                    np.concatenate((runs[-1], newer)), kind="stable"
-                )  # two sorted runs: merged
-        cut_any = False
-        for i, run in enumerate(runs):
-            if run[0] <= limit:
+        """Drop the timestamps at or below `limit`; the fresh ones make a run once FRESH_RUN gather."""
+        fresh = self._fresh
+        if self._fresh_oldest <= limit:
+            fresh.sort()
+            cut = bisect_right(fresh, limit)
+            del fresh[:cut]
+            self.entries -= cut
+            self._fresh_oldest = fresh[0] if fresh else NO_LIMIT
+        if len(fresh) >= FRESH_RUN:
+            self._add_run(np.array(fresh, np.int64))
+        if self._oldest <= limit:
+            runs = []
+            for run in self._runs:
                 cut = int(np.searchsorted(run, limit, "right"))
                 self.entries -= cut
-                runs[i] = run[cut:]
-                cut_any = True
-        if cut_any:
-            self._runs = sorted((run for run in runs if len(run)), key=len, reverse=True)
+                if cut < len(run):
+                    runs.append(run[cut:])
+            self._runs = sorted(runs, key=len, reverse=True)
+            self._oldest = min((int(run[0]) for run in runs), default=NO_LIMIT)
+
+    def _add_run(self, run: np.ndarray) -> None:
+        self._fresh, self._fresh_oldest = [], NO_LIMIT
+        run.sort()
+        runs = self._runs
+        runs.append(run)
+        while len(runs) > 1 and len(runs[-2]) <= 2 * len(runs[-1]):
+            newer = runs.pop()
+            runs[-1] = np.sort(np.concatenate((runs[-1], newer)), kind="stable")  # two sorted runs: merged
+        self._oldest = min(self._oldest, int(run[0]))
 
     def stamps(self) -> list[np.ndarray]:
-        """The kept timestamps, in sorted runs (those added since the last `expire` left out)."""
-        return self._runs
+        """The timestamps kept (those of records expired since the last `expire` too), in runs."""
+        return [*self._runs, np.array(self._fresh, np.int64)]
 
     def clear(self) -> None:
         self.entries = 0
-        self._runs, self._fresh = [], []
+        self._runs, self._oldest = [], NO_LIMIT
+        self._fresh, self._fresh_oldest = [], NO_LIMIT
 
 
 def distinct_count(runs: list[np.ndarray], more: Iterable[int]) -> int:
-    """The distinct timestamps among sorted int64 runs and `more`, in numpy passes."""
+    """The distinct timestamps among int64 runs (sorted, mostly) and `more`, in numpy passes."""
     merged = np.sort(np.concatenate([*runs, np.fromiter(more, np.int64)]), kind="stable")  # runs: merged
     return int(len(merged) and 1 + np.count_nonzero(merged[1:] != merged[:-1]))
 
