@@ -23,7 +23,7 @@ import numpy as np
 
 from ..records import Window, Windowed
 from .key_table import KeyIds, grown, grown_capacity
-from .kv_rows import RowParts, SavedByRowParts, loaded_row_keys, saved_keys
+from .kv_rows import KEY_SEPARATOR, RowParts, SavedByRowParts, loaded_row_keys, saved_keys
 from .kv_store import KeyValueStore
 from .late_rows import LateRows
 from .store_log import StoreLog
@@ -937,6 +937,10 @@ class JoinWindowStore:
         self._new: tuple[list, list, list] = ([], [], [])  # keys, timestamps, values put
         self._new_seqs: list[np.ndarray] = []  # their seqs, as int64 arrays (a batch's: one `arange`)
         self._new_str = True  # every key in `_new` is a str
+        # (first, end, their keys joined by NUL) of runs of `_new`'s str keys, joined as they were put, while
+        # in the CPU's caches (joined at the export, each key of a large store would be a cache miss again);
+        # split where a segment's records start
+        self._new_texts: list[tuple[int, int, str]] = []
         self._runs: list[
             tuple[int, int]
         ] = []  # (position in `_new`, segment) where a segment's records start
@@ -1027,6 +1031,10 @@ class JoinWindowStore:
         if keys:
             self.counts.add_batch(timestamps)
             self._new_str = self._new_str and str_keys
+            if str_keys:
+                ends = sorted({lo for lo, _ in runs if at < lo < at + len(keys)} | {at + len(keys)})
+                for lo, hi in zip([at, *ends], ends, strict=False):
+                    self._new_texts.append((lo, hi, KEY_SEPARATOR.join(keys[lo - at : hi - at])))
             new[0].extend(keys)
             new[1].extend(timestamps)
             new[2].extend(values)
@@ -1227,15 +1235,18 @@ class JoinWindowStore:
             raise ValueError(f"state part {name!r} is not a part of store {self.prefix!r}")
         return int(number)
 
-    def _new_chunks(self) -> dict[int, _Chunk]:
-        """The records put since the last export, per segment (slices of the batch's columns)."""
+    def _new_chunks(self) -> tuple[dict[int, _Chunk], dict[int, str]]:
+        """The records put since the last export, per segment (slices of the batch's columns), and per
+        segment its keys joined by NUL where they were joined as they were put (`_new_texts`)."""
         keys, stamps, values = self._new
         seqs = np.concatenate(self._new_seqs) if keys else None
         runs = self._runs
         chunks: dict[int, _Chunk] = {}
+        texts: dict[int, str] = {}
         if not keys:
-            return chunks
+            return chunks, texts
         bounds = [at for at, _ in runs[1:]] + [len(keys)]
+        pieces = self._new_texts if self._new_str else []
         for (lo, segment), hi in zip(runs, bounds, strict=True):
             if hi > lo and not self._expired_segment(segment):
                 whole = lo == 0 and hi == len(keys)
@@ -1245,18 +1256,27 @@ class JoinWindowStore:
                     seqs if whole else seqs[lo:hi].copy(),
                     values if whole else values[lo:hi],
                 )
-        return chunks
+                inside = [piece for piece in pieces if lo <= piece[0] and piece[1] <= hi]
+                if sum(piece[1] - piece[0] for piece in inside) == hi - lo:
+                    texts[segment] = KEY_SEPARATOR.join(piece[2] for piece in inside)
+        return chunks, texts
 
     @staticmethod
-    def _saved(chunk: _Chunk, str_keys: bool) -> dict[str, Any]:
+    def _saved(chunk: _Chunk, str_keys: bool, text: str | None = None) -> dict[str, Any]:
+        """A chunk's saved form; `text`: its keys joined by NUL already (saved so unless a key holds a NUL)."""
         keys, stamps, seqs, values = chunk
-        return {**saved_keys(keys, str_keys), "columns": [stamps, seqs, values]}
+        if text is not None and text.count(KEY_SEPARATOR) == len(keys) - 1:
+            saved: dict[str, Any] = {"key_text": text, "key_count": len(keys)}
+        else:
+            saved = saved_keys(keys, str_keys)
+        return {**saved, "columns": [stamps, seqs, values]}
 
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
         """Parts new or changed since the last export (every part unless `changed_only`), and the names of
         every current part."""
-        chunks, new_str = self._new_chunks(), self._new_str
+        (chunks, texts), new_str = self._new_chunks(), self._new_str
         self._new, self._new_seqs, self._runs, self._new_str = ([], [], []), [], [], True
+        self._new_texts = []
         segments, log = self._segments, self.log
         for segment in segments.values():
             segment.new = 0
@@ -1273,7 +1293,7 @@ class JoinWindowStore:
 
         def save(number: int, put: Any) -> dict[str, Any]:
             if put is not None:
-                return self._saved(chunks[number], new_str)
+                return self._saved(chunks[number], new_str, texts.get(number))
             segment = segments[number]
             whole = segment.columns()
             segment.chunks = [whole]  # a new base: the parts hold these records only
@@ -1283,14 +1303,14 @@ class JoinWindowStore:
 
     def state_parts(self) -> dict[str, Any]:
         """A base per segment, leaving the export history alone (a snapshot)."""
-        chunks = self._new_chunks()
+        chunks, texts = self._new_chunks()
         segments = self._segments
         numbers = [n for n in segments.keys() | chunks.keys() if not self._expired_segment(n)]
 
         def base(number: int) -> dict[str, Any]:
             segment = segments.get(number)
             if segment is None:
-                return self._saved(chunks[number], self._new_str)
+                return self._saved(chunks[number], self._new_str, texts.get(number))
             more = chunks.get(number)
             return self._saved(segment.columns(more), segment.str_keys and (more is None or self._new_str))
 
