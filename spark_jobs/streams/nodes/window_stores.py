@@ -743,8 +743,8 @@ class SortedRecords:
         self.base = 0
 
     def add(self, numbers: np.ndarray, stamps: np.ndarray, seqs: np.ndarray, values: list, limit: int):
-        """Records (their keys' numbers) put later than those held (higher seqs), none at or below `limit`
-        (the store's expiry limit)."""
+        """Records (their keys' numbers), in order of seq, put later than those held (higher seqs), none at
+        or below `limit` (the store's expiry limit)."""
         if not self.size:
             self.base = limit + 1
         elif int(stamps.max()) - self.base >= self.width:
@@ -763,7 +763,7 @@ class SortedRecords:
         self.values += values
         self.size = end
         comp = numbers * self.width + (stamps - self.base)
-        by = np.lexsort((seqs, comp))
+        by = np.argsort(comp, kind="stable")  # the records come in order of seq: ties stay so
         comp = comp[by]
         at = np.searchsorted(self.comp, comp, "right")  # after the records held of an equal key and time
         self.comp = np.insert(self.comp, at, comp)
