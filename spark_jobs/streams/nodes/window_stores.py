@@ -5,8 +5,9 @@ an export writes in proportion to what changed. Each store keeps its own clock (
 do: an entry older than the retention is neither found nor put (`put` says so: the caller counts the
 record as late). Each store counts its live entries (and per window, where windows are shared by keys:
 `WindowCounts`) as it changes, so that a node's state size (`Node.state_size`, read every micro-batch)
-needs no pass over the entries. A session window belongs to its key: a session store's windows are its
-sessions.
+needs no pass over the entries; a join store keeps its records' timestamps in sorted int64 runs
+(`TimestampCounts`), whose distinct ones a join counts in numpy passes. A session window belongs to its
+key: a session store's windows are its sessions.
 """
 
 from __future__ import annotations
@@ -897,14 +898,18 @@ def _insert_record(rows: list, ts: int, seq: int, value: Any) -> None:
 
 
 class JoinWindowStore:
-    """One side of a stream-stream join: key -> its records `(timestamp, seq, value)`, sorted, flat in one
-    list per key (`[ts, seq, value, ts, ...]`: no object per record, which the cyclic collector would
-    visit after every batch; `join_records` reads them as triples). Records at or
-    before `store_time - retention` are expired: neither found nor put; a fetch deletes those of its key,
-    and once the clock expires a segment, a put deletes those of the keys put in it (`_purge`), so that
-    the store holds about a retention of records, as Kafka's segmented store does. A batch put goes into
-    the key index (`entries`) when a fetch or a listing first needs it: a record that expires before
-    then never does (a side that the other side's records rarely look up costs a put per batch).
+    """One side of a stream-stream join: key -> its records `(timestamp, seq, value)`, sorted. The batches
+    put go into the index when a fetch or a listing first needs it (a record that expires before then never
+    does: a side that the other side's records rarely look up costs a put per batch), and there, where they
+    are many (SORTED_MIN), into numpy columns sorted by key number, timestamp and seq (`SortedRecords`: a
+    batch merged at once, looked up a batch at a time, no object per record), else one by one into a dict
+    of key -> its records, flat in one list per key (`[ts, seq, value, ts, ...]`: no object per record,
+    which the cyclic collector would visit after every batch; `join_records` reads them as triples), as
+    short batches come where topics take turns. A fetch reads both and merges what they found. Records at
+    or before `store_time - retention` are expired: neither found nor put; a fetch deletes those of its key
+    in the dict, and once the clock expires a segment, a put deletes those of the keys put in it
+    (`_purge`) and compacts the columns where their expired records outnumber the live ones, so that the
+    store holds about a retention of records, as Kafka's segmented store does.
 
     Saved as Kafka's segmented window stores keep their records, by segment of event time (`interval`, a
     SEGMENTS-th of the retention), each a group of a StoreLog (nodes/store_log.py). A record goes to the
