@@ -211,6 +211,7 @@ def test_a_stream_stream_join_whose_stores_index_every_batch_in_sorted_columns_e
             mock.patch.object(window_stores, "SORTED_SHARE", 1),
             mock.patch.object(window_stores, "MIN_EXPIRED", 0),
             mock.patch.object(window_stores, "FRESH_RUN", 2),
+            mock.patch.object(window_stores, "JOINED_KEYS_MIN", 2),
         ):
             return batched(topology(), records, cuts, owners)
 

@@ -451,6 +451,7 @@ def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(
         mock.patch.object(window_stores, "SORTED_SHARE", 1),
         mock.patch.object(window_stores, "MIN_EXPIRED", 0),
         mock.patch.object(window_stores, "FRESH_RUN", 2),
+        mock.patch.object(window_stores, "JOINED_KEYS_MIN", 2),
     ):
         _check_join_store_fetches(batches, retention)
 

@@ -716,6 +716,9 @@ class _Segment:
 # dict costs a look-up and a list append per record (at many keys, cache misses apiece).
 SORTED_MIN = 1024
 SORTED_SHARE = 64
+# Keys of a batch below which a join store joins them at the export rather than as they are put (see
+# `_new_texts`): a few keys' join costs more than the cache misses it saves.
+JOINED_KEYS_MIN = 256
 # Expired records below which the sorted columns are not compacted (a compaction moves every live record).
 MIN_EXPIRED = 4096
 
@@ -819,9 +822,10 @@ class SortedRecords:
         return stamps[stamps > limit].tolist()
 
     def compact_if_due(self, limit: int) -> None:
-        """Drop the expired records once they outnumber the live ones (and MIN_EXPIRED)."""
+        """Drop the expired records once they outnumber the live ones (and MIN_EXPIRED), or are all there
+        is (a fetch then reads no columns)."""
         expired = int(np.count_nonzero(self.ts[: self.size] <= limit))
-        if expired > max(MIN_EXPIRED, self.size - expired):
+        if expired > max(MIN_EXPIRED, self.size - expired) or expired == self.size:
             self.compact(limit)
 
     def compact(self, limit: int, rebase: bool = False) -> None:
@@ -855,6 +859,19 @@ class SortedRecords:
     def _sort_keys(self) -> None:
         at = self.order
         self.comp = self.kid[at] * self.width + (self.ts[at] - self.base)
+
+
+def _joined_keys(keys: list, lo: int, hi: int, pieces: list[tuple[int, int, str]]) -> str:
+    """`keys[lo:hi]` (str) joined by NUL: `pieces` (in order, within) joined already, the others now."""
+    parts, at = [], lo
+    for first, end, text in pieces:
+        if first > at:
+            parts.append(KEY_SEPARATOR.join(keys[at:first]))
+        parts.append(text)
+        at = end
+    if hi > at:
+        parts.append(KEY_SEPARATOR.join(keys[at:hi]))
+    return KEY_SEPARATOR.join(parts)
 
 
 class Partners(NamedTuple):
@@ -944,7 +961,7 @@ class JoinWindowStore:
         self._new_str = True  # every key in `_new` is a str
         # (first, end, their keys joined by NUL) of runs of `_new`'s str keys, joined as they were put, while
         # in the CPU's caches (joined at the export, each key of a large store would be a cache miss again);
-        # split where a segment's records start
+        # split where a segment's records start; for batches of JOINED_KEYS_MIN keys or more
         self._new_texts: list[tuple[int, int, str]] = []
         self._runs: list[
             tuple[int, int]
@@ -1024,6 +1041,7 @@ class JoinWindowStore:
         at = len(new[0])
         if not runs:
             runs.append((at, self.store_time // interval))
+        first_run = len(runs)  # the runs this batch starts after its first record
         # a run of records starts where the clock enters a segment (a record that moves the clock is kept)
         next_segment = (self.store_time // interval + 1) * interval
         n = bisect_left(clocks, next_segment)
@@ -1036,8 +1054,8 @@ class JoinWindowStore:
         if keys:
             self.counts.add_batch(timestamps)
             self._new_str = self._new_str and str_keys
-            if str_keys:
-                ends = sorted({lo for lo, _ in runs if at < lo < at + len(keys)} | {at + len(keys)})
+            if str_keys and len(keys) >= JOINED_KEYS_MIN:
+                ends = [lo for lo, _ in runs[first_run:] if lo > at] + [at + len(keys)]  # in order
                 for lo, hi in zip([at, *ends], ends, strict=False):
                     self._new_texts.append((lo, hi, KEY_SEPARATOR.join(keys[lo - at : hi - at])))
             new[0].extend(keys)
@@ -1067,35 +1085,18 @@ class JoinWindowStore:
             return
         self._unindexed = []
         limit = self.store_time - self.retention
-        live_batches = []
-        for latest, keys, stamps, seqs, values, seq_column, str_keys, numbers in batches:
+        if sum(len(batch[1]) for batch in batches) >= max(SORTED_MIN, self._sorted.size // SORTED_SHARE):
+            self._index_sorted(batches, limit)
+            return
+        entries = self._entries
+        get = entries.get
+        for latest, keys, stamps, seqs, values, *_ in batches:
             if latest <= limit:
                 continue
             if min(stamps) <= limit:  # leave out the expired ones, in C passes
                 live = list(map(limit.__lt__, stamps))
                 keys, stamps = list(compress(keys, live)), list(compress(stamps, live))
                 seqs, values = list(compress(seqs, live)), list(compress(values, live))
-                live_mask = np.fromiter(live, bool, len(live))
-                seq_column = seq_column[live_mask]
-                if numbers is not None:
-                    numbers = numbers[live_mask]
-            live_batches.append((keys, stamps, seqs, values, seq_column, str_keys, numbers))
-        records = sum(len(batch[0]) for batch in live_batches)
-        if records and records >= max(SORTED_MIN, self._sorted.size // SORTED_SHARE):
-            stamps = np.fromiter(chain.from_iterable(batch[1] for batch in live_batches), np.int64, records)
-            seq_column = np.concatenate([batch[4] for batch in live_batches])
-            values = list(chain.from_iterable(batch[3] for batch in live_batches))
-            numbers = np.concatenate(
-                [
-                    self.key_ids.number(batch[0], batch[5]) if batch[6] is None else batch[6]
-                    for batch in live_batches
-                ]
-            )
-            self._sorted.add(numbers, stamps, seq_column, values, limit)
-            return
-        entries = self._entries
-        get = entries.get
-        for keys, stamps, seqs, values, *_ in live_batches:
             for key, ts, seq, value in zip(keys, stamps, seqs, values, strict=True):
                 rows = get(key)
                 if rows is None:
@@ -1104,6 +1105,35 @@ class JoinWindowStore:
                     rows += (ts, seq, value)
                 else:
                     _insert_record(rows, ts, seq, value)
+
+    def _index_sorted(self, batches: list, limit: int) -> None:
+        """`_index` of batches into the sorted columns, their expired records left out."""
+        stamps: list = []
+        values: list = []
+        seq_columns, numbered = [], []
+        for latest, batch_keys, batch_stamps, _, batch_values, seq_column, str_keys, numbers in batches:
+            if latest <= limit:
+                continue
+            if numbers is None:
+                numbers = self.key_ids.number(batch_keys, str_keys)
+            if min(batch_stamps) <= limit:  # leave out the expired ones, in C passes
+                live = list(map(limit.__lt__, batch_stamps))
+                batch_keys, batch_stamps = (
+                    list(compress(batch_keys, live)),
+                    list(compress(batch_stamps, live)),
+                )
+                batch_values = list(compress(batch_values, live))
+                live_mask = np.fromiter(live, bool, len(live))
+                seq_column, numbers = seq_column[live_mask], numbers[live_mask]
+            stamps += batch_stamps
+            values += batch_values
+            seq_columns.append(seq_column)
+            numbered.append(numbers)
+        if values:
+            stamp_column = np.fromiter(stamps, np.int64, len(stamps))
+            self._sorted.add(
+                np.concatenate(numbered), stamp_column, np.concatenate(seq_columns), values, limit
+            )
 
     def _last_expired_segment(self) -> int:
         """The last segment whose whole span the clock has expired (`_expired_segment`)."""
@@ -1242,7 +1272,8 @@ class JoinWindowStore:
 
     def _new_chunks(self) -> tuple[dict[int, _Chunk], dict[int, str]]:
         """The records put since the last export, per segment (slices of the batch's columns), and per
-        segment its keys joined by NUL where they were joined as they were put (`_new_texts`)."""
+        segment its keys joined by NUL where every one is a str (the pieces joined as they were put,
+        `_new_texts`, and the keys between them)."""
         keys, stamps, values = self._new
         seqs = np.concatenate(self._new_seqs) if keys else None
         runs = self._runs
@@ -1251,8 +1282,14 @@ class JoinWindowStore:
         if not keys:
             return chunks, texts
         bounds = [at for at, _ in runs[1:]] + [len(keys)]
-        pieces = self._new_texts if self._new_str else []
+        pieces = self._new_texts
+        p = 0  # the next piece: pieces and runs are in order, and a run's pieces lie within it
         for (lo, segment), hi in zip(runs, bounds, strict=True):
+            inside = []
+            while p < len(pieces) and pieces[p][1] <= hi:
+                if pieces[p][0] >= lo:
+                    inside.append(pieces[p])
+                p += 1
             if hi > lo and not self._expired_segment(segment):
                 whole = lo == 0 and hi == len(keys)
                 chunks[segment] = (
@@ -1261,9 +1298,8 @@ class JoinWindowStore:
                     seqs if whole else seqs[lo:hi].copy(),
                     values if whole else values[lo:hi],
                 )
-                inside = [piece for piece in pieces if lo <= piece[0] and piece[1] <= hi]
-                if sum(piece[1] - piece[0] for piece in inside) == hi - lo:
-                    texts[segment] = KEY_SEPARATOR.join(piece[2] for piece in inside)
+                if self._new_str:
+                    texts[segment] = _joined_keys(keys, lo, hi, inside)
         return chunks, texts
 
     @staticmethod
