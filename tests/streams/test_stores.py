@@ -405,6 +405,13 @@ def test_a_join_store_segment_past_the_retention_loses_its_parts_and_a_load_leav
     assert sorted(loaded.entries) == ["c"]
 
 
+def test_a_join_store_refuses_more_keys_than_its_sort_key_holds_at_its_retention() -> None:
+    """Key numbers times the store's time width must fit in int64: past that, an error, not wrong matches."""
+    store = JoinWindowStore("left", retention=1 << 58)
+    with mock.patch.object(window_stores, "SORTED_MIN", 0), pytest.raises(OverflowError):
+        store.numbers_for(["a", "b"], True)
+
+
 def test_a_join_store_fetch_merges_its_sorted_columns_and_its_dict_in_time_and_seq_order() -> None:
     with (
         mock.patch.object(window_stores, "SORTED_MIN", 4),

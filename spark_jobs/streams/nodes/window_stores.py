@@ -729,8 +729,9 @@ class SortedRecords:
     sorted by (key number, timestamp, seq) with, aligned, the sort key `number * width + timestamp - base`
     in one int64 (`width` above any timestamp's distance to `base`, which is at or below every record's
     timestamp). A key's records in a join window are then a range of that order, found by two binary
-    searches per probe. Records are added a batch at a time (a sort of the batch and one merge), and leave
-    by compaction once the expired ones outnumber the live ones."""
+    searches per probe (the key numbers times `width` must stay within int64: `check_numbers`). Records are
+    added a batch at a time (a sort of the batch and one merge), and leave by compaction once the expired
+    ones outnumber the live ones (or are all there is)."""
 
     __slots__ = ("kid", "ts", "seq", "values", "size", "comp", "order", "width", "base")
 
@@ -755,8 +756,6 @@ class SortedRecords:
             self.compact(limit, rebase=True)
         else:
             self.compact_if_due(limit)
-        if (int(numbers.max()) + 1) * self.width >= 1 << 62:
-            raise OverflowError("a join store's keys times its retention exceed the int64 sort key")
         first, end = self.size, self.size + len(values)
         capacity = grown_capacity(end, len(self.kid))
         if capacity is not None:
@@ -772,6 +771,11 @@ class SortedRecords:
         at = np.searchsorted(self.comp, comp, "right")  # after the records held of an equal key and time
         self.comp = np.insert(self.comp, at, comp)
         self.order = np.insert(self.order, at, by + first)
+
+    def check_numbers(self, count: int) -> None:
+        """Raise OverflowError where `count` key numbers would not fit the int64 sort key."""
+        if count * self.width >= 1 << 62:
+            raise OverflowError(f"a join store's {count} keys times its retention exceed its int64 sort key")
 
     def matches(self, numbers: np.ndarray, time_from: np.ndarray, time_to: np.ndarray) -> Partners:
         """The records of each probe key (by number, -1 for none) at times in [time_from, time_to] (each at
@@ -982,7 +986,9 @@ class JoinWindowStore:
         if len(keys) < SORTED_MIN:
             return None
         self._renumber_if_due()
-        return self.key_ids.number(keys, str_keys)
+        numbers = self.key_ids.number(keys, str_keys)
+        self._sorted.check_numbers(len(self.key_ids))
+        return numbers
 
     def _renumber_if_due(self) -> None:
         """Number the keys held (in the sorted columns, or waiting for them) again, in the order of their
@@ -1116,6 +1122,7 @@ class JoinWindowStore:
                 continue
             if numbers is None:
                 numbers = self.key_ids.number(batch_keys, str_keys)
+                self._sorted.check_numbers(len(self.key_ids))
             if min(batch_stamps) <= limit:  # leave out the expired ones, in C passes
                 live = list(map(limit.__lt__, batch_stamps))
                 batch_keys, batch_stamps = (
