@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.streams.nodes import window_rows
-from spark_jobs.streams.nodes.key_table import KeyTable, number_by_first_appearance, object_array
+from spark_jobs.streams.nodes.key_table import KeyIds, KeyTable, number_by_first_appearance, object_array
 from spark_jobs.streams.nodes.window_rows import WindowRows
 
 
@@ -121,3 +121,16 @@ def test_an_object_array_holds_composite_keys_one_per_element() -> None:
     assert np.array(keys, dtype=object).shape == (2, 2)  # what np.array makes of them
     assert object_array(keys).shape == (2,)
     assert object_array(keys).tolist() == keys
+
+
+def test_key_ids_number_keys_in_order_of_first_appearance_in_a_table_then_in_a_dict_once_one_is_not_a_str():
+    ids = KeyIds()
+    assert ids.lookup(["a"]).tolist() == [-1]
+    assert ids.number(["b", "a", "b"], True).tolist() == [0, 1, 0]
+    assert ids.str_only()
+    assert ids.number(["a", "c"], True).tolist() == [1, 2]
+    assert ids.number([("t", 1), "c", ("t", 1)], False).tolist() == [3, 2, 3]  # from now on in a dict
+    assert not ids.str_only()
+    assert ids.number(["d"], True).tolist() == [4]
+    assert ids.lookup(["c", "x", ("t", 1)]).tolist() == [2, -1, 3]
+    assert ids.keys == ["b", "a", "c", ("t", 1), "d"]
