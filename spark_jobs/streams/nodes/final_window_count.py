@@ -32,7 +32,7 @@ import numpy as np
 from ..records import Window
 from ..timeutil import INT64_MAX
 from .aggregations import TimeWindowAggregateNode
-from .base import Batch, holds_none
+from .base import Batch
 from .key_table import number_by_first_appearance, object_array
 from .suppress import SuppressNode
 from .time_ordered_buffer import Evicted, TimeOrderedKeyValueBuffer
@@ -229,19 +229,16 @@ class FinalWindowCount:
         self, rows: WindowRows, start: int, keys: list, rec: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, int, int] | None:
         """`_number_keys` for a batch whose pairs are all in the window `start`, whose count rows are
-        `rows`: one pair per record that has one."""
-        # a null key: node by node, before the window's key table numbers anything
-        if holds_none(keys):
+        `rows`: one pair per record that has one. A null key makes the window's numbering refuse the batch
+        (node by node), found among the keys its table does not hold: no pass over every key looks for it."""
+        numbered = None
+        if len(rec) != len(keys):  # the records without a pair are numbered -1
+            numbered = np.zeros(len(keys), bool)
+            numbered[rec] = True
+        numbering = rows.number_keys(object_array(keys), self._expected_keys(), numbered)
+        if numbering is None:
             return None
-        every_record = len(rec) == len(keys)
-        paired = object_array(keys)
-        numbered = rows.number_keys(paired if every_record else paired[rec], self._expected_keys())
-        if numbered is None:
-            return None
-        number, distinct = numbered
-        if not every_record:  # -1 for the records without a pair
-            number = np.full(len(keys), -1, np.int64)
-            number[rec] = numbered[0]
+        number, distinct = numbering
         return number, distinct, len(rows), start
 
     def _expected_keys(self) -> int:

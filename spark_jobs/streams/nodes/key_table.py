@@ -23,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
-# Above this share of a batch's keys new to the table, `number` numbers the next batch without looking it up.
+# Above this share of a batch's keys new to the table, `number` numbers the batch without looking it up.
 MOSTLY_NEW = 0.4
+# Keys looked up to estimate that share when no batch tells it (a table that has just caught up with its rows).
+SAMPLE = 1024
 
 
 class KeyTable:
@@ -37,7 +39,9 @@ class KeyTable:
         self._table = table
         self.size = 0
         self.pending = 0
-        self._missed = 1.0  # the share of the last numbered batch's keys that were new to the table
+        # the share of the last numbered batch's keys that were new to the table (None: no batch numbered
+        # since it caught up with its rows, `add`)
+        self._missed: float | None = 1.0
 
     @staticmethod
     def new(size_hint: int) -> KeyTable | None:
@@ -57,7 +61,7 @@ class KeyTable:
         if keys:
             self.number(object_array(keys))
             self.confirm(len(keys))
-            self._missed = 0.0  # keys held already: the next batch's are likely among them
+            self._missed = None  # whether the next batch's keys are among them: a sample says
         return True
 
     def row(self, key: str) -> int:
@@ -77,30 +81,63 @@ class KeyTable:
         """Per key its row, -1 where the table has none (an unhashable key raises TypeError)."""
         return self._table.lookup(object_array(keys)).astype(np.int64, copy=False)
 
-    def number(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def number(
+        self, keys: np.ndarray, numbered: np.ndarray | None = None, str_only: bool = False
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         """Per key (an object array) its row, or for a key the table does not hold `size` + the rank of its
         first appearance among those; and those keys in that order, now `pending`: rows the window is to
         append next (`confirm`). A null-like key (None, NaN) is numbered -1 and not added; an unhashable one
-        raises TypeError, some keys possibly added (the table is then to be dropped).
+        raises TypeError, some keys possibly added (the table is then to be dropped). `numbered`: a mask of
+        the keys to number (None: every key), the others numbered -1 and never added (a late record's key,
+        which its window does not append).
 
-        Where the table held most of the previous batch's keys, the batch is looked up first and only the
-        keys the table does not hold are numbered: a look-up costs less per key than numbering (which also
-        checks each key for a null). Else (a table still filling up) the batch is numbered at once: most of
-        its keys would be looked up in vain."""
+        `str_only`: None where a key to number that the table does not hold is not a str (a null key, an
+        int): a batch the caller refuses. Nothing is added then when the batch was looked up first (only the
+        keys the table lacks are checked, after the look-up has read them); else `pending` says that keys
+        were added that no window appends, and the table is to be dropped.
+
+        Where the table held most of the previous batch's keys (or of a sample of this batch's, after it
+        caught up with its rows), the batch is looked up first and only the keys the table does not hold are
+        numbered: a look-up costs less per key than numbering (which also checks each key for a null). Else
+        (a table still filling up) the batch is numbered at once: most of its keys would be looked up in
+        vain."""
         from pandas._libs.hashtable import ObjectVector
 
         new = ObjectVector()
-        if self._missed > MOSTLY_NEW:
-            numbers = self._table.get_labels(keys, new, self.size, -1).astype(np.int64, copy=False)
+        missed = self._missed
+        if missed is None:  # the share of a sample of the keys (looked up again below: then in the caches)
+            sample = self._table.lookup(keys[:SAMPLE])
+            missed = float(np.count_nonzero(sample < 0)) / max(len(sample), 1)
+        if missed > MOSTLY_NEW:
+            labels = self._table.get_labels(keys if numbered is None else keys[numbered], new, self.size, -1)
+            labels = labels.astype(np.int64, copy=False)
+            if numbered is None:
+                numbers = labels
+            else:
+                numbers = np.full(len(keys), -1, np.int64)
+                numbers[numbered] = labels
+            refused = str_only and len(labels) and labels.min() < 0
         else:
             numbers = self._table.lookup(keys).astype(np.int64, copy=False)
-            missing = np.flatnonzero(numbers < 0)
+            unheld = numbers < 0
+            if numbered is not None:
+                numbers[~numbered] = -1
+                unheld &= numbered
+            missing = np.flatnonzero(unheld)
             if len(missing):
-                numbers[missing] = self._table.get_labels(keys[missing], new, self.size, -1)
+                missing_keys = keys[missing]
+                if str_only and set(map(type, missing_keys)) != {str}:
+                    self.pending = 0
+                    return None
+                numbers[missing] = self._table.get_labels(missing_keys, new, self.size, -1)
+            refused = False
         new_keys = new.to_array()
         self.pending = len(new_keys)
-        if len(keys):
-            self._missed = len(new_keys) / len(keys)
+        to_number = len(keys) if numbered is None else int(np.count_nonzero(numbered))
+        if to_number:
+            self._missed = len(new_keys) / to_number
+        if refused or (str_only and len(new_keys) and set(map(type, new_keys)) != {str}):
+            return None
         return numbers, new_keys
 
     def confirm(self, appended: int) -> None:

@@ -115,28 +115,33 @@ class WindowRows:
 
     def rows_of(self, keys: list, size_hint: int = 0) -> np.ndarray:
         """Per key its live row, -1 where it has none; an unhashable key raises TypeError."""
-        table = self._key_table(size_hint)
+        table = self._key_table(size_hint, len(keys))
         return table.lookup(keys) if table else self._indexed_rows(keys)
 
-    def number_keys(self, keys: np.ndarray, size_hint: int = 0) -> tuple[np.ndarray, np.ndarray] | None:
+    def number_keys(
+        self, keys: np.ndarray, size_hint: int = 0, numbered: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         """Per key its live row, or for a key without one `len(self)` + the rank of its first appearance
         among those; and those keys in that order: the rows to append next, by `extend`. `keys` and those
-        are object arrays. None when one of those keys is not a str; an unhashable key raises TypeError.
-        Either way a key table is built again at its next use: callers leave out batches with null keys."""
-        table = self._key_table(size_hint)
+        are object arrays. `numbered`: a mask of the keys to number (None: every key), the others numbered
+        -1 and not appended. None when one of those keys is not a str (a null key too: nothing is numbered
+        then, and the key table stays, unless it had numbered keys before it met that one); an unhashable
+        key raises TypeError, and the key table is built again at its next use."""
+        table = self._key_table(size_hint, len(keys))
         if table:
             try:
-                number, new_keys = table.number(keys)
+                numbered_keys = table.number(keys, numbered, str_only=True)
             except TypeError:
                 self._table = None  # some keys numbered, none to be appended: built again at its next use
                 raise
-            not_str = len(new_keys) and set(map(type, new_keys)) != {str}
-            if not_str or (len(number) and number.min() < 0):  # a null-like key is numbered -1
-                self._table = None
-                return None
-            return number, new_keys
+            if numbered_keys is None and table.pending:
+                self._table = None  # keys numbered that the window will not append
+            return numbered_keys
         number = self._indexed_rows(keys)
         unnumbered = number < 0
+        if numbered is not None:
+            number[~numbered] = -1
+            unnumbered &= numbered
         numbers, new_keys = number_by_first_appearance(keys[unnumbered], len(self))
         if len(new_keys) and set(map(type, new_keys)) != {str}:
             return None
@@ -147,17 +152,19 @@ class WindowRows:
         """Per key its live row by the index, -1 where it has none: a look-up per key."""
         return np.fromiter(map(self.index.get, keys, repeat(-1)), np.int64, len(keys))
 
-    def _key_table(self, size_hint: int) -> KeyTable | None:
+    def _key_table(self, size_hint: int, batch: int) -> KeyTable | None:
         """The window's `KeyTable`, brought up to date with the rows appended since its last use (by any
-        path: a live window's rows never change once appended), built at the first use; None when the
-        window cannot have one (see key_table.py) or pandas is missing. A table whose pending keys were not
-        appended (a batch planned, then run node by node) is built again. A window that can hold dead rows has
-        one while none is: a row that dies (its key gone from the index) drops it for good."""
+        path: a live window's rows never change once appended), built at the first use, sized for
+        `size_hint` keys or for its rows and a batch of `batch` new keys (a table that grows rehashes every
+        key it holds, each a cache miss); None when the window cannot have one (see key_table.py) or pandas
+        is missing. A table whose pending keys were not appended (a batch planned, then run node by node)
+        is built again. A window that can hold dead rows has one while none is: a row that dies (its key
+        gone from the index) drops it for good."""
         table = self._table
         if table and not self.all_live():
             table = self._table = False
         if table is None or (table and table.pending):
-            size_hint = max(size_hint, len(self.keys))
+            size_hint = max(size_hint, len(self.keys) + batch)
             table = self._table = (KeyTable.new(size_hint) or False) if self.all_live() else False
         if table and table.size < len(self.keys) and not table.add(self.keys[table.size :]):
             table = self._table = False  # a key that is not a str
