@@ -490,18 +490,26 @@ def group_pairs(
     numbered once, the pairs sorted by (store, key number), and each store looks up its groups' keys only;
     where they are large (many keys: about a look-up per pair either way), each store looks up its pairs'
     keys and the pairs are sorted by (store, row) at once (`by_rows`: that way or not, None: by the sizes).
-    The groups are the same either way. `numbers`: the node's `KeyNumbers`, with which the look-ups of
-    str keys by rows take one per record, not one per pair. `str_keys`: whether every key is a str, when
-    the caller knows (None: read here)."""
+    The groups are the same either way. `numbers`: the node's `KeyNumbers`, which number str keys over
+    several stores either way: the look-ups by rows then take one per record, not one per pair, and the
+    stores find their rows by number (`AggregateRows.rows_by_number`). `str_keys`: whether every key is a
+    str, when the caller knows (None: read here)."""
     key_objects = object_array(keys)
     if str_keys is None:
         str_keys = set(map(type, keys)) == {str}
     if by_rows is None:
         by_rows = sum(map(len, stores)) > len(rec) // 2
+    numbered = numbers if str_keys and len(stores) > 1 else None
     if by_rows:
-        numbered = numbers if str_keys and len(stores) > 1 else None
         return _group_by_rows(key_objects, str_keys, rec, store_of_pair, stores, numbered)
-    key_number, n_keys = _number_keys(key_objects, str_keys)
+    # numbered by the node's numbers where it has them: the stores find their groups' rows by number, and
+    # a store that grows large has its rows numbered already when the batches turn to look-ups by rows
+    key_number = None if numbered is None else numbered.number(key_objects)
+    if key_number is None:
+        numbered = None
+        key_number, n_keys = _number_keys(key_objects, str_keys)
+    else:
+        n_keys = max(len(numbered), 1)
     order, sizes, codes = _sorted_runs(store_of_pair * n_keys + key_number[rec], len(stores) * n_keys)
     store_of_group = codes // n_keys
     store_groups = _store_ranges(store_of_group, len(stores))
@@ -510,7 +518,11 @@ def group_pairs(
     rows = np.empty(len(first), np.int64)
     for store, (lo, hi) in zip(stores, store_groups, strict=True):
         in_store = lo + np.argsort(first[lo:hi], kind="stable")  # by first appearance
-        rows[in_store] = store.rows_for(group_keys[in_store], str_keys)
+        found = None
+        if numbered is not None:
+            first_rec = rec[first[in_store]]
+            found = store.rows_by_number(numbered, key_number[first_rec], key_objects, first_rec)
+        rows[in_store] = store.rows_for(group_keys[in_store], str_keys) if found is None else found
     # the groups of each store in row order: the stores' columns, the value objects made per group and the
     # buffer's rows are then written and read in memory order (by a save too), not scattered
     base = np.cumsum([0] + [len(store) for store in stores])
