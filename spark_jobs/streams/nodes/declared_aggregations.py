@@ -31,7 +31,15 @@ from ..aggregates import DeclaredAggregate
 from ..records import Window, Windowed
 from ..windows import TimeWindows
 from .base import Batch, Node, StateRow, holds_none
-from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, object_array
+from .key_table import (
+    SAMPLE,
+    KeyTable,
+    grown,
+    grown_capacity,
+    number_by_first_appearance,
+    object_array,
+    table_size,
+)
 from .kv_rows import NumberedRows, RowParts
 from .time_window_store import WindowParts, apply_window_parts, export_windows, windows_state_parts
 from .window_rows import StructFields, StructValues
@@ -319,7 +327,7 @@ class AggregateRows(NumberedRows):
     def _rows_by_table(self, keys: np.ndarray) -> np.ndarray | None:
         table = self._table
         if table is None:
-            table = KeyTable.new(max(len(keys), self.size))
+            table = KeyTable.new(table_size(keys, self.size))
             if table is None or not table.add(self.keys):
                 self._table = False
                 return None
@@ -436,7 +444,7 @@ class KeyNumbers:
         without pandas (key_table.py)."""
         table = self.table
         if table is None:
-            table = self.table = KeyTable.new(max(len(keys), 1024))
+            table = self.table = KeyTable.new(max(table_size(keys, 0), SAMPLE))
             if table is None:
                 return None
         numbers, new_keys = table.number(keys)

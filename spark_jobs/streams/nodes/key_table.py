@@ -25,8 +25,11 @@ import numpy as np
 
 # Above this share of a batch's keys new to the table, `number` numbers the batch without looking it up.
 MOSTLY_NEW = 0.4
-# Keys looked up to estimate that share when no batch tells it (a table that has just caught up with its rows).
+# Keys looked up to estimate that share when no batch tells it (a table that has just caught up with its rows),
+# and keys of a batch that tell whether a table built at it is for a store filling up (`table_size`).
 SAMPLE = 1024
+# Batches of new keys that a table built over a store filling up is sized for.
+GROWTH_BATCHES = 3
 
 
 class KeyTable:
@@ -144,6 +147,24 @@ class KeyTable:
         """The window appended its `pending` keys as rows."""
         self.size += appended
         self.pending = 0
+
+
+def table_size(keys: Any, held: int) -> int:
+    """The keys to size a table for that is built over `held` keys at a batch `keys`: those and the batch's
+    or, for a table built over no key at a batch whose sample of keys is mostly distinct (a store filling up
+    with many keys), GROWTH_BATCHES batches' worth: a table that grows rehashes every key it holds, each a
+    cache miss, twice on the way to that size. A store of a few keys keeps a small table, and one that
+    holds keys already (a window that caught up, a restored store) is sized by them: its next batch's keys
+    may well be among them."""
+    batches = 1
+    if not held:
+        sample = keys[:SAMPLE]
+        try:
+            if 2 * len(set(sample)) > len(sample):
+                batches = GROWTH_BATCHES
+        except TypeError:  # an unhashable key: the numbering raises it
+            pass
+    return held + batches * len(keys)
 
 
 def object_array(items: list) -> np.ndarray:

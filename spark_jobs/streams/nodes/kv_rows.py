@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, object_array
+from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, object_array, table_size
 from .store_log import MAX_DELTAS
 
 GROUPS = 32  # the most groups of rows, based in turn
@@ -211,7 +211,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         """Per key its row through the KeyTable (-1 for None); None where a key is neither a str nor None:
         the table is then dropped and the store looks its keys up in a dict from now on. Only the keys new
         to the table are checked, as the table holds str keys only."""
-        table = self._key_table(len(keys))
+        table = self._key_table(keys)
         if table is None:
             return None
         rows, new_keys = table.number(keys)
@@ -262,18 +262,19 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
             return None
         return texts[0][2] if len(texts) == 1 else KEY_SEPARATOR.join(kept[2] for kept in texts)
 
-    def _key_table(self, batch: int) -> KeyTable | None:
-        """The KeyTable, built from the rows' keys at its first use (sized for a batch of `batch` keys more);
-        None once a key is not a str, or without pandas (the store then looks its keys up in a dict)."""
+    def _key_table(self, batch: Any = ()) -> KeyTable | None:
+        """The KeyTable, built from the rows' keys at its first use (sized for them and the batch of keys
+        `batch`, `table_size`); None once a key is not a str, or without pandas (the store then looks its
+        keys up in a dict)."""
         if self._table is None:
-            table = KeyTable.new(max(batch, 2 * self.size))
+            table = KeyTable.new(max(table_size(batch, self.size), 2 * self.size))
             self._table = table if table is not None and table.add(self.keys) else False
         return self._table or None
 
     def rows_of(self, keys: list) -> np.ndarray:
         """Per key its row, -1 where the store has none (no row is added); an unhashable key raises
         TypeError."""
-        table = self._key_table(len(keys))
+        table = self._key_table(keys)
         if table is not None:
             return table.lookup(keys)
         return np.fromiter(map(self._key_index().get, keys, repeat(-1)), np.int64, len(keys))
@@ -356,7 +357,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
     def row_of(self, key: Any) -> int | None:
         """The key's row (None without one), through the KeyTable while there is one: a dict index would be
         built again after every batch that adds keys (a table's value getter reads a key at a time)."""
-        table = self._key_table(1)
+        table = self._key_table()
         if table is not None:
             row = table.row(key) if type(key) is str else -1
             return None if row < 0 else row
@@ -364,7 +365,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
 
     def row_for(self, key: Any) -> int:
         """`rows_for` of one key, without numpy (for a batch of a few records): its row, -1 for None."""
-        table = self._key_table(1) if type(key) is str else None
+        table = self._key_table() if type(key) is str else None
         if table is None:
             return int(self.rows_for([key])[0])
         row = table.row(key)

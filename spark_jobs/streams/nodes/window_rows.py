@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance
+from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, table_size
 
 # A column is a list (any value), an array("q") (int64: timestamps, counts, sizes, sequence numbers), or a
 # StructColumn (values that are dicts of the same numeric fields: its kind is their StructFields).
@@ -115,7 +115,7 @@ class WindowRows:
 
     def rows_of(self, keys: list, size_hint: int = 0) -> np.ndarray:
         """Per key its live row, -1 where it has none; an unhashable key raises TypeError."""
-        table = self._key_table(size_hint, len(keys))
+        table = self._key_table(size_hint, keys)
         return table.lookup(keys) if table else self._indexed_rows(keys)
 
     def number_keys(
@@ -127,7 +127,7 @@ class WindowRows:
         -1 and not appended. None when one of those keys is not a str (a null key too: nothing is numbered
         then, and the key table stays, unless it had numbered keys before it met that one); an unhashable
         key raises TypeError, and the key table is built again at its next use."""
-        table = self._key_table(size_hint, len(keys))
+        table = self._key_table(size_hint, keys)
         if table:
             try:
                 numbered_keys = table.number(keys, numbered, str_only=True)
@@ -152,11 +152,11 @@ class WindowRows:
         """Per key its live row by the index, -1 where it has none: a look-up per key."""
         return np.fromiter(map(self.index.get, keys, repeat(-1)), np.int64, len(keys))
 
-    def _key_table(self, size_hint: int, batch: int) -> KeyTable | None:
+    def _key_table(self, expected: int, batch: Any) -> KeyTable | None:
         """The window's `KeyTable`, brought up to date with the rows appended since its last use (by any
         path: a live window's rows never change once appended), built at the first use, sized for
-        `size_hint` keys or for its rows and a batch of `batch` new keys (a table that grows rehashes every
-        key it holds, each a cache miss); None when the window cannot have one (see key_table.py) or pandas
+        `expected` keys or for its rows and the batch of keys `batch` (`table_size`: a table that grows
+        rehashes every key it holds); None when the window cannot have one (see key_table.py) or pandas
         is missing. A table whose pending keys were not appended (a batch planned, then run node by node)
         is built again. A window that can hold dead rows has one while none is: a row that dies (its key
         gone from the index) drops it for good."""
@@ -164,8 +164,8 @@ class WindowRows:
         if table and not self.all_live():
             table = self._table = False
         if table is None or (table and table.pending):
-            size_hint = max(size_hint, len(self.keys) + batch)
-            table = self._table = (KeyTable.new(size_hint) or False) if self.all_live() else False
+            hint = max(expected, table_size(batch, len(self.keys)))
+            table = self._table = (KeyTable.new(hint) or False) if self.all_live() else False
         if table and table.size < len(self.keys) and not table.add(self.keys[table.size :]):
             table = self._table = False  # a key that is not a str
         return table or None
