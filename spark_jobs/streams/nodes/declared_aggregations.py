@@ -199,10 +199,11 @@ class SegmentedFold:
     def __init__(self, sizes: np.ndarray) -> None:
         self.sizes = sizes
         starts = np.cumsum(sizes) - sizes
-        self.by_size = np.argsort(-sizes, kind="stable")  # the segments, longest first
+        longest = int(sizes.max()) if len(sizes) else 0
+        # the segments, longest first (in order among equals), sorted by radix: sizes are small numbers
+        self.by_size = stable_order(longest - sizes, longest + 1)
         longest_first = sizes[self.by_size]
         starts = starts[self.by_size]
-        longest = int(longest_first[0]) if len(sizes) else 0
         # per r: how many segments are longer than r (a prefix of the longest first)
         longer = np.searchsorted(-longest_first, -np.arange(longest + 1), "left").tolist()
         # per step: (segments longer than r, those longer than r + 1, where their r-th elements are)

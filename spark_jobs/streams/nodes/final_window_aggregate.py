@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .base import Batch
-from .declared_aggregations import DeclaredWindowAggregateNode, FoldedBatch
+from .declared_aggregations import DeclaredWindowAggregateNode, FoldedBatch, stable_order
 from .final_window_count import evict_at_passes
 from .suppress import SuppressNode
 from .window_rows import StructValues, dumps_plain
@@ -143,7 +143,7 @@ class FinalWindowAggregate:
             folded.window_starts, groups.stores, groups.store_groups, strict=True
         ):
             window = aggregate.window_objects[start]
-            in_window = lo + np.argsort(first_pair[lo:hi], kind="stable")
+            in_window = lo + stable_order(first_pair[lo:hi], m)  # by radix: pair numbers are below m
             entries = buffer.window_rows(window)
             held = 0 if entries is None else len(entries.keys)
             same = entries is None or _same_rows(store.keys, entries.keys)

@@ -33,6 +33,7 @@ from ..records import Window
 from ..timeutil import INT64_MAX
 from .aggregations import TimeWindowAggregateNode
 from .base import Batch
+from .declared_aggregations import stable_order
 from .key_table import number_by_first_appearance, object_array
 from .suppress import SuppressNode
 from .time_ordered_buffer import Evicted, TimeOrderedKeyValueBuffer
@@ -286,16 +287,16 @@ class FinalWindowCount:
             if window_start == pairs.rows_of:  # numbers below first_new are rows of `rows`
                 if same_rows:  # the held keys' order does not matter: only the new ones are appended
                     held_groups = int(np.searchsorted(key_of_group[lo:hi], first_new))  # groups: by key
-                    order = np.argsort(group_first[lo + held_groups : hi])
+                    order = stable_order(group_first[lo + held_groups : hi], m)
                     in_window = np.concatenate((np.arange(lo, lo + held_groups), lo + held_groups + order))
                 else:
-                    in_window = lo + np.argsort(group_first[lo:hi])
+                    in_window = lo + stable_order(group_first[lo:hi], m)
                 numbers_in_window = key_of_group[in_window]
                 found = np.where(numbers_in_window < first_new, numbers_in_window, -1)
                 new_counts = distinct[numbers_in_window[found < 0] - first_new].tolist()
                 wkeys = None  # the window's keys in group order, built only for a look-up by key
             else:
-                in_window = lo + np.argsort(group_first[lo:hi])  # its groups in order of first appearance
+                in_window = lo + stable_order(group_first[lo:hi], m)  # its groups by first appearance
                 wkeys = new_counts = distinct[key_of_group[in_window] - first_new].tolist()
                 found = None
                 if rows is not None:
