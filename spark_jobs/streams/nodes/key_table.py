@@ -151,13 +151,12 @@ class KeyTable:
 
 def table_size(keys: Any, held: int) -> int:
     """The keys to size a table for that is built over `held` keys at a batch `keys`: those and the batch's
-    or, for a table built over no key at a batch whose sample of keys is mostly distinct (a store filling up
-    with many keys), GROWTH_BATCHES batches' worth: a table that grows rehashes every key it holds, each a
-    cache miss, twice on the way to that size. A store of a few keys keeps a small table, and one that
-    holds keys already (a window that caught up, a restored store) is sized by them: its next batch's keys
-    may well be among them."""
+    or, for a store that holds fewer keys than the batch and whose batch's sampled keys are mostly distinct
+    (a store filling up with many keys), `held` and GROWTH_BATCHES batches: a table that grows rehashes
+    every key it holds, each a cache miss, twice on the way to that size. A store of a few keys keeps a
+    small table, and one that holds more keys than a batch (a restored store) is sized by them."""
     batches = 1
-    if not held:
+    if held < len(keys):
         sample = keys[:SAMPLE]
         try:
             if 2 * len(set(sample)) > len(sample):
