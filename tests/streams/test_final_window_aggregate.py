@@ -215,9 +215,9 @@ def test_the_fused_pass_runs_and_emits_the_final_values_in_window_and_key_order(
     folded = []
     real = FinalWindowAggregate._put_and_evict
 
-    def counting(self, batch):
+    def counting(self, batch, *rest):
         folded.append(len(batch.rec))
-        return real(self, batch)
+        return real(self, batch, *rest)
 
     monkeypatch.setattr(FinalWindowAggregate, "_put_and_evict", counting)
     from spark_jobs.streams import TimeWindows

@@ -97,11 +97,12 @@ class FinalWindowAggregate:
         if not self._fusable(keys, headers):
             return self._node_by_node(keys, values, olds, timestamps, headers)
         aggregate = self.aggregate
+        aligned = self._aligned_windows()
         folded = aggregate.fold_batch(keys, values, timestamps, headers, running=False)
         if folded is None:
             aggregate.drop_closed_windows()
             return None
-        out = self._put_and_evict(folded)
+        out = self._put_and_evict(folded, aligned)
         aggregate.drop_closed_windows()
         olds = out.olds if self.suppress.send_old_values else None  # as the suppress node forwards them
         return Batch(out.keys, out.values, olds, out.timestamps, None, out.src)
@@ -115,6 +116,20 @@ class FinalWindowAggregate:
         # an empty window leaves without a metric sample: node by node
         return all(len(buffer.window_rows(window)) for window in buffer.windows())
 
+    def _aligned_windows(self) -> set[int]:
+        """The starts of the buffer's windows whose rows are the aggregation's, as a batch begins: the same
+        keys in the same rows, compared whole while the two key lists are as long (by identity first, in C,
+        without reading the keys: a pointer per row). The batch appends the same new keys to both."""
+        aligned = set()
+        groups = self.aggregate.groups
+        buffer = self.suppress.buffer
+        for window in buffer.windows():
+            rows = groups.get(window[0])
+            entries = buffer.window_rows(window)
+            if rows is not None and entries is not None and rows.keys == entries.keys:
+                aligned.add(window[0])
+        return aligned
+
     def _node_by_node(self, keys, values, olds, timestamps, headers) -> Batch | None:
         out = self.aggregate.process_columns(keys, values, olds, timestamps, headers)
         if out is None or not out.keys:
@@ -123,8 +138,9 @@ class FinalWindowAggregate:
         # the aggregation's own src is None when nothing reads it (then the suppress's is not read either)
         return final._replace(src=None if out.src is None else [out.src[i] for i in final.src])
 
-    def _put_and_evict(self, folded: FoldedBatch) -> Any:
-        """The buffer's entries of the batch's (window, key) groups put at once, then its windows leave."""
+    def _put_and_evict(self, folded: FoldedBatch, aligned: set[int]) -> Any:
+        """The buffer's entries of the batch's (window, key) groups put at once, then its windows leave.
+        `aligned`: the windows whose rows were the aggregation's as the batch began (`_aligned_windows`)."""
         aggregate, buffer = self.aggregate, self.suppress.buffer
         layout, groups, folds = aggregate.layout, folded.groups, folded.folds
         m = len(folded.rec)
@@ -146,7 +162,7 @@ class FinalWindowAggregate:
             in_window = lo + stable_order(first_pair[lo:hi], m)  # by radix: pair numbers are below m
             entries = buffer.window_rows(window)
             held = 0 if entries is None else len(entries.keys)
-            same = entries is None or _same_rows(store.keys, entries.keys)
+            same = entries is None or start in aligned or _same_rows(store.keys, entries.keys)
             if entries is not None:
                 if same:
                     rows = groups.rows[in_window]
