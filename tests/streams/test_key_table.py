@@ -24,6 +24,27 @@ def test_a_table_numbers_the_keys_it_lacks_after_its_rows_in_order_of_first_appe
     assert table.lookup(["y", "q", "a"]).tolist() == [3, -1, 0]
 
 
+def test_a_table_numbers_only_the_keys_asked_for() -> None:
+    table = KeyTable.new(0)
+    assert table.add(["a", "b"])
+    numbers, new = table.number(object_array(["x", "a", "y", "z", "y"]), np.array([1, 1, 0, 1, 0], bool))
+    assert numbers.tolist() == [2, 0, -1, 3, -1]  # "y" is not asked for: not numbered, not added
+    assert new.tolist() == ["x", "z"]
+    table.confirm(2)
+    assert table.lookup(["y", "z"]).tolist() == [-1, 3]
+
+
+def test_a_table_that_holds_most_of_a_batch_refuses_a_null_key_before_adding_any_key() -> None:
+    table = KeyTable.new(0)
+    assert table.add(["a", "b"])
+    assert table.number(object_array(["a", "b", "a", "b", "new", None]), str_only=True) is None
+    assert table.pending == 0
+    assert table.lookup(["new"]).tolist() == [-1]
+    numbers, new = table.number(object_array(["b", "new"]), str_only=True)
+    assert numbers.tolist() == [1, 2]
+    assert new.tolist() == ["new"]
+
+
 def test_a_table_takes_str_keys_only() -> None:
     table = KeyTable.new(0)
     assert not table.add(["a", 1])
