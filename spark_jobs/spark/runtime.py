@@ -75,6 +75,9 @@ FILE_SYSTEM_CHECKPOINT_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
 
+# Bytes of one Arrow batch of the stateful stage's input (query_settings): a few input chunks.
+ARROW_BATCH_BYTES = 2 * 2**20
+
 JOB_FILE = "job.json"
 SPARK_CHECKPOINT = "spark"
 
@@ -425,6 +428,13 @@ class TopologyRuntime:
             # transformWithStateInPandas: two daemons and twice the workers, each importing pyarrow and
             # numpy, unless neither sets it. (Tracebacks from our stages then keep pyspark's frames.)
             "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
+            # The stateful stage's input reaches Python as Arrow batches, built in the JVM's direct memory,
+            # where a batch of 10,000 rows (the default bound) holds a whole micro-batch of a partition
+            # (chunks of up to 20k records each): tens of MB per Spark task. A bound in bytes cuts them into
+            # batches of a few chunks (the task reads a group's batches in turn), and the JVM's peak is
+            # lower by the difference. Native queries send nothing to Python: the setting changes nothing
+            # there.
+            "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_BATCH_BYTES),
         }
         if self.config.shuffle_partitions is not None:
             conf["spark.sql.shuffle.partitions"] = str(self.config.shuffle_partitions)

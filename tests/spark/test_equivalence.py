@@ -9,6 +9,7 @@ import zlib
 import pytest
 
 from spark_jobs.jobs import generate_events, sensor_alerts, window_finals
+from spark_jobs.spark import runtime
 from spark_jobs.spark.in_memory import run_directory
 from spark_jobs.spark.job import JobSpec
 from tests.spark.support import (
@@ -112,6 +113,20 @@ def test_everything_in_one_micro_batch_gives_the_same_output(spark, landing, tmp
         spark, directory, tmp_path / "out", tmp_path / "ckpt", partitions=PARTITIONS, wall_clock_ms=wall_clock
     )
     assert len(summary.batches) == 2
+    _assert_equal_to_tasks(tmp_path / "out", [(ordered_files(directory), wall_clock)])
+
+
+@pytest.mark.spark
+def test_a_partition_input_in_many_arrow_batches_gives_the_same_output(spark, landing, tmp_path, monkeypatch):
+    """The stateful stage's input is cut into Arrow batches of at most `ARROW_BATCH_BYTES`: with a bound
+    below one chunk, each of a partition's chunks comes in a batch of its own, and a task reads them all, in
+    order, as one micro-batch's input."""
+    monkeypatch.setattr(runtime, "ARROW_BATCH_BYTES", 1)
+    directory, wall_clock = landing
+    summary = run_in_process(
+        spark, directory, tmp_path / "out", tmp_path / "ckpt", partitions=PARTITIONS, wall_clock_ms=wall_clock
+    )
+    assert len(summary.batches) == 2 and summary.read == 2400
     _assert_equal_to_tasks(tmp_path / "out", [(ordered_files(directory), wall_clock)])
 
 
