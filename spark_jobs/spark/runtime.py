@@ -75,7 +75,8 @@ FILE_SYSTEM_CHECKPOINT_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
 
-# Bytes of one Arrow batch of the stateful stage's input (query_settings): a few input chunks.
+# Bytes of one Arrow batch of the stateful stage's input, and of a task's state as it reads it whole
+# (query_settings): a few input chunks, 8 state chunks.
 ARROW_BATCH_BYTES = 2 * 2**20
 
 JOB_FILE = "job.json"
@@ -435,6 +436,11 @@ class TopologyRuntime:
             # lower by the difference. Native queries send nothing to Python: the setting changes nothing
             # there.
             "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_BATCH_BYTES),
+            # A task reading its state whole gets the entries of its MapState in Arrow batches of 10,000
+            # (the default), a whole state in one; the same bound in bytes, in state chunks.
+            "spark.sql.execution.arrow.transformWithStateInPySpark.maxStateRecordsPerBatch": str(
+                max(1, ARROW_BATCH_BYTES // task_state.STATE_CHUNK_BYTES)
+            ),
         }
         if self.config.shuffle_partitions is not None:
             conf["spark.sql.shuffle.partitions"] = str(self.config.shuffle_partitions)

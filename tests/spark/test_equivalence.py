@@ -118,9 +118,10 @@ def test_everything_in_one_micro_batch_gives_the_same_output(spark, landing, tmp
 
 @pytest.mark.spark
 def test_a_partition_input_in_many_arrow_batches_gives_the_same_output(spark, landing, tmp_path, monkeypatch):
-    """The stateful stage's input is cut into Arrow batches of at most `ARROW_BATCH_BYTES`: with a bound
-    below one chunk, each of a partition's chunks comes in a batch of its own, and a task reads them all, in
-    order, as one micro-batch's input."""
+    """The stateful stage's input, and a task's state read whole, come in Arrow batches of at most
+    `ARROW_BATCH_BYTES`: with a bound below one chunk, each of a partition's input chunks comes in a batch
+    of its own, and a task reads them all, in order, as one micro-batch's input; the wall clock's micro-batch
+    reads each task's state one entry a batch."""
     monkeypatch.setattr(runtime, "ARROW_BATCH_BYTES", 1)
     directory, wall_clock = landing
     summary = run_in_process(
