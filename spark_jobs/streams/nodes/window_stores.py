@@ -16,7 +16,7 @@ from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
-from itertools import accumulate, chain, compress, count, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import itemgetter, le, not_, sub
 from typing import Any, NamedTuple
 
@@ -160,6 +160,13 @@ def distinct_count(runs: list[np.ndarray], more: Iterable[int]) -> int:
 
 _FIELDS = 4  # a session store's row: its sessions, its first session's start, end and (a count) aggregate
 _EMPTY_ROW = array("q", bytes(8 * _FIELDS))
+
+
+# A session store's expiry item is a bound (a session end, any int) and a row in one int, `bound <<
+# ROW_BITS | row`: items order by bound, then row, and a row below 2**ROW_BITS (a row per key held in memory)
+# comes back as `item & ROW_MASK`, the bound as `item >> ROW_BITS`.
+ROW_BITS = 40
+ROW_MASK = (1 << ROW_BITS) - 1
 
 
 class SessionRows(SavedByRowParts):
@@ -367,11 +374,11 @@ class SessionStore:
         self.retention = retention
         self.store_time = -1  # the max session end put
         self.rows = SessionRows("s", counts)
-        # heap of (bound, seq, row): a key's sessions end at or after the bound of one of its items (where
-        # its sessions' first end went down, a bound is pushed; an item popped for a key that keeps
-        # sessions is pushed again with their first end)
-        self._expiry: list[tuple[int, int, Any]] = []
-        self._seq = count()
+        # heap of expiry items, `bound << ROW_BITS | row` (`expiry_item`): a key's sessions end at or after
+        # the bound of one of its items (where its sessions' first end went down, a bound is pushed; an item
+        # popped for a key that keeps sessions is pushed again with their first end). An int rather than a
+        # (bound, row) tuple: one object fewer per push, and none the cyclic collector scans.
+        self._expiry: list[int] = []
 
     def merge_batch(
         self, keys: list, values: list, timestamps: list, gap: int, observed: int, aggregation: Any
@@ -385,7 +392,6 @@ class SessionStore:
         rows = self.rows
         row_of, new_row, sessions = rows.index.get, rows.new_row, rows.sessions
         expiry = self._expiry
-        seq = self._seq
         changed: set = set()  # the rows the batch changed
         new, windowed_type, window_type = tuple.__new__, Windowed, Window
         out_k: list = []
@@ -401,7 +407,7 @@ class SessionStore:
                 continue
             if ts > observed:
                 observed = ts
-            if expiry and expiry[0][0] <= store_time - retention:
+            if expiry and expiry[0] >> ROW_BITS <= store_time - retention:
                 self.store_time = store_time
                 self._expire(changed)
             row = row_of(key)
@@ -462,7 +468,7 @@ class SessionStore:
                 put = (start, end, aggregate) if not kept else _with_session(kept, start, end, aggregate)
                 sessions[row] = put
                 if not entry or put[1] < entry[1]:  # the key's first end went down (or it is new)
-                    heappush(expiry, (put[1], next(seq), row))
+                    heappush(expiry, put[1] << ROW_BITS | row)
             out_k.append(new(windowed_type, (key, new(window_type, (start, end)))))
             out_v.append(aggregate)
             out_o.append(None)
@@ -478,8 +484,8 @@ class SessionStore:
         their saved fields)."""
         expiry, limit, rows = self._expiry, self.store_time - self.retention, self.rows
         sessions = rows.sessions
-        while expiry and expiry[0][0] <= limit:
-            row = heappop(expiry)[2]
+        while expiry and expiry[0] >> ROW_BITS <= limit:
+            row = heappop(expiry) & ROW_MASK
             entry = sessions[row]
             if not entry:
                 continue
@@ -491,7 +497,7 @@ class SessionStore:
                 entry = sessions[row] = entry[cut:]
                 if not entry:
                     continue
-            heappush(expiry, (entry[1], next(self._seq), row))
+            heappush(expiry, entry[1] << ROW_BITS | row)
 
     def get(self, key: Any, start: int, end: int) -> tuple[Any, int] | None:
         row = self.rows.index.get(key)
@@ -528,10 +534,7 @@ class SessionStore:
 
     def _index_expiry(self) -> None:
         """The expiry heap made again from the rows' sessions."""
-        self._seq = count()
-        self._expiry = [
-            (entry[1], next(self._seq), row) for row, entry in enumerate(self.rows.sessions) if entry
-        ]
+        self._expiry = [entry[1] << ROW_BITS | row for row, entry in enumerate(self.rows.sessions) if entry]
         heapify(self._expiry)
 
     def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
