@@ -158,6 +158,11 @@ def distinct_count(runs: list[np.ndarray], more: Iterable[int]) -> int:
     return int(len(merged) and 1 + np.count_nonzero(merged[1:] != merged[:-1]))
 
 
+# A session store of at least this many rows holds a key's single session in the key's saved fields rather
+# than in a tuple (`SessionRows.put`): then most keys of a batch are new or changed once, their tuples
+# scattered over memory and alive at the next collection, which must scan each; a smaller store's tuples
+# stay in the CPU's caches and few outlive a batch, and a tuple is quicker to read and set than the fields.
+HELD_ROWS = 1 << 14
 _FIELDS = 4  # a session store's row: its sessions, its first session's start, end and (a count) aggregate
 _EMPTY_ROW = array("q", bytes(8 * _FIELDS))
 
@@ -173,9 +178,11 @@ class SessionRows(SavedByRowParts):
     """key -> its sessions, a row per key (as KeyValueRows, nodes/kv_rows.py, keeps a table's entries): a
     key gets a row when it first comes and keeps it (a key without sessions has a dead row, which lives
     again when the key gets a session) until the dead rows outnumber the live ones and an export compacts
-    the rows (`compact_if_due`: keys whose sessions all expired then cost nothing). `sessions[row]` is the key's sessions as one flat tuple `(start,
-    end, aggregate, start, ...)` (a tuple of ints is left alone by the cyclic garbage collector), which the
-    merge reads and sets. After a batch, `written` brings the saved form of the rows it changed up to date,
+    the rows (`compact_if_due`: keys whose sessions all expired then cost nothing). `sessions[row]` is the
+    key's sessions as one flat tuple `(start, end, aggregate, start, ...)` (a tuple of ints is left alone by
+    the cyclic garbage collector once it has scanned it), or None where the row holds its single session in
+    its saved fields (a store of HELD_ROWS rows or more, `put`); the merge reads them (`entry`, `held`) and
+    sets them (`put`). After a batch, `written` brings the saved form of the rows it changed up to date,
     by column: a row's number of sessions, its first session's start, end and aggregate (int64 where the
     aggregates are counts, else objects) and the flat sessions after the first (`_more`, for a row with
     several), so that an export picks changed rows out of arrays (RowParts, nodes/kv_rows.py) instead of
@@ -187,7 +194,7 @@ class SessionRows(SavedByRowParts):
         self.keys: list = []
         self.size = 0
         self.index: dict[Any, int] = {}  # key -> row
-        self.sessions: list[tuple] = []  # row -> its sessions, () for none
+        self.sessions: list[tuple | None] = []  # row -> its sessions, () for none, None: held in its fields
         # per row, side by side: its sessions, its first session's start, end and (a count) aggregate
         self._first = array("q")
         self._aggregates: list = []  # row -> its first session's aggregate, where they are not counts
@@ -227,21 +234,59 @@ class SessionRows(SavedByRowParts):
         self._dirty += bytes(n)
         self.size += n
 
+    def held(self, row: int) -> tuple:
+        """The one session of a row that holds it in its fields (`sessions[row]` None)."""
+        at, first = row * _FIELDS, self._first
+        return (first[at + 1], first[at + 2], first[at + 3] if self.counts else self._aggregates[row])
+
+    def entry(self, row: int) -> tuple:
+        """A row's sessions as a flat tuple."""
+        entry = self.sessions[row]
+        return self.held(row) if entry is None else entry
+
+    def put(self, row: int, entry: tuple) -> None:
+        """Set a row's sessions (`written` then brings its saved fields up to date): in a store of HELD_ROWS
+        rows or more, a single one goes straight into the row's fields, no tuple kept, so that a key with
+        one session (most keys, in a large store) costs the cyclic collector nothing and its fields need no
+        pass of their own."""
+        if len(entry) == 3 and self.size >= HELD_ROWS:
+            self.sessions[row] = None
+            at, first = row * _FIELDS, self._first
+            first[at] = 1
+            first[at + 1] = entry[0]
+            first[at + 2] = entry[1]
+            if self.counts:
+                first[at + 3] = entry[2]
+            else:
+                self._aggregates[row] = entry[2]
+        else:
+            self.sessions[row] = entry
+
     def written(self, rows: list[int]) -> None:
-        """Write the saved fields of `rows` (distinct) from their sessions, which a batch set, and mark them
-        changed: a pass in C per field over the rows rather than work per put."""
+        """Write the saved fields of `rows` (distinct) from their sessions, which a batch set (`put`), and
+        mark them changed: a pass in C per field over the rows rather than work per put. A row holding one
+        session in its fields has them written already."""
         if not rows:
             return
+        more = self._more
+        if more:
+            for row in [row for row in rows if row in more]:
+                del more[row]
+        index = np.array(rows, np.int64)
+        self.dirty[index] = True
+        sessions = self.sessions
+        rows = [row for row in rows if sessions[row] is not None]
+        if rows:
+            self._write_fields(rows)
+        self.total = int(self._fields()[: self.size, 0].sum())
+
+    def _write_fields(self, rows: list[int]) -> None:
+        """The saved fields of `rows` from their sessions (tuples: none or several)."""
         entries = list(map(self.sessions.__getitem__, rows))
         index = np.array(rows, np.int64)
         n = np.fromiter(map(len, entries), np.int64, len(entries)) // 3
         fields = self._fields()
         more = self._more
-        was = fields[index, 0]
-        if more:
-            for row in index[was > 1].tolist():
-                del more[row]
-        self.total += int(n.sum()) - int(was.sum())
         fields[index, 0] = n
         live = n > 0
         if live.all():
@@ -259,8 +304,6 @@ class SessionRows(SavedByRowParts):
         several = np.flatnonzero(n > 1).tolist()
         if several:
             more.update((rows[i], entries[i][3:]) for i in several)
-        del fields
-        self.dirty[index] = True
 
     def live_row_mask(self) -> np.ndarray:
         return self._fields()[: self.size, 0] > 0
@@ -284,8 +327,10 @@ class SessionRows(SavedByRowParts):
 
     def items(self) -> Iterator[tuple[Any, tuple]]:
         """(key, sessions) of every key with sessions."""
-        for key, entry in zip(self.keys, self.sessions, strict=True):
-            if entry:
+        for row, (key, entry) in enumerate(zip(self.keys, self.sessions, strict=True)):
+            if entry is None:
+                yield key, self.held(row)
+            elif entry:
                 yield key, entry
 
     # -- saving (RowParts) ----------------------------------------------------------------------------------
@@ -329,7 +374,7 @@ class SessionRows(SavedByRowParts):
                 sessions[row] = ()
                 aggregate = None
             elif several == 1:
-                sessions[row] = (start, end, aggregate)
+                sessions[row] = None  # held in the row's fields
             else:
                 rest = kept[row] = tuple(more[at : at + 3 * (several - 1)])
                 at += len(rest)
@@ -390,7 +435,15 @@ class SessionStore:
         retention = self.retention
         store_time = self.store_time
         rows = self.rows
-        row_of, new_row, sessions = rows.index.get, rows.new_row, rows.sessions
+        row_of, new_row, sessions, held, put_sessions = (
+            rows.index.get,
+            rows.new_row,
+            rows.sessions,
+            rows.held,
+            rows.put,
+        )
+        # `rows.put` below HELD_ROWS rows sets the tuple: then the loop sets it without the call
+        holds = rows.size >= HELD_ROWS
         expiry = self._expiry
         changed: set = set()  # the rows the batch changed
         new, windowed_type, window_type = tuple.__new__, Windowed, Window
@@ -412,6 +465,8 @@ class SessionStore:
                 self._expire(changed)
             row = row_of(key)
             entry = () if row is None else sessions[row]
+            if entry is None:  # one session, held in the row's fields
+                entry = held(row)
             lo, hi = ts - gap, ts + gap
             kept: tuple = ()
             merged: tuple = ()
@@ -457,18 +512,23 @@ class SessionStore:
                 store_time = end
             if row is None:
                 row = new_row(key)
+                holds = row >= HELD_ROWS
             changed.add(row)
             if end <= store_time - retention:  # Kafka's store skips a put into an expired segment
                 late.add(i, key, values[i], ts, start, end, observed)
-                if retracted:
-                    sessions[row] = kept
+                put = kept if retracted else None
             elif not retracted and merged:  # the record's own single-instant session: its aggregate only
-                sessions[row] = _with_aggregate(entry, start, end, aggregate)
+                put = _with_aggregate(entry, start, end, aggregate)
             else:
                 put = (start, end, aggregate) if not kept else _with_session(kept, start, end, aggregate)
-                sessions[row] = put
                 if not entry or put[1] < entry[1]:  # the key's first end went down (or it is new)
                     heappush(expiry, put[1] << ROW_BITS | row)
+            if put is None:
+                pass
+            elif holds:
+                put_sessions(row, put)
+            else:
+                sessions[row] = put
             out_k.append(new(windowed_type, (key, new(window_type, (start, end)))))
             out_v.append(aggregate)
             out_o.append(None)
@@ -487,21 +547,24 @@ class SessionStore:
         while expiry and expiry[0] >> ROW_BITS <= limit:
             row = heappop(expiry) & ROW_MASK
             entry = sessions[row]
-            if not entry:
+            if entry is None:
+                entry = rows.held(row)
+            elif not entry:
                 continue
             cut = 0
             while cut < len(entry) and entry[cut + 1] <= limit:
                 cut += 3
             if cut:
                 changed.add(row)
-                entry = sessions[row] = entry[cut:]
+                entry = entry[cut:]
+                rows.put(row, entry)
                 if not entry:
                     continue
             heappush(expiry, entry[1] << ROW_BITS | row)
 
     def get(self, key: Any, start: int, end: int) -> tuple[Any, int] | None:
         row = self.rows.index.get(key)
-        entry = () if row is None else self.rows.sessions[row]
+        entry = () if row is None else self.rows.entry(row)
         for n in range(0, len(entry), 3):
             if entry[n] == start and entry[n + 1] == end and end > self.store_time - self.retention:
                 return entry[n + 2], end
@@ -534,7 +597,8 @@ class SessionStore:
 
     def _index_expiry(self) -> None:
         """The expiry heap made again from the rows' sessions."""
-        self._expiry = [entry[1] << ROW_BITS | row for row, entry in enumerate(self.rows.sessions) if entry]
+        ends = self.rows.live_row_mask()
+        self._expiry = [self.rows.entry(row)[1] << ROW_BITS | row for row in np.flatnonzero(ends).tolist()]
         heapify(self._expiry)
 
     def apply_parts(self, parts: Mapping[str, Any], removed: list[str]) -> None:
