@@ -225,6 +225,24 @@ def test_exports_imports_and_catch_ups_reproduce_the_state(name, feed, cuts, own
     assert run_exporting(topology, feed, cuts, [0]) == expected  # one task: changed-only exports
 
 
+@PROPERTY
+@pytest.mark.parametrize("held_rows", [0, 2])
+@given(feed=feeds, cuts=cut_points, owners=st.lists(st.integers(0, 2), min_size=1, max_size=6))
+def test_a_session_store_holding_single_sessions_in_its_rows_gives_what_tuples_give(
+    held_rows, feed, cuts, owners
+):
+    """A session store of HELD_ROWS rows or more holds a key's single session in its row's fields, not in a
+    tuple: from the first row, or once the store grows past two rows, batches, records one by one, exports,
+    imports, catch-ups and compactions give the output and state of a store that keeps tuples."""
+    topology = sessions()
+    expected = run_batched(topology, feed, cuts)
+    with mock.patch.object(window_stores, "HELD_ROWS", held_rows):
+        assert run_batched(topology, feed, cuts) == expected
+        assert run_record_by_record(topology, feed) == expected
+        with mock.patch.object(kv_rows, "MIN_DEAD_ROWS", 0):  # the stores of rows compact at every chance
+            assert run_exporting(topology, feed, cuts, owners) == expected
+
+
 def test_a_batch_of_a_stream_table_join_runs_as_a_batch_unless_the_table_changes_with_it() -> None:
     """The join looks the batch up in the table at once where the table cannot change during the batch
     (another source feeds it); a table fed by the same source keeps the join record by record."""

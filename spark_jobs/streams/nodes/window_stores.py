@@ -512,7 +512,7 @@ class SessionStore:
                 store_time = end
             if row is None:
                 row = new_row(key)
-                holds = row >= HELD_ROWS
+                holds = rows.size >= HELD_ROWS
             changed.add(row)
             if end <= store_time - retention:  # Kafka's store skips a put into an expired segment
                 late.add(i, key, values[i], ts, start, end, observed)
