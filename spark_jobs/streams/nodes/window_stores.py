@@ -516,19 +516,19 @@ class SessionStore:
             changed.add(row)
             if end <= store_time - retention:  # Kafka's store skips a put into an expired segment
                 late.add(i, key, values[i], ts, start, end, observed)
-                put = kept if retracted else None
-            elif not retracted and merged:  # the record's own single-instant session: its aggregate only
-                put = _with_aggregate(entry, start, end, aggregate)
+                if retracted:
+                    put_sessions(row, kept)
             else:
-                put = (start, end, aggregate) if not kept else _with_session(kept, start, end, aggregate)
-                if not entry or put[1] < entry[1]:  # the key's first end went down (or it is new)
-                    heappush(expiry, put[1] << ROW_BITS | row)
-            if put is None:
-                pass
-            elif holds:
-                put_sessions(row, put)
-            else:
-                sessions[row] = put
+                if not retracted and merged:  # the record's own single-instant session: its aggregate only
+                    put = _with_aggregate(entry, start, end, aggregate)
+                else:
+                    put = (start, end, aggregate) if not kept else _with_session(kept, start, end, aggregate)
+                    if not entry or put[1] < entry[1]:  # the key's first end went down (or it is new)
+                        heappush(expiry, put[1] << ROW_BITS | row)
+                if holds:
+                    put_sessions(row, put)
+                else:
+                    sessions[row] = put
             out_k.append(new(windowed_type, (key, new(window_type, (start, end)))))
             out_v.append(aggregate)
             out_o.append(None)
