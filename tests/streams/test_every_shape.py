@@ -24,6 +24,7 @@ from spark_jobs.jobs import window_finals
 from spark_jobs.streams import Count, JoinWindows, Max, SessionWindows, StreamsBuilder, Sum
 from spark_jobs.streams.nodes import window_stores
 from spark_jobs.streams.nodes.aggregations import SessionWindowAggregateNode
+from spark_jobs.streams.nodes.key_table import KeyNumbers
 
 from .helpers import WorkerCopies, check_any_batching, observed, one_by_one, plain_task, record_stream
 from .helpers import in_batches as batched
@@ -202,6 +203,7 @@ def test_a_stream_stream_join_whose_stores_index_every_batch_in_sorted_columns_e
             mock.patch.object(window_stores, "SORTED_MIN", 0),
             mock.patch.object(window_stores, "SORTED_SHARE", 1),
             mock.patch.object(window_stores, "MIN_EXPIRED", 0),
+            mock.patch.object(KeyNumbers, "MIN_STALE", 0),
             mock.patch.object(window_stores, "FRESH_RUN", 2),
             mock.patch.object(window_stores, "JOINED_KEYS_MIN", 2),
         ):

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.streams.nodes import window_rows
-from spark_jobs.streams.nodes.key_table import KeyIds, KeyTable, number_by_first_appearance, object_array
+from spark_jobs.streams.nodes.key_table import KeyNumbers, KeyTable, number_by_first_appearance, object_array
 from spark_jobs.streams.nodes.window_rows import WindowRows
 
 
@@ -144,8 +144,8 @@ def test_an_object_array_holds_composite_keys_one_per_element() -> None:
     assert object_array(keys).tolist() == keys
 
 
-def test_key_ids_number_keys_in_order_of_first_appearance_in_a_table_then_in_a_dict_once_one_is_not_a_str():
-    ids = KeyIds()
+def test_key_numbers_number_keys_in_order_of_first_appearance_in_a_table_then_in_a_dict_once_one_is_not_a_str():
+    ids = KeyNumbers()
     assert ids.lookup(["a"]).tolist() == [-1]
     assert ids.number(["b", "a", "b"], True).tolist() == [0, 1, 0]
     assert ids.str_only()

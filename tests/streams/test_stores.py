@@ -21,6 +21,7 @@ from spark_jobs.streams import (
     StreamTask,
 )
 from spark_jobs.streams.nodes import kv_rows, window_stores
+from spark_jobs.streams.nodes.key_table import KeyNumbers
 from spark_jobs.streams.nodes.kv_rows import loaded_row_keys
 from spark_jobs.streams.nodes.kv_store import KeyValueStore, TimestampedKeyValueStore
 from spark_jobs.streams.nodes.window_stores import JoinWindowStore, Partners, SessionStore, join_records
@@ -475,6 +476,7 @@ def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(
         mock.patch.object(window_stores, "SORTED_MIN", sorted_min),
         mock.patch.object(window_stores, "SORTED_SHARE", 1),
         mock.patch.object(window_stores, "MIN_EXPIRED", 0),
+        mock.patch.object(KeyNumbers, "MIN_STALE", 0),
         mock.patch.object(window_stores, "FRESH_RUN", 2),
         mock.patch.object(window_stores, "JOINED_KEYS_MIN", 2),
     ):

@@ -32,7 +32,7 @@ from ..records import Window, Windowed
 from ..windows import TimeWindows
 from .base import Batch, Node, StateRow, holds_none
 from .key_table import (
-    SAMPLE,
+    KeyNumbers,
     KeyTable,
     grown,
     grown_capacity,
@@ -421,43 +421,6 @@ class AggregateRows(NumberedRows):
             yield key, dict(zip(names, row, strict=True))
 
 
-class KeyNumbers:
-    """A windowed node's str keys numbered across its windows, in a `KeyTable`: a batch's keys are looked
-    up once each, and each window finds its rows by number (`AggregateRows.rows_by_number`, numpy), where a
-    table per window looks each key up once per window of its record (twice for windows that advance by
-    half their size). The numbers outlive the windows of their keys: `stale` says when to number afresh."""
-
-    __slots__ = ("table", "keys")
-
-    # numbered afresh once the numbers are this many times the windows' rows (and at least MIN_STALE)
-    STALE_FACTOR = 2
-    MIN_STALE = 1 << 16
-
-    def __init__(self) -> None:
-        self.table: KeyTable | None = None
-        self.keys: list = []  # by number: the objects the table borrows, kept alive
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def number(self, keys: np.ndarray) -> np.ndarray | None:
-        """Per key (an object array of str) its number; keys new to the table get the next ones. None
-        without pandas (key_table.py)."""
-        table = self.table
-        if table is None:
-            table = self.table = KeyTable.new(max(table_size(keys, 0), SAMPLE))
-            if table is None:
-                return None
-        numbers, new_keys = table.number(keys)
-        table.confirm(len(new_keys))
-        self.keys += new_keys.tolist()
-        return numbers
-
-    def stale(self, rows: int) -> bool:
-        """Whether the numbers, next to `rows` rows of the windows, are mostly of keys gone with theirs."""
-        return len(self.keys) > max(self.STALE_FACTOR * rows, self.MIN_STALE)
-
-
 class _BatchGroups:
     """A batch's kept pairs grouped: per pair its group, and per group its store and row."""
 
@@ -513,12 +476,10 @@ def group_pairs(
         return _group_by_rows(key_objects, str_keys, rec, store_of_pair, stores, numbered)
     # numbered by the node's numbers where it has them: the stores find their groups' rows by number, and
     # a store that grows large has its rows numbered already when the batches turn to look-ups by rows
-    key_number = None if numbered is None else numbered.number(key_objects)
-    if key_number is None:
-        numbered = None
-        key_number, n_keys = _number_keys(key_objects, str_keys)
+    if numbered is not None:
+        key_number, n_keys = numbered.number(key_objects), max(len(numbered), 1)
     else:
-        n_keys = max(len(numbered), 1)
+        key_number, n_keys = _number_keys(key_objects, str_keys)
     order, sizes, codes = _sorted_runs(store_of_pair * n_keys + key_number[rec], len(stores) * n_keys)
     store_of_group = codes // n_keys
     store_groups = _store_ranges(store_of_group, len(stores))

@@ -195,13 +195,19 @@ def grown(column: np.ndarray, size: int, capacity: int) -> np.ndarray:
     return out
 
 
-class KeyIds:
-    """Keys numbered 0, 1, ... in order of first appearance, looked up a batch at a time: in a `KeyTable`
-    while every key numbered is a str (the caller says so) and pandas is at hand, else in a dict (from the
-    first key that is not a str on, for good). `keys` holds the keys by number, which keeps the objects the
-    table borrows alive."""
+class KeyNumbers:
+    """Keys numbered 0, 1, ... in order of first appearance, looked up a batch at a time, across several
+    stores (a windowed node's windows, a join's two sides): a batch's keys are looked up once each, and
+    each store finds its records by number, in numpy. In a `KeyTable` while every key numbered is a str
+    (the caller says so) and pandas is at hand, else in a dict (from the first key that is not a str on,
+    for good). `keys` holds the keys by number, which keeps the objects the table borrows alive. The
+    numbers outlive the records of their keys: `stale` says when to number afresh."""
 
     __slots__ = ("keys", "_table", "_index")
+
+    # numbered afresh once the numbers are this many times the stores' rows or records (and MIN_STALE)
+    STALE_FACTOR = 2
+    MIN_STALE = 1 << 16
 
     def __init__(self) -> None:
         self.keys: list = []
@@ -211,15 +217,15 @@ class KeyIds:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def number(self, keys: list, str_keys: bool) -> np.ndarray:
-        """Per key its number, the keys new to the numbering taking the next ones (`str_keys`: every key
-        is a str). An unhashable key raises TypeError."""
+    def number(self, keys: Any, str_keys: bool = True) -> np.ndarray:
+        """Per key (a list or an object array) its number, the keys new to the numbering taking the next
+        ones (`str_keys`: every key is a str). An unhashable key raises TypeError."""
         if self._index is None and str_keys:
             table = self._table
             if table is None:
-                table = self._table = KeyTable.new(max(len(keys), 1024))
+                table = self._table = KeyTable.new(max(table_size(keys, 0), SAMPLE))
             if table is not None:
-                numbers, new_keys = table.number(object_array(keys))
+                numbers, new_keys = table.number(keys if type(keys) is np.ndarray else object_array(keys))
                 table.confirm(len(new_keys))
                 self.keys += new_keys.tolist()
                 return numbers
@@ -246,6 +252,10 @@ class KeyIds:
     def str_only(self) -> bool:
         """Whether the keys are numbered in the KeyTable (every one a str)."""
         return self._table is not None
+
+    def stale(self, held: int) -> bool:
+        """Whether the numbers, next to the `held` rows or records of the stores, are mostly of keys gone."""
+        return len(self.keys) > max(self.STALE_FACTOR * held, self.MIN_STALE)
 
     def _dict(self) -> dict:
         if self._index is None:

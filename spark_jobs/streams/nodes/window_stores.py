@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..records import Window, Windowed
-from .key_table import KeyIds, grown, grown_capacity
+from .key_table import KeyNumbers, grown, grown_capacity
 from .kv_rows import KEY_SEPARATOR, RowParts, SavedByRowParts, loaded_row_keys, saved_keys
 from .kv_store import KeyValueStore
 from .late_rows import LateRows
@@ -792,7 +792,7 @@ MIN_EXPIRED = 4096
 
 class SortedRecords:
     """A join store's records in numpy columns, looked up a batch at a time: per record (by position, in the
-    order they came) its key's number (`KeyIds`), timestamp, seq and value (a list), and the positions
+    order they came) its key's number (`KeyNumbers`), timestamp, seq and value (a list), and the positions
     sorted by (key number, timestamp, seq) with, aligned, the sort key `number * width + timestamp - base`
     in one int64 (`width` above any timestamp's distance to `base`, which is at or below every record's
     timestamp). A key's records in a join window are then a range of that order, found by two binary
@@ -1020,7 +1020,7 @@ class JoinWindowStore:
         self._sorted = SortedRecords(retention)  # the records indexed a large batch at a time
         # the numbers of the keys in `_sorted`, shared by the stores in `sharing` (a join's two sides, which
         # look the same keys up: a batch is numbered once, `numbers_for`)
-        self.key_ids = KeyIds()
+        self.key_ids = KeyNumbers()
         self.sharing: tuple[JoinWindowStore, ...] = (self,)
         # the batches put since the index was last brought up to date: (their max timestamp, keys,
         # timestamps, seqs, values, seqs as int64s, whether every key is a str, their keys' numbers or None)
@@ -1059,16 +1059,16 @@ class JoinWindowStore:
 
     def _renumber_if_due(self) -> None:
         """Number the keys held (in the sorted columns, or waiting for them) again, in the order of their
-        numbers, once the numbers outnumber twice the records held (and MIN_EXPIRED)."""
+        numbers, once they are stale next to the records held (`KeyNumbers.stale`)."""
         held = sum(
             store._sorted.size + sum(len(batch[1]) for batch in store._unindexed) for store in self.sharing
         )
-        if len(self.key_ids) <= max(2 * held, MIN_EXPIRED):
+        if not self.key_ids.stale(held):
             return
         numbered = [store._sorted.kid[: store._sorted.size] for store in self.sharing]
         numbered += [batch[7] for store in self.sharing for batch in store._unindexed if batch[7] is not None]
         live = np.unique(np.concatenate(numbered)) if numbered else np.zeros(0, np.int64)
-        key_ids = KeyIds()
+        key_ids = KeyNumbers()
         keys = self.key_ids.keys
         key_ids.number([keys[n] for n in live.tolist()], self.key_ids.str_only())
         for store in self.sharing:
