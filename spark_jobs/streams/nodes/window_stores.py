@@ -932,6 +932,23 @@ class SortedRecords:
         self.comp = self.kid[at] * self.width + (self.ts[at] - self.base)
 
 
+def _unexpired(batches: list, limit: int) -> Iterator[tuple]:
+    """Each of a join store's unindexed batches (`JoinWindowStore._unindexed`) that has records after
+    `limit`, its expired records left out, in C passes."""
+    for latest, keys, stamps, seqs, values, seq_column, str_keys, numbers in batches:
+        if latest <= limit:
+            continue
+        if min(stamps) <= limit:
+            live = list(map(limit.__lt__, stamps))
+            keys, stamps, seqs, values = (
+                list(compress(column, live)) for column in (keys, stamps, seqs, values)
+            )
+            live_mask = np.fromiter(live, bool, len(live))
+            seq_column = seq_column[live_mask]
+            numbers = None if numbers is None else numbers[live_mask]
+        yield keys, stamps, seqs, values, seq_column, str_keys, numbers
+
+
 def _joined_keys(keys: list, lo: int, hi: int, pieces: list[tuple[int, int, str]]) -> str:
     """`keys[lo:hi]` (str) joined by NUL: `pieces` (in order, within) joined already, the others now."""
     parts, at = [], lo
@@ -1163,13 +1180,7 @@ class JoinWindowStore:
             return
         entries = self._entries
         get = entries.get
-        for latest, keys, stamps, seqs, values, *_ in batches:
-            if latest <= limit:
-                continue
-            if min(stamps) <= limit:  # leave out the expired ones, in C passes
-                live = list(map(limit.__lt__, stamps))
-                keys, stamps = list(compress(keys, live)), list(compress(stamps, live))
-                seqs, values = list(compress(seqs, live)), list(compress(values, live))
+        for keys, stamps, seqs, values, *_ in _unexpired(batches, limit):
             for key, ts, seq, value in zip(keys, stamps, seqs, values, strict=True):
                 rows = get(key)
                 if rows is None:
@@ -1184,21 +1195,12 @@ class JoinWindowStore:
         stamps: list = []
         values: list = []
         seq_columns, numbered = [], []
-        for latest, batch_keys, batch_stamps, _, batch_values, seq_column, str_keys, numbers in batches:
-            if latest <= limit:
-                continue
+        for batch_keys, batch_stamps, _, batch_values, seq_column, str_keys, numbers in _unexpired(
+            batches, limit
+        ):
             if numbers is None:
                 numbers = self.key_ids.number(batch_keys, str_keys)
                 self._sorted.check_numbers(len(self.key_ids))
-            if min(batch_stamps) <= limit:  # leave out the expired ones, in C passes
-                live = list(map(limit.__lt__, batch_stamps))
-                batch_keys, batch_stamps = (
-                    list(compress(batch_keys, live)),
-                    list(compress(batch_stamps, live)),
-                )
-                batch_values = list(compress(batch_values, live))
-                live_mask = np.fromiter(live, bool, len(live))
-                seq_column, numbers = seq_column[live_mask], numbers[live_mask]
             stamps += batch_stamps
             values += batch_values
             seq_columns.append(seq_column)
