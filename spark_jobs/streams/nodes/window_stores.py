@@ -244,12 +244,16 @@ class SessionRows(SavedByRowParts):
         entry = self.sessions[row]
         return self.held(row) if entry is None else entry
 
+    def holds_sessions(self) -> bool:
+        """Whether `put` holds a single session in its row's fields (the store has HELD_ROWS rows or more)."""
+        return self.size >= HELD_ROWS
+
     def put(self, row: int, entry: tuple) -> None:
         """Set a row's sessions (`written` then brings its saved fields up to date): in a store of HELD_ROWS
         rows or more, a single one goes straight into the row's fields, no tuple kept, so that a key with
         one session (most keys, in a large store) costs the cyclic collector nothing and its fields need no
         pass of their own."""
-        if len(entry) == 3 and self.size >= HELD_ROWS:
+        if len(entry) == 3 and self.holds_sessions():
             self.sessions[row] = None
             at, first = row * _FIELDS, self._first
             first[at] = 1
@@ -442,8 +446,8 @@ class SessionStore:
             rows.held,
             rows.put,
         )
-        # `rows.put` below HELD_ROWS rows sets the tuple: then the loop sets it without the call
-        holds = rows.size >= HELD_ROWS
+        # where `rows.put` would set the tuple, the loop sets it without the call
+        holds = rows.holds_sessions()
         expiry = self._expiry
         changed: set = set()  # the rows the batch changed
         new, windowed_type, window_type = tuple.__new__, Windowed, Window
@@ -512,7 +516,7 @@ class SessionStore:
                 store_time = end
             if row is None:
                 row = new_row(key)
-                holds = rows.size >= HELD_ROWS
+                holds = rows.holds_sessions()
             changed.add(row)
             if end <= store_time - retention:  # Kafka's store skips a put into an expired segment
                 late.add(i, key, values[i], ts, start, end, observed)
