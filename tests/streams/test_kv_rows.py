@@ -170,7 +170,7 @@ def test_an_export_compacts_the_rows_once_most_are_dead_and_a_lagging_copy_catch
     history.export(store, True)
     kept = {key: (i, i) for i, key in enumerate(all_keys) if i % 3 == 2} | {"new": (-1, 7)}
     assert store.size == len(kept) and store.parts.generation == 1
-    assert store.keys[:2] == ["k2", "k5"]  # the live rows, numbered again in order
+    assert store.keys[:2].tolist() == ["k2", "k5"]  # the live rows, numbered again in order
     assert contents(history.imported()) == kept
     history.catch_up(lagging, 1)  # a copy that saw only the first export, of the earlier generation
     assert lagging.size == len(kept) and lagging.parts.generation == 1 and contents(lagging) == kept
@@ -210,7 +210,7 @@ def test_str_keys_are_saved_as_text_unless_one_holds_a_nul_and_every_key_comes_b
     history.export(store, True)
     assert history.parts["kv.4"][0]["keys"] == ["named"]
     imported = history.imported()
-    assert contents(imported) == model and type(imported.keys[-1]) is Name
+    assert contents(imported) == model and type(imported.keys[imported.size - 1]) is Name
 
 
 def test_an_export_after_which_every_row_is_new_writes_every_base_and_no_delta():
@@ -289,7 +289,7 @@ def test_a_none_key_has_no_row_and_a_key_the_table_cannot_hold_moves_the_store_t
     nan = float("nan")  # a key the table would take for a null; a dict finds it by identity
     assert store.rows_for([None, "b", nan, nan, 5, "c"]).tolist() == [-1, 1, 2, 2, 3, 4]
     assert store.rows_for(["c", nan, None, 5, "d"]).tolist() == [4, 2, -1, 3, 5]
-    assert store.keys == ["a", "b", nan, 5, "c", "d"]
+    assert store.keys[: store.size].tolist() == ["a", "b", nan, 5, "c", "d"]
 
 
 @settings(max_examples=60, deadline=None)

@@ -396,6 +396,10 @@ class AggregateRows(NumberedRows):
             self.columns[state.name][first:end] = state.initial
         self._add_keys(new_keys)
 
+    def _hold_keys(self, new_keys: list) -> None:
+        """Rows `size..` named by `new_keys`."""
+        self.keys += new_keys
+
     def _reserve(self, rows: int) -> None:
         capacity = grown_capacity(rows, len(self.dirty))
         if capacity is None:

@@ -80,7 +80,8 @@ def saved_row_keys(store: Any, rows: slice) -> dict[str, Any]:
         text = None if appended is None else appended(rows)
         if text is not None:
             return {"key_text": text, "key_count": len(range(rows.start, rows.stop, rows.step or 1))}
-    return saved_keys(store.keys[rows], str_keys is not None and str_keys())
+    keys = store.keys[rows]
+    return saved_keys(keys if type(keys) is list else keys.tolist(), str_keys is not None and str_keys())
 
 
 def saved_keys(keys: list, str_keys: bool) -> dict[str, Any]:
@@ -142,12 +143,12 @@ class NumberedRows:
 
     def _key_index(self) -> dict:
         if self._index is None:
-            self._index = dict(zip(self.keys, range(self.size), strict=True))
+            self._index = dict(zip(self.keys[: self.size], range(self.size), strict=True))
         return self._index
 
     def _add_keys(self, new_keys: list) -> None:
         """Name the rows `size..` (their columns already set) by `new_keys`."""
-        self.keys += new_keys
+        self._hold_keys(new_keys)
         if self._index is not None and self._table is not False:
             self._index = None  # numbered by the table: built again when needed
         self.size += len(new_keys)
@@ -165,7 +166,9 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
     def __init__(self, prefix: str = "kv", counts: bool = False) -> None:
         self.prefix = prefix
         self.counts = counts
-        self.keys: list = []
+        # per row its key, in an object array the cyclic collector does not scan (it scans a list's every
+        # item after each micro-batch: a cache miss per key of a large store); rows `size..` hold None
+        self.keys = np.empty(0, object)
         self.size = 0
         self.live_count = 0
         self.values = np.empty(0, np.int64 if counts else object)
@@ -268,7 +271,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         keys up in a dict)."""
         if self._table is None:
             table = KeyTable.new(max(table_size(batch, self.size), 2 * self.size))
-            self._table = table if table is not None and table.add(self.keys) else False
+            self._table = table if table is not None and table.add(self.keys[: self.size].tolist()) else False
         return self._table or None
 
     def rows_of(self, keys: list) -> np.ndarray:
@@ -398,6 +401,10 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         self.dirty[first:end] = False
         self._add_keys(new_keys)
 
+    def _hold_keys(self, new_keys: list) -> None:
+        """Rows `size..` (reserved) named by `new_keys`."""
+        self.keys[self.size : self.size + len(new_keys)] = object_array(new_keys)
+
     def live_row_mask(self) -> np.ndarray:
         return self.live[: self.size]
 
@@ -409,8 +416,8 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
             self._key_texts, self._base_texts = [], None
 
     def keep_rows(self, rows: np.ndarray) -> None:
-        self.keys = list(map(self.keys.__getitem__, rows.tolist()))
-        self.values, self.stamps, self.live, self.dirty = (
+        self.keys, self.values, self.stamps, self.live, self.dirty = (
+            self.keys[rows],
             self.values[rows],
             self.stamps[rows],
             self.live[rows],
@@ -428,7 +435,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         capacity = grown_capacity(rows, len(self.dirty))
         if capacity is None:
             return
-        for name in ("values", "stamps", "live", "dirty"):
+        for name in ("keys", "values", "stamps", "live", "dirty"):
             setattr(self, name, grown(getattr(self, name), self.size, capacity))
 
     def get_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -462,7 +469,8 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
     def items(self) -> Iterator[tuple[Any, tuple[Any, int]]]:
         live = self.live[: self.size].tolist()
         values, stamps = self.values[: self.size].tolist(), self.stamps[: self.size].tolist()
-        for key, value, stamp, alive in zip(self.keys, values, stamps, live, strict=True):
+        keys = self.keys[: self.size].tolist()
+        for key, value, stamp, alive in zip(keys, values, stamps, live, strict=True):
             if alive:
                 yield key, (value, stamp)
 
@@ -635,13 +643,13 @@ class RowParts:
         ):
             if group is None:
                 first = saved["from"]
-                keys[first : first + len(part_keys)] = part_keys
+                keys[first : first + len(part_keys)] = object_array(part_keys)
                 rows = np.asarray(saved["rows"], np.int64)
                 self.deltas.add(export)
             else:
                 rows = slice(group, saved["size"], self._groups_of(saved, group, name))
                 if not keys_apart:
-                    keys[rows] = part_keys
+                    keys[rows] = object_array(part_keys)
                 self.base_at[group] = export
             store.load_columns(rows, saved["columns"], name)
             self.exported = max(self.exported, export)
@@ -649,7 +657,7 @@ class RowParts:
             group, export = self._part_of(name, None)
             if group is None:
                 self.deltas.discard(export)
-        if any(map(is_, keys, repeat(_HOLE))):
+        if any(map(is_, keys[: store.size], repeat(_HOLE))):
             raise ValueError(f"store {self.prefix!r}: the state parts leave rows without a key")
         store.loaded()
         self.saved_rows = store.size
