@@ -200,22 +200,34 @@ class KeyNumbers:
     stores (a windowed node's windows, a join's two sides): a batch's keys are looked up once each, and
     each store finds its records by number, in numpy. In a `KeyTable` while every key numbered is a str
     (the caller says so) and pandas is at hand, else in a dict (from the first key that is not a str on,
-    for good). `keys` holds the keys by number, which keeps the objects the table borrows alive. The
-    numbers outlive the records of their keys: `stale` says when to number afresh."""
+    for good). `keys` holds the keys by number (numbers `len(self)..` hold None), which keeps the objects
+    the table borrows alive: an object array, which the cyclic collector does not scan (it scans a list's
+    every item after each micro-batch, a cache miss per key). The numbers outlive the records of their
+    keys: `stale` says when to number afresh."""
 
-    __slots__ = ("keys", "_table", "_index")
+    __slots__ = ("keys", "_count", "_table", "_index")
 
     # numbered afresh once the numbers are this many times the stores' rows or records (and MIN_STALE)
     STALE_FACTOR = 2
     MIN_STALE = 1 << 16
 
     def __init__(self) -> None:
-        self.keys: list = []
+        self.keys = np.empty(0, object)
+        self._count = 0  # keys numbered
         self._table: KeyTable | None = None  # built at the first batch of str keys
         self._index: dict | None = None  # the dict, once a key is not a str or pandas is missing
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return self._count
+
+    def _hold(self, new_keys: np.ndarray) -> None:
+        """Numbers `len(self)..` for `new_keys` (an object array), in order."""
+        end = self._count + len(new_keys)
+        capacity = grown_capacity(end, len(self.keys))
+        if capacity is not None:
+            self.keys = grown(self.keys, self._count, capacity)
+        self.keys[self._count : end] = new_keys
+        self._count = end
 
     def number(self, keys: Any, str_keys: bool = True) -> np.ndarray:
         """Per key (a list or an object array) its number, the keys new to the numbering taking the next
@@ -227,18 +239,17 @@ class KeyNumbers:
             if table is not None:
                 numbers, new_keys = table.number(keys if type(keys) is np.ndarray else object_array(keys))
                 table.confirm(len(new_keys))
-                self.keys += new_keys.tolist()
+                self._hold(new_keys)
                 return numbers
         index = self._dict()
         numbers = np.fromiter(map(index.get, keys, repeat(-1)), np.int64, len(keys))
         new = np.flatnonzero(numbers < 0)
         if len(new):
-            first = len(self.keys)
+            first = self._count
             numbered, new_keys = number_by_first_appearance([keys[i] for i in new.tolist()], first)
             numbers[new] = numbered
-            added = new_keys.tolist()
-            index.update(zip(added, range(first, first + len(added)), strict=True))
-            self.keys += added
+            index.update(zip(new_keys.tolist(), range(first, first + len(new_keys)), strict=True))
+            self._hold(new_keys)
         return numbers
 
     def lookup(self, keys: list) -> np.ndarray:
@@ -255,10 +266,10 @@ class KeyNumbers:
 
     def stale(self, held: int) -> bool:
         """Whether the numbers, next to the `held` rows or records of the stores, are mostly of keys gone."""
-        return len(self.keys) > max(self.STALE_FACTOR * held, self.MIN_STALE)
+        return self._count > max(self.STALE_FACTOR * held, self.MIN_STALE)
 
     def _dict(self) -> dict:
         if self._index is None:
-            self._index = dict(zip(self.keys, range(len(self.keys)), strict=True))
+            self._index = dict(zip(self.keys[: self._count].tolist(), range(self._count), strict=True))
             self._table = None
         return self._index
