@@ -419,6 +419,10 @@ class StreamTask:
         """Everything emitted since the last drain, in order."""
         columns = self._pending_output()
         str_keys = columns is not None and any(columns[1] is keys for keys in self.str_key_columns)
+        # the words are about the output drained here: dropped with it, so that the columns they name are
+        # not held until the next batch (the cyclic collector would scan such a list's every key after a
+        # micro-batch, a cache miss apiece among many keys)
+        self.str_key_columns.clear()
         batch = OutputBatch.from_columns(columns, self._next_seq, str_keys)
         self._segments = []
         self._next_seq += len(batch)
