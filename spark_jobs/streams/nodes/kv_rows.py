@@ -226,7 +226,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         table.confirm(len(added))
         if added:
             self._note_key_text(self.size, added)
-            self._append(added)
+            self._append(new_keys)
         return rows
 
     def _note_key_text(self, first: int, keys: list) -> None:
@@ -391,7 +391,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         self.live[row] = live
         self.dirty[row] = True
 
-    def _append(self, new_keys: list) -> None:
+    def _append(self, new_keys: list | np.ndarray) -> None:
         """Rows without entry for `new_keys` (a table or index already numbered them)."""
         first, end = self.size, self.size + len(new_keys)
         self._reserve(end)
@@ -401,9 +401,10 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         self.dirty[first:end] = False
         self._add_keys(new_keys)
 
-    def _hold_keys(self, new_keys: list) -> None:
-        """Rows `size..` (reserved) named by `new_keys`."""
-        self.keys[self.size : self.size + len(new_keys)] = object_array(new_keys)
+    def _hold_keys(self, new_keys: list | np.ndarray) -> None:
+        """Rows `size..` (reserved) named by `new_keys` (a list, or an object array as a KeyTable gives)."""
+        held = new_keys if type(new_keys) is np.ndarray else object_array(new_keys)
+        self.keys[self.size : self.size + len(new_keys)] = held
 
     def live_row_mask(self) -> np.ndarray:
         return self.live[: self.size]
