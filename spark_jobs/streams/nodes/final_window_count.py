@@ -34,10 +34,10 @@ from ..timeutil import INT64_MAX
 from .aggregations import TimeWindowAggregateNode
 from .base import Batch
 from .declared_aggregations import stable_order
-from .key_table import number_by_first_appearance, object_array
+from .key_table import KeyTable, number_by_first_appearance, object_array, table_size
 from .suppress import SuppressNode
 from .time_ordered_buffer import Evicted, TimeOrderedKeyValueBuffer
-from .window_rows import WindowRows, dumps_plain
+from .window_rows import INT64, WindowRows, dumps_plain
 
 # Below this many rows the nodes' loops are cheaper than numpy's fixed cost per call.
 MIN_ROWS = 256
@@ -88,6 +88,9 @@ class _Pairs(NamedTuple):
     ts: np.ndarray  # per record: its timestamp
     first_new: int  # 0 unless every pair is in one window whose count rows number the keys it holds
     rows_of: int  # that window's start (-1: none)
+    # a KeyTable that numbered the keys (`keys`, pending) when every pair is in one window the count does
+    # not hold yet: that window's table once its rows are appended (None: none)
+    new_table: Any
 
 
 class _PlanWindow(NamedTuple):
@@ -196,35 +199,76 @@ class FinalWindowCount:
         numbered = self._number_keys(keys, rec, start)
         if numbered is None:
             return None
-        number, distinct, first_new, rows_of = numbered
+        number, distinct, first_new, rows_of, new_table = numbered
         return _Pairs(
-            int(observed[-1]), late_rec, late_start, rec, start, number, distinct, ts, first_new, rows_of
+            int(observed[-1]),
+            late_rec,
+            late_start,
+            rec,
+            start,
+            number,
+            distinct,
+            ts,
+            first_new,
+            rows_of,
+            new_table,
         )
 
     def _number_keys(
         self, keys: list, rec: np.ndarray, start: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, int, int] | None:
-        """Per record its key's number, the keys numbered from `first_new` on, `first_new` and the window
-        whose count rows number the others (see _Pairs); None for a batch to run node by node.
+    ) -> tuple[np.ndarray, np.ndarray, int, int, Any] | None:
+        """Per record its key's number, the keys numbered from `first_new` on, `first_new`, the window
+        whose count rows number the others and the table that numbered the keys of a window new to the
+        count (see _Pairs); None for a batch to run node by node.
 
         When every pair is in one window that the count holds, the window numbers the keys: a key it holds
         by its row, the others from its row count on, in the order they are to be appended (one batch
         look-up, `WindowRows.number_keys`). Numbering every key afresh and then looking up each distinct
         one would cost two hash-table operations per key, each a cache miss once the window holds a few
-        hundred thousand keys. Only the keys of records with a pair are numbered there: a late record's key
-        is not appended."""
-        rows = None
-        if len(start) and int(start.min()) == int(start.max()):
-            rows = self.count.store.rows(int(start[0]))
+        hundred thousand keys. When that window is new to the count (whose windows' rows are live: a count's
+        int64 column), a new KeyTable numbers them, in the order its rows are to be appended: the window's
+        table from then on (`WindowRows.take_table`), where numbering them in a dict and then building the
+        table from the rows would hash each key twice. Only
+        the keys of records with a pair are numbered there: a late record's key is not appended."""
+        single = len(start) and int(start.min()) == int(start.max())
+        rows = self.count.store.rows(int(start[0])) if single else None
         try:
             if rows is not None:
                 return self._number_by_rows(rows, int(start[0]), keys, rec)
+            if single and self.count.store.columns[0] == INT64:  # a window of live rows (a count's)
+                numbered = self._number_in_new_table(keys, rec)
+                if numbered is not False:
+                    return numbered
             number, distinct = number_by_first_appearance(keys, 0)
         except TypeError:  # an unhashable key: the count's loop raises it
             return None
         if len(distinct) and set(map(type, distinct)) != {str}:  # null keys are dropped, and equal keys of
             return None  # other types may differ in which object a row keeps: node by node
-        return number, distinct, 0, -1
+        return number, distinct, 0, -1, None
+
+    def _number_in_new_table(
+        self, keys: list, rec: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, int, int, Any] | None | bool:
+        """`_number_keys` of a batch whose pairs are all in one window that the count does not hold, in a
+        new KeyTable sized as the window's would be; False without pandas (numbered in a dict then)."""
+        table = KeyTable.new(max(self._expected_keys(), table_size(keys, 0)))
+        if table is None:
+            return False
+        numbering = table.number(object_array(keys), self._numbered_mask(keys, rec), str_only=True)
+        if numbering is None:
+            return None
+        number, distinct = numbering
+        return number, distinct, 0, -1, table
+
+    @staticmethod
+    def _numbered_mask(keys: list, rec: np.ndarray) -> np.ndarray | None:
+        """The records that have a pair, where some have none (None: every record has one; a batch whose
+        pairs are all in one window has a pair per record at most)."""
+        if len(rec) == len(keys):
+            return None
+        numbered = np.zeros(len(keys), bool)
+        numbered[rec] = True
+        return numbered
 
     def _number_by_rows(
         self, rows: WindowRows, start: int, keys: list, rec: np.ndarray
@@ -232,15 +276,12 @@ class FinalWindowCount:
         """`_number_keys` for a batch whose pairs are all in the window `start`, whose count rows are
         `rows`: one pair per record that has one. A null key makes the window's numbering refuse the batch
         (node by node), found among the keys its table does not hold: no pass over every key looks for it."""
-        numbered = None
-        if len(rec) != len(keys):  # the records without a pair are numbered -1
-            numbered = np.zeros(len(keys), bool)
-            numbered[rec] = True
+        numbered = self._numbered_mask(keys, rec)  # the records without a pair are numbered -1
         numbering = rows.number_keys(object_array(keys), self._expected_keys(), numbered)
         if numbering is None:
             return None
         number, distinct = numbering
-        return number, distinct, len(rows), start
+        return number, distinct, len(rows), start, None
 
     def _expected_keys(self) -> int:
         """How many keys a window of the count may come to hold: as many as its largest open window."""
@@ -297,6 +338,10 @@ class FinalWindowCount:
                 wkeys = None  # the window's keys in group order, built only for a look-up by key
             else:
                 in_window = lo + stable_order(group_first[lo:hi], m)  # its groups by first appearance
+                if pairs.new_table is not None and not np.array_equal(
+                    key_of_group[in_window], np.arange(hi - lo)
+                ):  # the window's rows are to be appended in the order its new table numbered their keys
+                    return None
                 wkeys = new_counts = distinct[key_of_group[in_window] - first_new].tolist()
                 found = None
                 if rows is not None:
@@ -436,6 +481,8 @@ class FinalWindowCount:
         held = found >= 0
         groups, new = in_window[held], in_window[~held]
         finals = _gather(plan.final, groups), _gather(plan.final, new)
+        if plan.pairs.new_table is not None:  # the batch's one window, new: its keys numbered in the table
+            store.open(start).take_table(plan.pairs.new_table)
         store.put_batch(
             start,
             found[held],

@@ -170,6 +170,13 @@ class WindowRows:
             table = self._table = False  # a key that is not a str
         return table or None
 
+    def take_table(self, table: KeyTable) -> None:
+        """A new KeyTable that numbered the keys this window, empty and live, is to append next, in that
+        order (pending in it, confirmed by `extend`): the window's table, for the look-ups to come."""
+        if self.keys or self._table is not None or not self.rows_live or table.size:
+            raise ValueError("a key table is taken by an empty window of live rows only")
+        self._table = table
+
     @property
     def rows_live(self) -> bool:
         """Whether no row can be dead: the first column is int64, which cannot hold None."""
