@@ -155,3 +155,17 @@ def test_key_numbers_number_keys_in_order_of_first_appearance_in_a_table_then_in
     assert ids.number(["d"], True).tolist() == [4]
     assert ids.lookup(["c", "x", ("t", 1)]).tolist() == [2, -1, 3]
     assert ids.keys[: len(ids)].tolist() == ["b", "a", "c", ("t", 1), "d"]
+
+
+def test_key_numbers_number_str_refuses_a_batch_with_a_new_key_that_is_not_a_str_and_numbers_nothing():
+    ids = KeyNumbers()
+    assert ids.number(["b", "a"], True).tolist() == [0, 1]
+    # the last batch was all new: this one is numbered at once, refused after, the table built again
+    assert ids.number_str(object_array(["x", "y", ("t", 1)])) is None
+    assert ids.str_only() and len(ids) == 2
+    assert ids.lookup(["a", "b", "x", ("t", 1)]).tolist() == [1, 0, -1, -1]
+    assert ids.number_str(object_array(["a", "c", "a", "b"])).tolist() == [1, 2, 1, 0]
+    # the table held most of the last batch: this one is looked up first, refused before any is numbered
+    assert ids.number_str(object_array(["c", 7])) is None
+    assert ids.number_str(object_array(["x", "b"])).tolist() == [3, 0]
+    assert ids.keys[: len(ids)].tolist() == ["b", "a", "c", "x"]

@@ -469,19 +469,25 @@ def group_pairs(
     The groups are the same either way. `numbers`: the node's `KeyNumbers`, which number str keys over
     several stores either way: the look-ups by rows then take one per record, not one per pair, and the
     stores find their rows by number (`AggregateRows.rows_by_number`). `str_keys`: whether every key is a
-    str, when the caller knows (None: read here)."""
+    str, when the caller knows (None: found here, by the numbering while it holds str keys only, which
+    checks the keys new to it, else by reading every key's type)."""
     key_objects = object_array(keys)
+    key_number = None
     if str_keys is None:
-        str_keys = set(map(type, keys)) == {str}
+        if numbers is not None and numbers.str_only() and len(stores) > 1:
+            key_number = numbers.number_str(key_objects)
+        str_keys = key_number is not None or set(map(type, keys)) == {str}
     if by_rows is None:
         by_rows = sum(map(len, stores)) > len(rec) // 2
     numbered = numbers if str_keys and len(stores) > 1 else None
+    if numbered is not None and key_number is None:
+        key_number = numbered.number(key_objects)
     if by_rows:
-        return _group_by_rows(key_objects, str_keys, rec, store_of_pair, stores, numbered)
+        return _group_by_rows(key_objects, str_keys, rec, store_of_pair, stores, numbered, key_number)
     # numbered by the node's numbers where it has them: the stores find their groups' rows by number, and
     # a store that grows large has its rows numbered already when the batches turn to look-ups by rows
     if numbered is not None:
-        key_number, n_keys = numbered.number(key_objects), max(len(numbered), 1)
+        n_keys = max(len(numbered), 1)
     else:
         key_number, n_keys = _number_keys(key_objects, str_keys)
     order, sizes, codes = _sorted_runs(store_of_pair * n_keys + key_number[rec], len(stores) * n_keys)
@@ -511,12 +517,18 @@ def group_pairs(
 
 
 def _group_by_rows(
-    key_objects, str_keys: bool, rec, store_of_pair, stores: list, numbers: KeyNumbers | None = None
+    key_objects,
+    str_keys: bool,
+    rec,
+    store_of_pair,
+    stores: list,
+    numbers: KeyNumbers | None = None,
+    key_number: np.ndarray | None = None,
 ) -> _BatchGroups:
-    """`group_pairs` by a look-up of each pair's key in its store (by the keys' numbers in `numbers`)."""
+    """`group_pairs` by a look-up of each pair's key in its store (by the keys' numbers in `numbers`:
+    `key_number`, per key)."""
     by_store, store_sizes, _ = _sorted_runs(store_of_pair, len(stores))  # in record order within a store
     pair_row = np.empty(len(rec), np.int64)
-    key_number = None if numbers is None else numbers.number(key_objects)
     lo = 0
     for store, hi in zip(stores, np.cumsum(store_sizes).tolist(), strict=True):
         at = by_store[lo:hi]
@@ -717,13 +729,14 @@ class _DeclaredAggregateNode(Node):
 
     def _split_nulls(self, keys, values, timestamps, headers, drop_null_values: bool):
         """The records to aggregate: (their indices in the batch or None for all, keys, values, ts, whether
-        those keys are all str). The keys' types are read in one pass, which finds the null keys too: a
-        pass over a batch's keys reads each key object, a cache miss apiece among many keys."""
+        those keys are all str: None when not read). The null keys are found by identity, without reading
+        a key object (a pass over a batch's keys that reads each one costs a cache miss apiece among many
+        keys): whether the keys are str, the grouping finds out (`group_pairs`), where a batch holds none."""
         n = len(keys)
-        key_types = set(map(type, keys))
-        null = type(None) in key_types or (drop_null_values and holds_none(values))
+        null = holds_none(keys) or (drop_null_values and holds_none(values))
         if not null:
-            return None, keys, values, np.fromiter(timestamps, np.int64, n), key_types == {str}
+            return None, keys, values, np.fromiter(timestamps, np.int64, n), None
+        key_types = set(map(type, keys))
         keep = [i for i in range(n) if keys[i] is not None and not (drop_null_values and values[i] is None)]
         self.count_dropped(n - len(keep))
         return (

@@ -252,6 +252,23 @@ class KeyNumbers:
             self._hold(new_keys)
         return numbers
 
+    def number_str(self, keys: np.ndarray) -> np.ndarray | None:
+        """`number` of a batch (an object array) whose keys are not known to be str, while the numbering is
+        in its table (`str_only`): None, nothing numbered, where a key new to it is not a str (the caller
+        then reads the keys' types). Only the keys the table does not hold are checked: the keys are not
+        read one more time each. An unhashable key raises TypeError."""
+        table = self._table
+        numbering = table.number(keys, str_only=True)
+        if numbering is None:
+            if table.pending:  # the table numbered the batch at once and holds keys not numbered here
+                self._table = KeyTable.new(max(2 * self._count, SAMPLE))
+                self._table.add(self.keys[: self._count].tolist())
+            return None
+        numbers, new_keys = numbering
+        table.confirm(len(new_keys))
+        self._hold(new_keys)
+        return numbers
+
     def lookup(self, keys: list) -> np.ndarray:
         """Per key its number, -1 for a key not numbered. An unhashable key raises TypeError."""
         if self._index is None:
