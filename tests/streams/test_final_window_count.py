@@ -287,6 +287,24 @@ def test_a_batch_in_one_window_numbers_the_keys_the_count_holds_by_their_rows() 
     assert two_windows.keys.tolist() == ["c", "x"]
 
 
+def test_a_batch_in_one_new_window_is_numbered_in_the_table_that_window_then_looks_its_keys_up_in() -> None:
+    task = StreamTask(finals_topology(10, 10, 0))
+    (count_node,) = (node for node in task.nodes.values() if isinstance(node, TimeWindowAggregateNode))
+    fused = FinalWindowCount(count_node, count_node.children[0])
+    pairs = fused._pairs(["c", "x", "c", "y"], [1, 2, 3, 4])
+    assert (pairs.first_new, pairs.rows_of) == (0, -1) and pairs.new_table is not None
+    assert pairs.key.tolist() == [0, 1, 0, 2] and pairs.keys.tolist() == ["c", "x", "y"]
+    assert count_node.store.rows(0) is None  # planning changes nothing
+    with min_rows(1):
+        task.process_batch(TOPIC, ["c", "x", "c", "y"], [0, 0, 0, 0], [1, 2, 3, 4])
+        rows = count_node.store.rows(0)
+        assert rows.keys == ["c", "x", "y"] and rows._table is not None and rows._table.size == 3
+        task.process_batch(TOPIC, ["y", "z", "c"], [0, 0, 0], [5, 6, 7])
+    assert rows.keys == ["c", "x", "y", "z"]
+    assert rows.rows_of(["z", "y", "x", "c", "w"]).tolist() == [3, 2, 1, 0, -1]
+    assert list(np.frombuffer(rows.columns[0], np.int64)) == [3, 1, 2, 1]
+
+
 def test_new_keys_take_rows_in_order_of_their_first_record_in_the_window() -> None:
     pair = Pair(lambda: finals_topology(10, 10, 0))
     pair.run(["a", "b", "a"], [1, 11, 13])  # [0, 10) closes at 13
