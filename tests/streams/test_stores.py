@@ -5,6 +5,7 @@ state exactly."""
 
 from __future__ import annotations
 
+import gc
 import pickle
 from unittest import mock
 
@@ -401,6 +402,47 @@ def test_a_join_store_saves_str_keys_as_one_text_and_loads_either_form(keys, str
     snapshot.store_time = store.store_time
     snapshot.apply_parts(round_trip(store.state_parts()), [])
     assert list(snapshot.items()) == list(store.items())
+
+
+def test_a_join_store_base_of_parts_in_either_key_form_loads_as_its_records() -> None:
+    """A segment written in parts whose keys were saved as one text and as a list (a key holding NUL, a key
+    not a str): a new base of it, and a snapshot with records not exported yet, load as the store's
+    records."""
+    store = JoinWindowStore("left", retention=100)
+    store.put_batch(["a", "b", "a"], ["x", "y", "z"], [1, 2, 3], [0, 1, 2], True)
+    store.export_parts(changed_only=False)
+    store.put_batch(["b\x00c", "a"], ["w", "v"], [4, 5], [3, 4], True)
+    store.export_parts(changed_only=True)
+    store.put_batch([7, "b"], ["u", "t"], [6, 7], [5, 6], False)
+    store.export_parts(changed_only=True)
+    store.put_batch(["b", "d"], ["s", "r"], [8, 9], [7, 8], True)  # not exported: the snapshot's
+    snapshot = JoinWindowStore("left", retention=100)
+    snapshot.store_time = store.store_time
+    snapshot.apply_parts(round_trip(store.state_parts()), [])
+    assert list(snapshot.items()) == list(store.items())
+    base, _ = store.export_parts(changed_only=False)
+    assert len(base) == 1 and "keys" in next(iter(base.values()))[0]
+    loaded = JoinWindowStore("left", retention=100)
+    loaded.store_time = store.store_time
+    loaded.apply_parts(round_trip(base), [])
+    assert list(loaded.items()) == list(store.items())
+    assert [key for key, _, _ in loaded.items()] == ["a", "a", "a", "b", "b", "b", "b\x00c", 7, "d"]
+
+
+def test_a_join_store_holds_its_records_out_of_the_cyclic_collectors_reach() -> None:
+    """The values of a large batch's records, once indexed (into the sorted columns) and exported (into
+    their segment), are held by no container the cyclic collector visits after each micro-batch."""
+    n = window_stores.SORTED_MIN
+    store = JoinWindowStore("left", retention=n)
+    keys = [f"key-{i}" for i in range(n)]
+    values = [{"v": i} for i in range(n)]
+    store.put_batch(keys, values, list(range(n)), list(range(n)), True, store.numbers_for(keys, True))
+    store.fetch_batch(keys[:1], [0], 0, 0)  # indexes the batch
+    store.export_parts(changed_only=True)
+    del keys  # the caller's lists
+    holders = gc.get_referrers(values[0])
+    assert holders == [values]
+    assert store._sorted.size == n and len(list(store.items())) == n
 
 
 def test_a_join_store_segment_past_the_retention_loses_its_parts_and_a_load_leaves_its_records_out() -> None:

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..records import Window, Windowed
-from .key_table import KeyNumbers, grown, grown_capacity
+from .key_table import KeyNumbers, grown, grown_capacity, object_array
 from .kv_rows import KEY_SEPARATOR, RowParts, SavedByRowParts, loaded_row_keys, saved_keys
 from .kv_store import KeyValueStore
 from .late_rows import LateRows
@@ -744,13 +744,12 @@ def _seq_column(seqs: list, lo: int, hi: int) -> np.ndarray:
 
 class _Segment:
     """A join store's segment: the records its parts hold, as the columns of the parts that wrote them
-    (`chunks`: keys, timestamps and seqs as int64 arrays, values), and how many of them the last export
-    wrote."""
+    (`chunks`, `_held`), and how many of them the last export wrote."""
 
     __slots__ = ("chunks", "records", "new", "str_keys")
 
     def __init__(self) -> None:
-        self.chunks: list[_Chunk] = []
+        self.chunks: list[tuple] = []
         self.records = 0
         self.new = 0
         self.str_keys = True  # every key of its records is a str (saved as one text: kv_rows.saved_keys)
@@ -761,24 +760,53 @@ class _Segment:
     def changes(self) -> int:
         return self.new
 
-    def add(self, chunk: _Chunk, str_keys: bool) -> None:
-        self.chunks.append(chunk)
-        self.records += len(chunk[0])
+    def add(self, chunk: _Chunk, str_keys: bool, text: str | None = None) -> None:
+        """A part's records (`text`: their keys joined by NUL, or None)."""
+        self.chunks.append(_held(chunk, text))
+        self.records += len(chunk[1])
         self.str_keys = self.str_keys and str_keys
 
-    def columns(self, more: _Chunk | None = None) -> _Chunk:
-        """Every record of the chunks (and `more`), as one chunk."""
-        chunks = self.chunks if more is None else [*self.chunks, more]
-        if len(chunks) == 1:
-            return chunks[0]
-        keys: list = []
-        values: list = []
-        for chunk in chunks:
-            keys += chunk[0]
-            values += chunk[3]
-        stamps = np.concatenate([chunk[1] for chunk in chunks])
-        seqs = np.concatenate([chunk[2] for chunk in chunks])
-        return keys, stamps, seqs, values
+    def columns(self, more: _Chunk | None = None, more_text: str | None = None) -> tuple:
+        """Every record of the chunks (and `more`, its keys joined in `more_text` or not), as one held
+        chunk."""
+        chunks = self.chunks if more is None else [*self.chunks, _held(more, more_text)]
+        return chunks[0] if len(chunks) == 1 else _concatenated(chunks)
+
+    def rebased(self) -> tuple:
+        """Every record in one held chunk, which the chunks are now (a new base holds them all)."""
+        self.chunks = [self.columns()]
+        return self.chunks[0]
+
+
+def _held(chunk: _Chunk, text: str | None) -> tuple:
+    """A chunk as a segment holds it: the keys joined by NUL in one str (`text`, where no key holds a NUL)
+    or in an object array, the values in an object array. The cyclic collector visits neither's items,
+    where it would visit every record a list held after each micro-batch (at many records, a cache miss
+    apiece)."""
+    keys, stamps, seqs, values = chunk
+    if text is None or text.count(KEY_SEPARATOR) != len(keys) - 1:
+        text = None
+    return object_array(keys) if text is None else text, stamps, seqs, object_array(values)
+
+
+def _held_keys(held: tuple) -> list:
+    """A held chunk's keys, in a list."""
+    keys = held[0]
+    if type(keys) is not str:
+        return keys.tolist()
+    return keys.split(KEY_SEPARATOR) if len(held[1]) else []
+
+
+def _concatenated(chunks: list[tuple]) -> tuple:
+    """Held chunks (`_held`) as one."""
+    keys, stamps, seqs, values = zip(*chunks, strict=True)
+    if all(type(text) is str for text in keys):
+        joined: str | np.ndarray = KEY_SEPARATOR.join(
+            text for text, chunk_stamps in zip(keys, stamps, strict=True) if len(chunk_stamps)
+        )
+    else:
+        joined = np.concatenate([object_array(_held_keys(chunk)) for chunk in chunks])
+    return joined, np.concatenate(stamps), np.concatenate(seqs), np.concatenate(values)
 
 
 # Records a join store indexes at once (its batches put since the last index) from which they go into its
@@ -796,7 +824,7 @@ MIN_EXPIRED = 4096
 
 class SortedRecords:
     """A join store's records in numpy columns, looked up a batch at a time: per record (by position, in the
-    order they came) its key's number (`KeyNumbers`), timestamp, seq and value (a list), and the positions
+    order they came) its key's number (`KeyNumbers`), timestamp, seq and value (objects), and the positions
     sorted by (key number, timestamp, seq) with, aligned, the sort key `number * width + timestamp - base`
     in one int64 (`width` above any timestamp's distance to `base`, which is at or below every record's
     timestamp). A key's records in a join window are then a range of that order, found by two binary
@@ -810,7 +838,9 @@ class SortedRecords:
         self.kid = np.zeros(0, np.int64)
         self.ts = np.zeros(0, np.int64)
         self.seq = np.zeros(0, np.int64)
-        self.values: list = []
+        # an object array, not a list: the cyclic collector does not visit an array's items, where it would
+        # visit every record's value after each micro-batch (at many records, a cache miss apiece)
+        self.values = np.empty(0, object)
         self.size = 0
         self.comp = np.zeros(0, np.int64)
         self.order = np.zeros(0, np.int64)
@@ -830,11 +860,11 @@ class SortedRecords:
         first, end = self.size, self.size + len(values)
         capacity = grown_capacity(end, len(self.kid))
         if capacity is not None:
-            self.kid, self.ts, self.seq = (
-                grown(column, first, capacity) for column in (self.kid, self.ts, self.seq)
+            self.kid, self.ts, self.seq, self.values = (
+                grown(column, first, capacity) for column in (self.kid, self.ts, self.seq, self.values)
             )
         self.kid[first:end], self.ts[first:end], self.seq[first:end] = numbers, stamps, seqs
-        self.values += values
+        self.values[first:end] = object_array(values)
         self.size = end
         comp = numbers * self.width + (stamps - self.base)
         by = np.argsort(comp, kind="stable")  # the records come in order of seq: ties stay so
@@ -876,7 +906,7 @@ class SortedRecords:
             np.repeat(probes, counts).tolist(),
             self.ts[positions].tolist(),
             self.seq[positions].tolist(),
-            list(map(self.values.__getitem__, positions.tolist())),
+            self.values[positions].tolist(),
         )
 
     def records(self, keys: list, limit: int) -> Iterator[tuple[Any, int, int, Any]]:
@@ -887,7 +917,7 @@ class SortedRecords:
             self.kid.tolist(),
             self.ts.tolist(),
             self.seq.tolist(),
-            self.values,
+            self.values.tolist(),
         )
         for at in positions:
             yield keys[kid[at]], ts[at], seq[at], values[at]
@@ -917,7 +947,7 @@ class SortedRecords:
         in_order = live[self.order]
         self.order = moved[self.order[in_order]]
         self.kid, self.ts, self.seq = self.kid[kept], self.ts[kept], self.seq[kept]
-        self.values = list(map(self.values.__getitem__, kept.tolist()))
+        self.values = self.values[kept]
         self.size = len(kept)
         if rebase:
             self.base = limit + 1
@@ -1229,7 +1259,7 @@ class JoinWindowStore:
             for number, segment in self._segments.items():
                 if purged < number <= last:
                     for chunk in segment.chunks:
-                        keys.update(chunk[0])
+                        keys.update(_held_keys(chunk))
             new_keys, runs = self._new[0], self._runs
             bounds = [at for at, _ in runs[1:]] + [len(new_keys)]
             for (lo, number), hi in zip(runs, bounds, strict=True):
@@ -1392,6 +1422,14 @@ class JoinWindowStore:
             saved = saved_keys(keys, str_keys)
         return {**saved, "columns": [stamps, seqs, values]}
 
+    @staticmethod
+    def _saved_held(held: tuple, str_keys: bool) -> dict[str, Any]:
+        """A segment's held chunk's saved form (`_saved`)."""
+        keys, stamps, seqs, values = held
+        if type(keys) is str:
+            return {"key_text": keys, "key_count": len(stamps), "columns": [stamps, seqs, values.tolist()]}
+        return JoinWindowStore._saved((keys.tolist(), stamps, seqs, values.tolist()), str_keys)
+
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
         """Parts new or changed since the last export (every part unless `changed_only`), and the names of
         every current part."""
@@ -1405,7 +1443,7 @@ class JoinWindowStore:
             segment = segments.get(number)
             if segment is None:
                 segment = segments[number] = _Segment()
-            segment.add(chunk, new_str)
+            segment.add(chunk, new_str, texts.get(number))
             segment.new = len(chunk[0])
             log.touch(number)
         for number in [n for n in segments if self._expired_segment(n)]:
@@ -1416,9 +1454,8 @@ class JoinWindowStore:
             if put is not None:
                 return self._saved(chunks[number], new_str, texts.get(number))
             segment = segments[number]
-            whole = segment.columns()
-            segment.chunks = [whole]  # a new base: the parts hold these records only
-            return self._saved(whole, segment.str_keys)
+            # a new base: the parts hold these records only
+            return self._saved_held(segment.rebased(), segment.str_keys)
 
         return log.export(segments, changed_only, self._name, save, _Segment.changes)
 
@@ -1433,7 +1470,8 @@ class JoinWindowStore:
             if segment is None:
                 return self._saved(chunks[number], self._new_str, texts.get(number))
             more = chunks.get(number)
-            return self._saved(segment.columns(more), segment.str_keys and (more is None or self._new_str))
+            whole = segment.columns(more, texts.get(number))
+            return self._saved_held(whole, segment.str_keys and (more is None or self._new_str))
 
         return StoreLog.bases(dict.fromkeys(numbers), self._name, base)
 
@@ -1448,7 +1486,8 @@ class JoinWindowStore:
         for number in dropped:  # its records go (gone, or in its new base)
             segment = segments.pop(number, None)
             if segment is not None:
-                keys, stamps, seqs, _ = segment.columns()
+                held = segment.columns()
+                keys, stamps, seqs = _held_keys(held), held[1], held[2]
                 if self._sorted.size:
                     self._sorted.drop_seqs(seqs, self.store_time - self.retention)
                 records = set(zip(stamps.tolist(), seqs.tolist(), strict=True))
@@ -1481,7 +1520,7 @@ class JoinWindowStore:
             segment = segments.get(number)
             if segment is None:
                 segment = segments[number] = _Segment()
-            segment.add((keys, stamps, seqs, columns[2]), "key_text" in saved)
+            segment.add((keys, stamps, seqs, columns[2]), "key_text" in saved, saved.get("key_text"))
         for number in [n for n in segments if self._expired_segment(n)]:
             del segments[number]  # its parts go at the next export
         self._cut_expired(list(entries))
