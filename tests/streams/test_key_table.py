@@ -169,3 +169,22 @@ def test_key_numbers_number_str_refuses_a_batch_with_a_new_key_that_is_not_a_str
     assert ids.number_str(object_array(["c", 7])) is None
     assert ids.number_str(object_array(["x", "b"])).tolist() == [3, 0]
     assert ids.keys[: len(ids)].tolist() == ["b", "a", "c", "x"]
+
+
+@pytest.mark.parametrize("held", [0, 3], ids=["numbered at once", "looked up first"])
+def test_key_numbers_of_keys_not_known_to_be_str_are_told_by_the_table_or_refused(held) -> None:
+    """`number_str` numbers a batch of str keys as `number` does, checking only the keys new to the table;
+    a batch with a key that is not a str (or a null key) it leaves to `number`, which numbers every key of
+    it in a dict, none twice and none lost."""
+    ids = KeyNumbers()
+    assert ids.number_str(["k0", "k1", "k2"][:held] or ["k0"]).tolist() == list(range(max(held, 1)))
+    assert ids.number_str(["k1", "k9", "k1"]).tolist() == [1, len(ids) - 1, 1]
+    assert ids.str_only()
+    for refused in (["k0", 7, "k8"], ["k8", None]):
+        assert ids.number_str(refused) is None
+    n = len(ids)
+    assert ids.number(["k0", 7, "k8", "k9"], False).tolist() == [0, n, n + 1, n - 1]
+    assert not ids.str_only()
+    assert ids.number_str(["k0"]) is None  # in a dict from now on
+    held = ids.keys[: len(ids)].tolist()
+    assert held[-2:] == [7, "k8"] and len(set(held)) == len(held)

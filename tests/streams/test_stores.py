@@ -436,7 +436,7 @@ def test_a_join_store_holds_its_records_out_of_the_cyclic_collectors_reach() -> 
     store = JoinWindowStore("left", retention=n)
     keys = [f"key-{i}" for i in range(n)]
     values = [{"v": i} for i in range(n)]
-    store.put_batch(keys, values, list(range(n)), list(range(n)), True, store.numbers_for(keys, True))
+    store.put_batch(keys, values, list(range(n)), list(range(n)), True, store.numbers_for(keys)[0])
     store.fetch_batch(keys[:1], [0], 0, 0)  # indexes the batch
     store.export_parts(changed_only=True)
     del keys  # the caller's lists
@@ -470,7 +470,7 @@ def test_a_join_store_refuses_more_keys_than_its_sort_key_holds_at_its_retention
     """Key numbers times the store's time width must fit in int64: past that, an error, not wrong matches."""
     store = JoinWindowStore("left", retention=1 << 58)
     with mock.patch.object(window_stores, "SORTED_MIN", 0), pytest.raises(OverflowError):
-        store.numbers_for(["a", "b"], True)
+        store.numbers_for(["a", "b"])
 
 
 def test_a_join_store_fetch_merges_its_sorted_columns_and_its_dict_in_time_and_seq_order() -> None:

@@ -171,10 +171,8 @@ class StreamStreamJoinNode(Node):
             valid_keys = [keys[i] for i in valid]
             valid_values = [values[i] for i in valid]
             valid_ts = [timestamps[i] for i in valid]
-        # whether every key is a str (the store then saves them as one text), read in one C pass just before
-        # the look-ups read the same keys
-        str_keys = set(map(type, valid_keys)) == {str}
-        numbers = state.stores[side].numbers_for(valid_keys, str_keys)  # for both sides' stores
+        # for both sides' stores; and whether every key is a str (the store then saves them as one text)
+        numbers, str_keys = state.stores[side].numbers_for(valid_keys)
         partners = state.stores[other].fetch_batch(valid_keys, valid_ts, self.before, self.after, numbers)
         seqs = range(state.next_seq + 1, state.next_seq + 1 + len(valid))
         state.next_seq += len(valid)

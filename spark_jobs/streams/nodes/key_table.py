@@ -252,13 +252,20 @@ class KeyNumbers:
             self._hold(new_keys)
         return numbers
 
-    def number_str(self, keys: np.ndarray) -> np.ndarray | None:
-        """`number` of a batch (an object array) whose keys are not known to be str, while the numbering is
-        in its table (`str_only`): None, nothing numbered, where a key new to it is not a str (the caller
-        then reads the keys' types). Only the keys the table does not hold are checked: the keys are not
-        read one more time each. An unhashable key raises TypeError."""
+    def number_str(self, keys: Any) -> np.ndarray | None:
+        """`number` of a batch (a list or an object array) whose keys are not known to be all str, numbered
+        in the KeyTable where every key new to it is a str (the only keys it checks: the table holds str
+        keys only, so a batch's keys are not read one more time each); None, nothing numbered, where one is
+        not (a null key, an int) or the numbers are not in a table (a key before was not a str, or pandas
+        is missing): the caller then reads the keys' types. An unhashable key raises TypeError."""
+        if self._index is not None:
+            return None
         table = self._table
-        numbering = table.number(keys, str_only=True)
+        if table is None:
+            table = self._table = KeyTable.new(max(table_size(keys, 0), SAMPLE))
+            if table is None:
+                return None
+        numbering = table.number(keys if type(keys) is np.ndarray else object_array(keys), str_only=True)
         if numbering is None:
             if table.pending:  # the table numbered the batch at once and holds keys not numbered here
                 self._table = KeyTable.new(max(2 * self._count, SAMPLE))

@@ -1096,17 +1096,23 @@ class JoinWindowStore:
         self.key_ids = other.key_ids
         self.sharing = other.sharing = (other, self)
 
-    def numbers_for(self, keys: list, str_keys: bool) -> np.ndarray | None:
+    def numbers_for(self, keys: list) -> tuple[np.ndarray | None, bool]:
         """The numbers of a batch's keys, which the sorted columns of this store and those sharing its
-        numbers read (`fetch_batch`, `put_batch`), numbered once; None for a batch under SORTED_MIN, which
-        the sorted columns look up only if they hold records. The keys are first numbered again where most
-        numbers are of keys no store holds any longer (`_renumber_if_due`)."""
-        if len(keys) < SORTED_MIN:
-            return None
-        self._renumber_if_due()
-        numbers = self.key_ids.number(keys, str_keys)
-        self._sorted.check_numbers(len(self.key_ids))
-        return numbers
+        numbers read (`fetch_batch`, `put_batch`), numbered once (None for a batch under SORTED_MIN, which
+        the sorted columns look up only if they hold records), and whether every key is a str: told by the
+        numbering where the numbers are in a key table, which checks only the keys new to it (a pass over a
+        large batch's keys is a cache miss apiece), else by a pass over the keys. The keys are first
+        numbered again where most numbers are of keys no store holds any longer (`_renumber_if_due`)."""
+        numbers = None
+        if len(keys) >= SORTED_MIN:
+            self._renumber_if_due()
+            numbers = self.key_ids.number_str(keys)
+        str_keys = numbers is not None or set(map(type, keys)) == {str}
+        if numbers is None and len(keys) >= SORTED_MIN:
+            numbers = self.key_ids.number(keys, str_keys)
+        if numbers is not None:
+            self._sorted.check_numbers(len(self.key_ids))
+        return numbers, str_keys
 
     def _renumber_if_due(self) -> None:
         """Number the keys held (in the sorted columns, or waiting for them) again, in the order of their
