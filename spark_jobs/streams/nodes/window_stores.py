@@ -820,6 +820,8 @@ SORTED_SHARE = 64
 JOINED_KEYS_MIN = 256
 # Expired records below which the sorted columns are not compacted (a compaction moves every live record).
 MIN_EXPIRED = 4096
+# Arrays of values the sorted columns hold (one per batch added) past which they are joined into one.
+MAX_VALUE_ARRAYS = 64
 
 
 class SortedRecords:
@@ -832,15 +834,18 @@ class SortedRecords:
     added a batch at a time (a sort of the batch and one merge), and leave by compaction once the expired
     ones outnumber the live ones (or are all there is)."""
 
-    __slots__ = ("kid", "ts", "seq", "values", "size", "comp", "order", "width", "base")
+    __slots__ = ("kid", "ts", "seq", "values", "starts", "size", "comp", "order", "width", "base")
 
     def __init__(self, retention: int) -> None:
         self.kid = np.zeros(0, np.int64)
         self.ts = np.zeros(0, np.int64)
         self.seq = np.zeros(0, np.int64)
-        # an object array, not a list: the cyclic collector does not visit an array's items, where it would
-        # visit every record's value after each micro-batch (at many records, a cache miss apiece)
-        self.values = np.empty(0, object)
+        # the values in object arrays, not a list: the cyclic collector does not visit an array's items,
+        # where it would visit every record's value after each micro-batch (at many records, a cache miss
+        # apiece); an array per batch added (`starts`: the position of each one's first record), not one
+        # grown, as growing an array of objects copies and touches every value it holds
+        self.values: list[np.ndarray] = []
+        self.starts: list[int] = []
         self.size = 0
         self.comp = np.zeros(0, np.int64)
         self.order = np.zeros(0, np.int64)
@@ -860,11 +865,14 @@ class SortedRecords:
         first, end = self.size, self.size + len(values)
         capacity = grown_capacity(end, len(self.kid))
         if capacity is not None:
-            self.kid, self.ts, self.seq, self.values = (
-                grown(column, first, capacity) for column in (self.kid, self.ts, self.seq, self.values)
+            self.kid, self.ts, self.seq = (
+                grown(column, first, capacity) for column in (self.kid, self.ts, self.seq)
             )
         self.kid[first:end], self.ts[first:end], self.seq[first:end] = numbers, stamps, seqs
-        self.values[first:end] = object_array(values)
+        if len(self.values) >= MAX_VALUE_ARRAYS:
+            self.values, self.starts = [np.concatenate(self.values)], [0]
+        self.values.append(object_array(values))
+        self.starts.append(first)
         self.size = end
         comp = numbers * self.width + (stamps - self.base)
         by = np.argsort(comp, kind="stable")  # the records come in order of seq: ties stay so
@@ -906,8 +914,25 @@ class SortedRecords:
             np.repeat(probes, counts).tolist(),
             self.ts[positions].tolist(),
             self.seq[positions].tolist(),
-            self.values[positions].tolist(),
+            self._values_at(positions),
         )
+
+    def _values_at(self, positions: np.ndarray) -> list:
+        """The values at `positions`, in that order: gathered array by array."""
+        arrays = self.values
+        if len(arrays) == 1:
+            return arrays[0][positions].tolist()
+        array_of = np.searchsorted(self.starts, positions, "right") - 1
+        by = np.argsort(array_of, kind="stable")
+        ends = np.searchsorted(array_of[by], np.arange(len(arrays)), "right").tolist()
+        found = np.empty(len(positions), object)
+        lo = 0
+        for held, start, hi in zip(arrays, self.starts, ends, strict=True):
+            if hi > lo:
+                at = by[lo:hi]
+                found[at] = held[positions[at] - start]
+            lo = hi
+        return found.tolist()
 
     def records(self, keys: list, limit: int) -> Iterator[tuple[Any, int, int, Any]]:
         """(key, timestamp, seq, value) of the records after `limit`, by key number (`keys` by number), then
@@ -917,7 +942,7 @@ class SortedRecords:
             self.kid.tolist(),
             self.ts.tolist(),
             self.seq.tolist(),
-            self.values.tolist(),
+            np.concatenate(self.values).tolist() if self.values else [],
         )
         for at in positions:
             yield keys[kid[at]], ts[at], seq[at], values[at]
@@ -947,7 +972,11 @@ class SortedRecords:
         in_order = live[self.order]
         self.order = moved[self.order[in_order]]
         self.kid, self.ts, self.seq = self.kid[kept], self.ts[kept], self.seq[kept]
-        self.values = self.values[kept]
+        if len(kept):
+            held = self.values[0] if len(self.values) == 1 else np.concatenate(self.values)
+            self.values, self.starts = [held[kept]], [0]
+        else:
+            self.values, self.starts = [], []
         self.size = len(kept)
         if rebase:
             self.base = limit + 1
