@@ -102,6 +102,16 @@ class _PlanWindow(NamedTuple):
     new_entries: list[str]  # the keys of its groups new to the buffer's window, in that order
 
 
+class _Groups(NamedTuple):
+    """Where a batch's (window, key) groups stand in the count's store: per group its window (an index in
+    start order), its row there (-1 where it has none yet: such rows are appended in order of the groups'
+    first pairs) and its first pair."""
+
+    window: np.ndarray
+    row: np.ndarray
+    first: np.ndarray
+
+
 class _Plan(NamedTuple):
     """A batch worked out, nothing changed yet (see FinalWindowCount._plan)."""
 
@@ -387,7 +397,8 @@ class FinalWindowCount:
         if passes is None:
             return None
         # the values: from here on the plan is kept (an aggregation's functions are called)
-        final, last_old, first_old = self._results(old0, sizes, group, pairs)
+        places = _Groups(group_window, count_row, group_first)
+        final, last_old, first_old = self._results(old0, sizes, group, pairs, places)
         if prior is not None:  # an entry's first put has its old value as prior value
             new_entries = np.flatnonzero(new_entry)
             _put(prior, new_entries, _gather(first_old, new_entries))
@@ -443,11 +454,12 @@ class FinalWindowCount:
         return np.zeros(n, np.int64)
 
     def _results(
-        self, old0: Any, sizes: np.ndarray, group: np.ndarray, pairs: _Pairs
+        self, old0: Any, sizes: np.ndarray, group: np.ndarray, pairs: _Pairs, places: _Groups
     ) -> tuple[Any, Any, Any]:
         """Per group, from `old0` (its value before the batch), the value after the batch, the old value
         its last put forwarded and the one its first put forwarded; `sizes`: its pairs, `group`: per pair
-        its group (nodes/final_window_aggregate.py for an aggregation's)."""
+        its group, `places`: where the groups' rows stand (nodes/final_window_user_aggregate.py for an
+        aggregation's)."""
         final = old0 + sizes
         return final, final - 1, old0
 

@@ -6,9 +6,11 @@ the buffer's windows leaving at the pairs where the nodes' would, and only the e
 output. What differs is the values: the user's functions make them, as often as the node calls them and
 in its order within each (window, key) group: the initializer once for each group whose key has no row
 (before the aggregator's calls, where the node calls it at the group's first pair), then the aggregator
-in one Python loop over the pairs in the node's order. The loop goes by record rather than group by group:
-the records' values are then read in the order they lie in memory, which costs less than a loop per group
-saves. Each group's aggregate so far is kept by group number instead of in the store, and only what the
+in one Python loop over the pairs, each key's in the node's order. The loop goes by record, the records'
+values read in the order they lie in memory, unless the groups outnumber the records (a large window whose
+keys have a record or two each): then key by key in the order of their rows, which is the order the
+aggregates were made in by the previous fold, and mostly the order they lie in (`_fold_order`). Each
+group's aggregate so far is kept by group number instead of in the store, and only what the
 store and the buffer keep of a batch (a group's last value, the old values of its first and last puts) is
 written.
 
@@ -28,7 +30,7 @@ import numpy as np
 
 from .aggregations import Aggregation, TimeWindowAggregateNode
 from .base import Batch
-from .final_window_count import FinalWindowCount, _Pairs, final_suppress
+from .final_window_count import FinalWindowCount, _Groups, _Pairs, final_suppress
 from .suppress import SuppressNode
 
 _NO_ROW = object()  # a group's value while its key has no live row in the count's window
@@ -118,51 +120,73 @@ class FinalWindowUserAggregate(FinalWindowCount):
         return [_NO_ROW] * n
 
     def _results(
-        self, old0: list, sizes: np.ndarray, group: np.ndarray, pairs: _Pairs
+        self, old0: list, sizes: np.ndarray, group: np.ndarray, pairs: _Pairs, places: _Groups
     ) -> tuple[list, list, list]:
         """Each group's fold over its pairs: the initializer for each group whose key has no row (new to the
-        window), then the aggregator once per pair, in the node's order of pairs (by record: the records'
-        values are read in the order they lie in memory, and the groups' aggregates so far stay in the
-        CPU's caches). Each group's calls are in the order the node makes them; across groups the
-        initializer's calls come first. Only each group's first old value, last old value and last result
-        are kept: the aggregates between are freed as the fold goes, as the node's loop frees them. A None
-        result (a tombstone) ends the fold: the batch is replayed through the node (`_Tombstone`)."""
+        window), then the aggregator once per pair, each key's calls in the node's order of its pairs;
+        across groups the initializer's calls come first. The pairs are folded in the order that scatters
+        the loop's reads over fewer objects (`_fold_order`). Only each group's first old value, last old
+        value and last result are kept: the aggregates between are freed as the fold goes, as the node's
+        loop frees them. A None result (a tombstone) ends the fold: the batch is replayed through the node
+        (`_Tombstone`)."""
         initializer, aggregator = self.count.aggregation.initializer, self.count.aggregation.aggregator
-        rec = pairs.rec.tolist()
+        order = self._fold_order(group, pairs, places)
+        folded_groups = group if order is None else group[order]
+        rec = (pairs.rec if order is None else pairs.rec[order]).tolist()
         keys = list(map(self._keys.__getitem__, rec))  # gathered in C: the loop below only reads them
         values = list(map(self._values.__getitem__, rec))
         first_old = [initializer() if old is _NO_ROW else old for old in old0]
         current = first_old.copy()  # per group its aggregate so far
         last_old: list = [None] * len(old0)
-        folding = zip(group.tolist(), keys, values, strict=True)
+        folding = zip(folded_groups.tolist(), keys, values, strict=True)
         for g, key, value in folding:
             last_old[g] = agg = current[g]
             current[g] = agg = aggregator(key, value, agg)
             if agg is None:
                 rest = list(folding)
-                raise _Tombstone(
-                    self._replay_steps(group, len(rec) - len(rest), current, first_old, last_old, rest)
-                )
+                done = folded_groups[: len(rec) - len(rest)].tolist()
+                raise _Tombstone(self._replay_steps(group, done, current, first_old, last_old, rest))
         if not self.suppress.buffer.keeps_olds:  # not read: the last old values are freed with the batch
             last_old = [None] * len(old0)
         return current, last_old, first_old
 
+    def _fold_order(self, group: np.ndarray, pairs: _Pairs, places: _Groups) -> np.ndarray | None:
+        """The order of the pairs to fold in (None: as they come, by record), each key's pairs in their
+        order either way. By record, the loop reads the records' values in the order they lie in memory and
+        the groups' aggregates scattered; key by key, in the order of the keys' first rows in the store
+        (by window, then row), it reads the aggregates in the order the store's rows were put (the order
+        of the previous fold, in which they were made: mostly the order they lie in memory, which the
+        batch's puts and the export then follow too) and the records' values scattered. So it goes by key
+        where the groups outnumber the records (a large window, its keys a record or two each), else by
+        record."""
+        if len(places.row) <= len(self._keys):
+            return None
+        rows = places.row
+        unheld = rows < 0  # appended after the held rows, in order of their first pairs
+        place = np.where(unheld, places.first + (int(rows.max()) + 1), rows)
+        rank = np.empty(len(rows), np.int64)  # per group: its place by window, then row
+        rank[np.lexsort((place, places.window))] = np.arange(len(rows))
+        key = pairs.key[pairs.rec]  # per pair: its key's number
+        key_rank = np.full(int(key.max()) + 1, len(rows), np.int64)
+        np.minimum.at(key_rank, key, rank[group])  # per key: its first group's place
+        return np.argsort(key_rank[key], kind="stable")
+
     def _replay_steps(
-        self, group: np.ndarray, done: int, current: list, first_old: list, last_old: list, rest: list
+        self, group: np.ndarray, folded: list[int], current: list, first_old: list, last_old: list, rest: list
     ) -> list[tuple]:
-        """(old, new) per pair for the node to replay, after the pair `done - 1` gave None: the pairs up to
-        it by their groups' first and last values (`_run`), the `rest` folded pair by pair, the
-        initializer again after each None."""
+        """(old, new) per pair, in the node's order (`group`: per pair its group), for the node to replay
+        after a fold's pair gave None: the pairs folded (`folded`: their groups, in the fold's order, the
+        last one the None) by their groups' first and last values (`_run`), the `rest` (group, key, value)
+        folded pair by pair, in the fold's order, the initializer again after each None."""
         initializer, aggregator = self.count.aggregation.initializer, self.count.aggregation.aggregator
-        folded = group[:done].tolist()
-        runs = {g: iter(_run(first_old[g], last_old[g], current[g], n)) for g, n in Counter(folded).items()}
-        steps = [next(runs[g]) for g in folded]
+        runs = {g: _run(first_old[g], last_old[g], current[g], n) for g, n in Counter(folded).items()}
         current[folded[-1]] = _NO_ROW
         for g, key, value in rest:
             agg = current[g]
             if agg is _NO_ROW:
                 agg = initializer()
             new = aggregator(key, value, agg)
-            steps.append((agg, new))
+            runs.setdefault(g, []).append((agg, new))
             current[g] = _NO_ROW if new is None else new
-        return steps
+        steps = {g: iter(run) for g, run in runs.items()}
+        return [next(steps[g]) for g in group.tolist()]
