@@ -491,13 +491,13 @@ class FinalWindowCount:
         start, in_window = plan_window.start, plan_window.groups
         found = plan.count_row[in_window]
         held = found >= 0
-        groups, new = in_window[held], in_window[~held]
+        (groups, rows), new = _by_row(in_window[held], found[held]), in_window[~held]
         finals = _gather(plan.final, groups), _gather(plan.final, new)
         if plan.pairs.new_table is not None:  # the batch's one window, new: its keys numbered in the table
             store.open(start).take_table(plan.pairs.new_table)
         store.put_batch(
             start,
-            found[held],
+            rows,
             [finals[0], plan.final_ts[groups]],
             plan_window.new_counts,
             [finals[1], plan.final_ts[new]],
@@ -520,12 +520,12 @@ class FinalWindowCount:
         in_window = plan_window.groups
         found = plan.buffer_row[in_window]
         held = found >= 0
-        groups, new = in_window[held], in_window[~held]
+        (groups, rows), new = _by_row(in_window[held], found[held]), in_window[~held]
         if finals is None:
             finals = _gather(plan.final, groups), _gather(plan.final, new)
         self.suppress.buffer.put_window_rows(
             window,
-            found[held],
+            rows,
             [
                 plan.final_ts[groups],
                 np.zeros(len(groups), np.int64),
@@ -596,6 +596,15 @@ def evict_at_passes(
     count_put = count_before + inserted - np.concatenate(([0], np.cumsum(np.array(gone, np.int64))))[before]
     buffer.add_put_samples(int(buffer_observed[-1]), m, int(count_put.sum()), int(count_put.max()))
     return out
+
+
+def _by_row(groups: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Held groups and their rows, in row order: a store's puts then go through its columns in memory
+    order, and so do the frees of the values they replace (where the next values are made)."""
+    if len(rows) < 2 or (rows[1:] > rows[:-1]).all():
+        return groups, rows
+    order = np.argsort(rows)
+    return groups[order], rows[order]
 
 
 def _gather(values: Any, at: np.ndarray) -> Any:
