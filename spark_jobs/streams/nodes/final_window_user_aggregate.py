@@ -133,11 +133,12 @@ class FinalWindowUserAggregate(FinalWindowCount):
         order = self._fold_order(group, pairs, places)
         folded_groups = group if order is None else group[order]
         rec = (pairs.rec if order is None else pairs.rec[order]).tolist()
-        keys = list(map(self._keys.__getitem__, rec))  # gathered in C: the loop below only reads them
-        values = list(map(self._values.__getitem__, rec))
         first_old = [initializer() if old is _NO_ROW else old for old in old0]
         current = first_old.copy()  # per group its aggregate so far
         last_old: list = [None] * len(old0)
+        # each record's key and value fetched in C as the loop reaches it, not gathered before: a pass of
+        # its own would touch each of them once more (a cache miss apiece where the fold goes by key)
+        keys, values = map(self._keys.__getitem__, rec), map(self._values.__getitem__, rec)
         folding = zip(folded_groups.tolist(), keys, values, strict=True)
         for g, key, value in folding:
             last_old[g] = agg = current[g]
