@@ -21,7 +21,7 @@ import pyarrow as pa
 from spark_jobs.spark import wall_clock
 from spark_jobs.spark.landing import read_landing_file
 from spark_jobs.spark.transport import InputChunk, chunks_to_arrow, data_chunks, wall_clock_chunks
-from spark_jobs.spark.worker_memory import return_free_memory
+from spark_jobs.spark.worker_memory import freeze_long_lived, return_free_memory
 from spark_jobs.streams.runtime.gc_pause import no_cyclic_gc
 
 SOURCE_LANDING = "landing"
@@ -45,6 +45,7 @@ def parse_files(
 ) -> Iterator[pa.RecordBatch]:
     """Stage 2 (executors): whole files in, input chunks out (values only if the topology reads them:
     one flag, or one per topic). `multi_input`: each file also tells every partition it was read."""
+    freeze_long_lived()  # the stage's modules, out of the collection after the task (worker_memory)
     with no_cyclic_gc():
         yield from _parse_files(batches, num_partitions, task_groups, with_values, multi_input)
     return_free_memory()  # the files' records, before the worker's next task (worker_memory)

@@ -62,7 +62,7 @@ from spark_jobs.spark.transport import (
     ordered_input,
     quarantined_rows,
 )
-from spark_jobs.spark.worker_memory import WORKER_ENVIRONMENT, return_free_memory
+from spark_jobs.spark.worker_memory import WORKER_ENVIRONMENT, freeze_long_lived, return_free_memory
 
 AVAILABLE_NOW = "available-now"
 CONTINUOUS = "continuous"
@@ -162,6 +162,7 @@ def run_partition(
 ):
     """Stage 3, one task's micro-batch: its input chunks in; its output staged as Parquet files under
     `output_dir` (`sink.stage_partition_output`), and the manifest of them out."""
+    freeze_long_lived()  # the worker's modules, out of the collection after the task (worker_memory)
     began = time.process_time()
     chunks = [
         InputChunk(*row)
