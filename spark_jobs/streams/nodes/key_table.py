@@ -232,14 +232,9 @@ class KeyNumbers:
     def number(self, keys: Any, str_keys: bool = True) -> np.ndarray:
         """Per key (a list or an object array) its number, the keys new to the numbering taking the next
         ones (`str_keys`: every key is a str). An unhashable key raises TypeError."""
-        if self._index is None and str_keys:
-            table = self._table
-            if table is None:
-                table = self._table = KeyTable.new(max(table_size(keys, 0), SAMPLE))
-            if table is not None:
-                numbers, new_keys = table.number(keys if type(keys) is np.ndarray else object_array(keys))
-                table.confirm(len(new_keys))
-                self._hold(new_keys)
+        if str_keys:
+            numbers = self._number_in_table(keys, str_only=False)
+            if numbers is not None:
                 return numbers
         index = self._dict()
         numbers = np.fromiter(map(index.get, keys, repeat(-1)), np.int64, len(keys))
@@ -258,6 +253,12 @@ class KeyNumbers:
         keys only, so a batch's keys are not read one more time each); None, nothing numbered, where one is
         not (a null key, an int) or the numbers are not in a table (a key before was not a str, or pandas
         is missing): the caller then reads the keys' types. An unhashable key raises TypeError."""
+        return self._number_in_table(keys, str_only=True)
+
+    def _number_in_table(self, keys: Any, str_only: bool) -> np.ndarray | None:
+        """The keys' numbers from the KeyTable (built at the first batch), None where the numbers are in a
+        dict or pandas is missing, or (`str_only`) where a key new to the table is not a str: then nothing
+        is numbered, and a table that took keys of the refused batch is built again from the numbered ones."""
         if self._index is not None:
             return None
         table = self._table
@@ -265,7 +266,7 @@ class KeyNumbers:
             table = self._table = KeyTable.new(max(table_size(keys, 0), SAMPLE))
             if table is None:
                 return None
-        numbering = table.number(keys if type(keys) is np.ndarray else object_array(keys), str_only=True)
+        numbering = table.number(keys if type(keys) is np.ndarray else object_array(keys), str_only=str_only)
         if numbering is None:
             if table.pending:  # the table numbered the batch at once and holds keys not numbered here
                 self._table = KeyTable.new(max(2 * self._count, SAMPLE))

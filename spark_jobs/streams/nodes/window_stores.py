@@ -1132,15 +1132,14 @@ class JoinWindowStore:
         numbering where the numbers are in a key table, which checks only the keys new to it (a pass over a
         large batch's keys is a cache miss apiece), else by a pass over the keys. The keys are first
         numbered again where most numbers are of keys no store holds any longer (`_renumber_if_due`)."""
-        numbers = None
-        if len(keys) >= SORTED_MIN:
-            self._renumber_if_due()
-            numbers = self.key_ids.number_str(keys)
+        if len(keys) < SORTED_MIN:
+            return None, set(map(type, keys)) == {str}
+        self._renumber_if_due()
+        numbers = self.key_ids.number_str(keys)
         str_keys = numbers is not None or set(map(type, keys)) == {str}
-        if numbers is None and len(keys) >= SORTED_MIN:
+        if numbers is None:
             numbers = self.key_ids.number(keys, str_keys)
-        if numbers is not None:
-            self._sorted.check_numbers(len(self.key_ids))
+        self._sorted.check_numbers(len(self.key_ids))
         return numbers, str_keys
 
     def _renumber_if_due(self) -> None:
