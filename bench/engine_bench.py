@@ -8,9 +8,9 @@ One StreamTask on one core (this process), fed `--records` records in micro-batc
 (each in calls of `--batch` records to `process_batch`, each call followed by `drain_output` and
 `drain_late`), and after each micro-batch `export_state()`, as the Spark runtime exports what changed before
 it keeps the live task for the next micro-batch; the cyclic garbage collector is paused over the micro-batch
-and runs once after it (counted as processing), as in a Spark worker. Printed per shape and key count: records/s of CPU time (processing plus
-exports), the export's share of that time (over the run, and the largest of one micro-batch), and the
-rate at the largest key count over the rate at the smallest. The key counts take turns `--repeat` times
+and runs once after it (counted as processing), as in a Spark worker. Printed per shape and key count:
+records/s of CPU time (processing plus exports), the export's share of that time (over the run, and the
+largest of one micro-batch), and the rate at the largest key count over the rate at the smallest. The key counts take turns `--repeat` times
 and the run with the least CPU time counts: a slow spell of a shared machine then does not decide a ratio.
 
 Records: K sensor keys drawn at random, each key getting ~4 readings per 2 minutes of event time (the

@@ -238,8 +238,8 @@ class FinalWindowCount:
         hundred thousand keys. When that window is new to the count (whose windows' rows are live: a count's
         int64 column), a new KeyTable numbers them, in the order its rows are to be appended: the window's
         table from then on (`WindowRows.take_table`), where numbering them in a dict and then building the
-        table from the rows would hash each key twice. Only
-        the keys of records with a pair are numbered there: a late record's key is not appended."""
+        table from the rows would hash each key twice. Only the keys of records with a pair are numbered
+        there: a late record's key is not appended."""
         single = len(start) and int(start.min()) == int(start.max())
         rows = self.count.store.rows(int(start[0])) if single else None
         try:
