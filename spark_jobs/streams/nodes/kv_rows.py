@@ -84,12 +84,17 @@ def saved_row_keys(store: Any, rows: slice) -> dict[str, Any]:
     return saved_keys(keys if type(keys) is list else keys.tolist(), str_keys is not None and str_keys())
 
 
+def joins_keys(text: str, count: int) -> bool:
+    """Whether `text` splits back into the `count` keys joined by NUL in it: no key holds a NUL."""
+    return text.count(KEY_SEPARATOR) == count - 1
+
+
 def saved_keys(keys: list, str_keys: bool) -> dict[str, Any]:
     """A list of keys as a part saves it (`saved_row_keys`); `str_keys`: the caller knows them all to be
     str (`loaded_row_keys` reads either form)."""
     if keys and str_keys:
         text = KEY_SEPARATOR.join(keys)
-        if text.count(KEY_SEPARATOR) == len(keys) - 1:
+        if joins_keys(text, len(keys)):
             return {"key_text": text, "key_count": len(keys)}
     return {"keys": keys}
 
@@ -236,7 +241,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         that the next export writes, group by group (when every row comes in this one append)."""
         saved = self.parts.saved_rows
         text = KEY_SEPARATOR.join(keys)
-        if text.count(KEY_SEPARATOR) != len(keys) - 1:
+        if not joins_keys(text, len(keys)):
             self._base_texts = None
             return  # a key holds a NUL: the export saves the list
         if not saved:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..records import Window, Windowed
 from .key_table import KeyNumbers, grown, grown_capacity, object_array
-from .kv_rows import KEY_SEPARATOR, RowParts, SavedByRowParts, loaded_row_keys, saved_keys
+from .kv_rows import KEY_SEPARATOR, RowParts, SavedByRowParts, joins_keys, loaded_row_keys, saved_keys
 from .kv_store import KeyValueStore
 from .late_rows import LateRows
 from .store_log import StoreLog
@@ -784,7 +784,7 @@ def _held(chunk: _Chunk, text: str | None) -> tuple:
     where it would visit every record a list held after each micro-batch (at many records, a cache miss
     apiece)."""
     keys, stamps, seqs, values = chunk
-    if text is None or text.count(KEY_SEPARATOR) != len(keys) - 1:
+    if text is None or not joins_keys(text, len(keys)):
         text = None
     return object_array(keys) if text is None else text, stamps, seqs, object_array(values)
 
@@ -1450,7 +1450,7 @@ class JoinWindowStore:
     def _saved(chunk: _Chunk, str_keys: bool, text: str | None = None) -> dict[str, Any]:
         """A chunk's saved form; `text`: its keys joined by NUL already (saved so unless a key holds a NUL)."""
         keys, stamps, seqs, values = chunk
-        if text is not None and text.count(KEY_SEPARATOR) == len(keys) - 1:
+        if text is not None and joins_keys(text, len(keys)):
             saved: dict[str, Any] = {"key_text": text, "key_count": len(keys)}
         else:
             saved = saved_keys(keys, str_keys)
