@@ -155,3 +155,62 @@ def test_a_stream_table_join_batch_splits_the_windowed_keys_its_table_does_not_h
         assert out.window_ends[-1] == 10 and out.values[-1] == "s+None"
     else:
         assert out.keys == keys and out.window_starts == [None] * 40
+
+
+@pytest.mark.parametrize("mode", ["join", "left_join"])
+def test_a_stream_table_join_batch_drops_null_keys_and_values_as_record_by_record(mode: str) -> None:
+    """A batch looked up at once, None keys too: a record with a null key or value is dropped (counted),
+    one whose key the table lacks joins None (left) or nothing (inner), in the order and with the drop
+    count of the records processed one at a time."""
+    from spark_jobs.streams import StreamTask
+
+    def run(batched: bool):
+        builder = StreamsBuilder()
+        table = builder.table("table")
+        getattr(builder.stream("stream"), mode)(table, joined).to("output")
+        task = StreamTask(builder.build())
+        task.process_batch("table", [f"k{i}" for i in range(0, 60, 2)], ["v"] * 30, [1] * 30)
+        task.drain_output()
+        keys = [None if i % 7 == 3 else f"k{i % 50}" for i in range(80)]
+        values = [None if i % 11 == 4 else f"s{i}" for i in range(80)]
+        if batched:
+            task.process_batch("stream", keys, values, [2] * 80)
+        else:
+            for key, value in zip(keys, values, strict=True):
+                task.process_batch("stream", [key], [value], [2])
+        out = task.drain_output()
+        return out.keys, out.values, out.timestamps, task.metrics()["dropped-records-total"]
+
+    once = run(batched=True)
+    assert once == run(batched=False)
+    assert once[3] == 80 - len([i for i in range(80) if i % 7 != 3 and i % 11 != 4])
+    assert ("k1" in once[0]) == (mode == "left_join")  # a key the table lacks
+
+
+def test_a_stream_joined_with_a_windowed_table_drops_its_null_keys_without_looking_them_up() -> None:
+    """A windowed table's getter reads a key's window: a batch's None keys are dropped (counted), never
+    looked up, in a batch as record by record."""
+    from spark_jobs.streams import StreamTask, TimeWindows
+    from spark_jobs.streams.records import make_windowed
+
+    def run(batched: bool):
+        builder = StreamsBuilder()
+        counts = (
+            builder.stream("events").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10)).count()
+        )
+        builder.stream("probes").join(counts, joined).to("output")
+        task = StreamTask(builder.build())
+        task.process_batch("events", ["a", "b", "a"], [1, 1, 1], [1, 2, 3])
+        task.drain_output()
+        keys = [None if i % 5 == 2 else make_windowed("ab"[i % 2], 0, 10) for i in range(60)]
+        if batched:
+            task.process_batch("probes", keys, ["p"] * 60, [4] * 60)
+        else:
+            for key in keys:
+                task.process_batch("probes", [key], ["p"], [4])
+        out = task.drain_output()
+        return out.keys, out.values, out.window_starts, task.metrics()["dropped-records-total"]
+
+    once = run(batched=True)
+    assert once == run(batched=False)
+    assert once[3] == 12 and once[1][:2] == ["p+2", "p+1"]

@@ -314,7 +314,7 @@ def test_changes_put_in_record_order_and_the_values_read_back_are_a_dicts_record
 ):
     """A table's batch: each record's old value is what its key held before it (an earlier record of the
     batch, or the store), a None value deletes, a None key is dropped, and the values read back by a batch
-    are the last ones put; both key by key (a batch under FEW_KEYS) and by batch (FEW_KEYS 0)."""
+    are the last ones put (and whether every key has one); both key by key (a batch under FEW_KEYS) and by batch (FEW_KEYS 0)."""
     with mock.patch.object(kv_rows, "FEW_KEYS", few_keys):
         _check_changes_against_a_dict(batches, probe)
 
@@ -339,7 +339,10 @@ def _check_changes_against_a_dict(batches, probe):
         )
         assert dict(store.items()) == plain
         assert len(store) == len(plain)
-    assert store.get_values(probe) == [plain[key][0] if key in plain else None for key in probe]
+    assert store.get_values(probe) == (
+        [plain[key][0] if key in plain else None for key in probe],
+        all(key in plain for key in probe),
+    )
 
 
 def test_a_store_appended_in_one_go_saves_each_base_with_its_keys_joined_as_they_were_appended():

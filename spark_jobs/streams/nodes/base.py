@@ -161,9 +161,16 @@ class Node:
         """Whether every key this table holds is a str: a key found in it is then no `Windowed` one."""
         return False
 
-    def get_values(self, keys: list) -> list:
-        """Per key (in order) its value, None where the table has none (a table's value is never None)."""
-        return [None if found is None else found[0] for found in self.get_list(keys)]
+    def get_values(self, keys: list) -> tuple[list, bool]:
+        """Per key (in order) its value, None where the table has none (a table's value is never None),
+        and whether the table has every key. A None key has none, and is not looked up (a windowed table's
+        getter reads a key's window)."""
+        if holds_none(keys):
+            entries = [None if key is None else self.get(key) for key in keys]
+        else:
+            entries = self.get_list(keys)
+        values = [None if found is None else found[0] for found in entries]
+        return values, not holds_none(values)
 
     # Which state a node reads besides its input, so that the task batches it only where that state
     # cannot change during the batch (runtime/task.py).

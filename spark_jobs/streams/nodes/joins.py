@@ -316,24 +316,21 @@ class StreamTableJoinNode(Node):
         return (self.table_name,)
 
     def process_columns(self, keys, values, olds, timestamps, headers):
+        """The whole batch is looked up at once, None keys too (a None key has no entry): a batch whose
+        every key the table has holds no None key, and its keys are not read one by one to find out (at
+        many keys, a cache miss apiece). A record with a None key or value joins nothing: dropped."""
         n = len(keys)
-        table_values_of = self.task_context.batch_values_getter(self.table_name)
-        if holds_none(keys) or holds_none(values):  # a null key or value joins nothing: dropped
+        found, every_found = self.task_context.batch_values_getter(self.table_name)(keys)
+        if (not every_found and holds_none(keys)) or holds_none(values):
             valid = [i for i in range(n) if keys[i] is not None and values[i] is not None]
             self.count_dropped(n - len(valid))
-            found = table_values_of([keys[i] for i in valid])
+            src = valid if self.left else [i for i in valid if found[i] is not None]
+            table_values = [found[i] for i in src]
+        elif every_found or self.left:  # the table's values (None where it has none) in row order
+            src, table_values = None, found
         else:
-            valid = None  # every row: the output rows are the input rows where the table has the key
-            found = table_values_of(keys)
-        # by identity: `None in found` would compare each value with None, reading every value's object
-        every_found = not holds_none(found)
-        if every_found or self.left:  # the table's values (None where it has none) in row order
-            table_values = found
-            src = valid
-        else:
-            rows = range(n) if valid is None else valid
-            src = [i for i, value in zip(rows, found, strict=True) if value is not None]
-            table_values = [value for value in found if value is not None]
+            src = [i for i, value in enumerate(found) if value is not None]
+            table_values = [found[i] for i in src]
         if src is None:
             if every_found and self.task_context.table_str_keys(self.table_name):
                 # every key found in a table of str keys: no windowed key among them

@@ -287,22 +287,25 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
             return table.lookup(keys)
         return np.fromiter(map(self._key_index().get, keys, repeat(-1)), np.int64, len(keys))
 
-    def get_values(self, keys: list) -> list:
-        """Per key its entry's value, None where it has none: gathered by row (a look-up of the batch and
-        one pass over the values), no entry object made or read per key."""
+    def get_values(self, keys: list) -> tuple[list, bool]:
+        """Per key its entry's value, None where it has none, and whether every key has an entry (a None
+        key has none): gathered by row (a look-up of the batch and one pass over the values), no entry
+        object made or read per key, and told from the rows, not by reading the values again."""
         if not self.size:
-            return [None] * len(keys)
+            return [None] * len(keys), not keys
         if len(keys) < FEW_KEYS:
-            return [None if row is None else self.value_at(row) for row in map(self.row_of, keys)]
+            values = [None if row is None else self.value_at(row) for row in map(self.row_of, keys)]
+            return values, not any(map(is_, values, repeat(None)))
         rows = self.rows_of(keys)
-        found = len(rows) and int(rows.min()) >= 0
+        found = not len(rows) or int(rows.min()) >= 0
         at = rows if found else np.maximum(rows, 0)
         values = self.values[at].tolist()
         held = self.live[at]
-        if not (found and held.all()):
+        every = found and bool(held.all())
+        if not every:
             for i in np.flatnonzero(~held | (rows < 0)).tolist():
                 values[i] = None
-        return values
+        return values, every
 
     def put_changes(self, keys: list, values: list, stamps: list) -> tuple[list, list[int] | None]:
         """A table's changes: put `(value, stamp)` per record as a loop would, in record order (keys may

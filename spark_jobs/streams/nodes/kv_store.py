@@ -27,7 +27,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice, repeat
-from operator import itemgetter
+from operator import is_, itemgetter
 from typing import Any
 
 import numpy as np
@@ -296,9 +296,11 @@ class TimestampedKeyValueStore(KeyValueStore):
     """key -> (value, timestamp): a table aggregation's store (rule 4.3). Saved as a column of values (an
     int64 array where they are all ints) and one of timestamps."""
 
-    def get_values(self, keys: list) -> list:
-        """Per key its entry's value, None where it has none."""
-        return [None if entry is None else entry[0] for entry in map(self.entries.get, keys)]
+    def get_values(self, keys: list) -> tuple[list, bool]:
+        """Per key its entry's value, None where it has none, and whether every key has an entry."""
+        entries = list(map(self.entries.get, keys))
+        every = not any(map(is_, entries, repeat(None)))
+        return [None if entry is None else entry[0] for entry in entries], every
 
     def columns(self, entries: list) -> list:
         if not entries:

@@ -28,7 +28,7 @@ class TimestampedStoreNode(Node):
     def get_list(self, keys: list) -> list:
         return self.store.get_list(keys)
 
-    def get_values(self, keys: list) -> list:
+    def get_values(self, keys: list) -> tuple[list, bool]:
         return self.store.get_values(keys)
 
     def str_keys(self) -> bool:

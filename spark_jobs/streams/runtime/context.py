@@ -86,9 +86,9 @@ class TaskContext:
         """The KTable value getter of node `node_name`: key -> (value, timestamp) or None."""
         return self._task.nodes[node_name].get
 
-    def batch_values_getter(self, node_name: str) -> Callable[[list], list]:
+    def batch_values_getter(self, node_name: str) -> Callable[[list], tuple[list, bool]]:
         """Node `node_name`'s KTable values over a batch: keys -> per key its value or None (without the
-        timestamps, which a stream-table join does not read)."""
+        timestamps, which a stream-table join does not read), and whether the table has every key."""
         return self._task.nodes[node_name].get_values
 
     def table_str_keys(self, node_name: str) -> bool:
