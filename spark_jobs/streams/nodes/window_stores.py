@@ -878,8 +878,16 @@ class SortedRecords:
         by = np.argsort(comp, kind="stable")  # the records come in order of seq: ties stay so
         comp = comp[by]
         at = np.searchsorted(self.comp, comp, "right")  # after the records held of an equal key and time
-        self.comp = np.insert(self.comp, at, comp)
-        self.order = np.insert(self.order, at, by + first)
+        # one merge for both columns: `at` is sorted (so is `comp`), so the batch's records go to `at` plus
+        # their rank, and the records held fill the other places in order (np.insert, once per column,
+        # would sort `at` and mark the places twice)
+        places = at + np.arange(len(at))
+        held = np.ones(len(self.comp) + len(at), bool)
+        held[places] = False
+        merged_comp, merged_order = np.empty(len(held), np.int64), np.empty(len(held), np.int64)
+        merged_comp[places], merged_comp[held] = comp, self.comp
+        merged_order[places], merged_order[held] = by + first, self.order
+        self.comp, self.order = merged_comp, merged_order
 
     def check_numbers(self, count: int) -> None:
         """Raise OverflowError where `count` key numbers would not fit the int64 sort key."""
