@@ -214,3 +214,41 @@ def test_a_stream_joined_with_a_windowed_table_drops_its_null_keys_without_looki
     once = run(batched=True)
     assert once == run(batched=False)
     assert once[3] == 12 and once[1][:2] == ["p+2", "p+1"]
+
+
+@pytest.mark.parametrize("kind", ["str", "int"])
+def test_a_large_stream_stream_join_batch_with_null_keys_and_values_equals_the_records_one_by_one(
+    kind,
+) -> None:
+    """A batch numbered with its None keys (numbered -1 in the key table, or left out and numbered again
+    where the keys are not str) joins, drops and counts as the records processed one at a time."""
+    from spark_jobs.streams import StreamTask
+
+    def key(i: int):
+        if i % 13 == 5:
+            return None
+        return f"k{i % 97}" if kind == "str" else i % 97
+
+    def run(batched: bool):
+        builder = StreamsBuilder()
+        left, right = builder.stream("left"), builder.stream("right")
+        left.join(right, joined, JoinWindows.of_time_difference_and_grace(50, 10)).to("output")
+        task = StreamTask(builder.build())
+        rows = []
+        for topic, offset in (("right", 0), ("left", 1), ("right", 2)):
+            n = 3000
+            keys = [key(i + offset) for i in range(n)]
+            values = [None if i % 17 == 3 else f"{topic}{i}" for i in range(n)]
+            stamps = [i // 10 for i in range(n)]
+            if batched:
+                task.process_batch(topic, keys, values, stamps)
+            else:
+                for k, v, t in zip(keys, values, stamps, strict=True):
+                    task.process_batch(topic, [k], [v], [t])
+            out = task.drain_output()
+            rows.append((out.keys, out.values, out.timestamps))
+        return rows, task.metrics()["dropped-records-total"]
+
+    once = run(batched=True)
+    assert once == run(batched=False)
+    assert once[1] > 0 and all(rows[0] for rows in once[0][1:])

@@ -171,6 +171,21 @@ def test_key_numbers_number_str_refuses_a_batch_with_a_new_key_that_is_not_a_str
     assert ids.keys[: len(ids)].tolist() == ["b", "a", "c", "x"]
 
 
+@pytest.mark.parametrize("known", [False, True], ids=["numbered at once", "looked up first"])
+def test_key_numbers_number_str_with_none_keys_numbers_a_none_key_minus_one_and_still_refuses_a_nan(known):
+    """`none_keys`: a None key is numbered -1 and never added, the other keys as ever, whether the batch
+    is numbered at once (the last batch's keys were all new) or looked up first; a NaN is still refused."""
+    ids = KeyNumbers()
+    assert ids.number_str(["a", "b"]).tolist() == [0, 1]
+    if known:  # a batch of keys all held: the next is looked up first
+        assert ids.number_str(["b", "a"]).tolist() == [1, 0]
+    assert ids.number_str([None, "b", "new", None, "new"], none_keys=True).tolist() == [-1, 1, 2, -1, 2]
+    assert ids.keys[: len(ids)].tolist() == ["a", "b", "new"]
+    assert ids.number_str(["b", None]) is None  # without `none_keys`: refused
+    assert ids.number_str(["b", float("nan"), None], none_keys=True) is None
+    assert ids.str_only() and ids.lookup(["new", None, "a"]).tolist() == [2, -1, 0]
+
+
 @pytest.mark.parametrize("held", [0, 3], ids=["numbered at once", "looked up first"])
 def test_key_numbers_of_keys_not_known_to_be_str_are_told_by_the_table_or_refused(held) -> None:
     """`number_str` numbers a batch of str keys as `number` does, checking only the keys new to the table;

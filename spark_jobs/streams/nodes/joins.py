@@ -163,7 +163,13 @@ class StreamStreamJoinNode(Node):
         assert state is not None
         side, other = self.side, 1 - self.side
         n = len(keys)
-        if not holds_none(keys) and not holds_none(values):  # in C: every record has a key and a value
+        # for both sides' stores, numbered before the records without key or value are left out: a None key
+        # is numbered -1 (or the batch gets no numbers), so that a batch without one is not read key by key
+        # to find out (at many keys, a cache miss apiece); and whether every key is a str (the store then
+        # saves them as one text)
+        numbers, str_keys = state.stores[side].numbers_for(keys)
+        null_keys = holds_none(keys) if numbers is None else len(numbers) > 0 and int(numbers.min()) < 0
+        if not null_keys and not holds_none(values):  # every record has a key and a value
             valid: Sequence[int] = range(n)
             valid_keys, valid_values, valid_ts = list(keys), list(values), list(timestamps)
         else:
@@ -171,8 +177,10 @@ class StreamStreamJoinNode(Node):
             valid_keys = [keys[i] for i in valid]
             valid_values = [values[i] for i in valid]
             valid_ts = [timestamps[i] for i in valid]
-        # for both sides' stores; and whether every key is a str (the store then saves them as one text)
-        numbers, str_keys = state.stores[side].numbers_for(valid_keys)
+            if numbers is None:
+                numbers, str_keys = state.stores[side].numbers_for(valid_keys)
+            else:
+                numbers = numbers[valid]
         partners = state.stores[other].fetch_batch(valid_keys, valid_ts, self.before, self.after, numbers)
         seqs = range(state.next_seq + 1, state.next_seq + 1 + len(valid))
         state.next_seq += len(valid)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from itertools import count as counter
 from itertools import repeat
+from operator import is_not
 from typing import Any
 
 import numpy as np
@@ -85,7 +86,11 @@ class KeyTable:
         return self._table.lookup(object_array(keys)).astype(np.int64, copy=False)
 
     def number(
-        self, keys: np.ndarray, numbered: np.ndarray | None = None, str_only: bool = False
+        self,
+        keys: np.ndarray,
+        numbered: np.ndarray | None = None,
+        str_only: bool = False,
+        none_keys: bool = False,
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """Per key (an object array) its row, or for a key the table does not hold `size` + the rank of its
         first appearance among those; and those keys in that order, now `pending`: rows the window is to
@@ -97,7 +102,8 @@ class KeyTable:
         `str_only`: None where a key to number that the table does not hold is not a str (a null key, an
         int): a batch the caller refuses. Nothing is added then when the batch was looked up first (only the
         keys the table lacks are checked, after the look-up has read them); else `pending` says that keys
-        were added that no window appends, and the table is to be dropped.
+        were added that no window appends, and the table is to be dropped. `none_keys` (with `str_only`): a
+        None key is numbered -1 and not added, rather than refused (a NaN still is).
 
         Where the table held most of the previous batch's keys (or of a sample of this batch's, after it
         caught up with its rows), the batch is looked up first and only the keys the table does not hold are
@@ -120,6 +126,9 @@ class KeyTable:
                 numbers = np.full(len(keys), -1, np.int64)
                 numbers[numbered] = labels
             refused = str_only and len(labels) and labels.min() < 0
+            if refused and none_keys:  # the null-like keys are labelled -1: refused for one that is not None
+                labelled = keys if numbered is None else keys[numbered]
+                refused = any(map(is_not, labelled[labels < 0], repeat(None)))
         else:
             numbers = self._table.lookup(keys).astype(np.int64, copy=False)
             unheld = numbers < 0
@@ -129,7 +138,10 @@ class KeyTable:
             missing = np.flatnonzero(unheld)
             if len(missing):
                 missing_keys = keys[missing]
-                if str_only and set(map(type, missing_keys)) != {str}:
+                missing_types = set(map(type, missing_keys))
+                if none_keys:
+                    missing_types.discard(type(None))
+                if str_only and missing_types - {str}:
                     self.pending = 0
                     return None
                 numbers[missing] = self._table.get_labels(missing_keys, new, self.size, -1)
@@ -247,15 +259,16 @@ class KeyNumbers:
             self._hold(new_keys)
         return numbers
 
-    def number_str(self, keys: Any) -> np.ndarray | None:
+    def number_str(self, keys: Any, none_keys: bool = False) -> np.ndarray | None:
         """`number` of a batch (a list or an object array) whose keys are not known to be all str, numbered
         in the KeyTable where every key new to it is a str (the only keys it checks: the table holds str
         keys only, so a batch's keys are not read one more time each); None, nothing numbered, where one is
         not (a null key, an int) or the numbers are not in a table (a key before was not a str, or pandas
-        is missing): the caller then reads the keys' types. An unhashable key raises TypeError."""
-        return self._number_in_table(keys, str_only=True)
+        is missing): the caller then reads the keys' types. `none_keys`: a None key is numbered -1 (and
+        not added) rather than refused. An unhashable key raises TypeError."""
+        return self._number_in_table(keys, str_only=True, none_keys=none_keys)
 
-    def _number_in_table(self, keys: Any, str_only: bool) -> np.ndarray | None:
+    def _number_in_table(self, keys: Any, str_only: bool, none_keys: bool = False) -> np.ndarray | None:
         """The keys' numbers from the KeyTable (built at the first batch), None where the numbers are in a
         dict or pandas is missing, or (`str_only`) where a key new to the table is not a str: then nothing
         is numbered, and a table that took keys of the refused batch is built again from the numbered ones."""
@@ -266,7 +279,9 @@ class KeyNumbers:
             table = self._table = KeyTable.new(max(table_size(keys, 0), SAMPLE))
             if table is None:
                 return None
-        numbering = table.number(keys if type(keys) is np.ndarray else object_array(keys), str_only=str_only)
+        numbering = table.number(
+            keys if type(keys) is np.ndarray else object_array(keys), str_only=str_only, none_keys=none_keys
+        )
         if numbering is None:
             if table.pending:  # the table numbered the batch at once and holds keys not numbered here
                 self._table = KeyTable.new(max(2 * self._count, SAMPLE))

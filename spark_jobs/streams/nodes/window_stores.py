@@ -1139,13 +1139,21 @@ class JoinWindowStore:
         the sorted columns look up only if they hold records), and whether every key is a str: told by the
         numbering where the numbers are in a key table, which checks only the keys new to it (a pass over a
         large batch's keys is a cache miss apiece), else by a pass over the keys. The keys are first
-        numbered again where most numbers are of keys no store holds any longer (`_renumber_if_due`)."""
+        numbered again where most numbers are of keys no store holds any longer (`_renumber_if_due`).
+
+        A None key (a record the join drops) is numbered -1 in a key table, and never added; where the
+        numbers are not in one, a batch with a None key gets none, `(None, False)`: the caller numbers the
+        keys it keeps. Where a batch holds None keys, "every key is a str" speaks of the others."""
         if len(keys) < SORTED_MIN:
             return None, set(map(type, keys)) == {str}
         self._renumber_if_due()
-        numbers = self.key_ids.number_str(keys)
-        str_keys = numbers is not None or set(map(type, keys)) == {str}
+        numbers = self.key_ids.number_str(keys, none_keys=True)
+        str_keys = numbers is not None
         if numbers is None:
+            types = set(map(type, keys))
+            if type(None) in types:
+                return None, False
+            str_keys = types == {str}
             numbers = self.key_ids.number(keys, str_keys)
         self._sorted.check_numbers(len(self.key_ids))
         return numbers, str_keys
