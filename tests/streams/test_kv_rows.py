@@ -135,7 +135,8 @@ def test_a_turn_of_bases_spreads_over_the_exports_and_the_deltas_before_the_olde
     rows = store.rows_for(all_keys)
     store.put_rows(rows, np.ones(len(rows), np.int64), np.zeros(len(rows), np.int64))
     parts, names = store.export_parts(False)
-    assert len(parts) == GROUPS and not [n for n in names if n.startswith("kv.")]
+    assert list(parts) == names == ["kv.1"]  # every row new: one delta of them all, in row order
+    assert parts["kv.1"][0]["rows"].tolist() == list(range(len(all_keys)))
     bases_per_export = []
     for export in range(2, 60):
         changed = rows[export % 10 :: 10]  # a tenth of the keys per export
@@ -146,9 +147,15 @@ def test_a_turn_of_bases_spreads_over_the_exports_and_the_deltas_before_the_olde
         assert f"kv.{export}" in parts
         bases = [name for name in parts if not name.startswith("kv.")]
         bases_per_export.append(len(bases))
+        # the delta holds the rows changed but those of the groups based with it
+        based = [int(name[len("kv") : -len(".0")]) for name in bases]
+        delta_rows = parts[f"kv.{export}"][0]["rows"]
+        assert sorted(delta_rows.tolist()) == sorted(
+            row for row in changed.tolist() if row % GROUPS not in based
+        )
         deltas = sorted(int(name.split(".")[1]) for name in names if name.startswith("kv."))
         oldest_base = min(store.parts.base_at[:GROUPS])
-        assert deltas == [n for n in range(2, export + 1) if n > oldest_base]
+        assert deltas == [n for n in range(1, export + 1) if n > oldest_base]
     # a tenth of the store changes per export: a turn over the groups takes DELTA_RATIO * 10 exports, a few
     # groups each
     assert max(bases_per_export) <= 3
@@ -175,7 +182,7 @@ def test_an_export_compacts_the_rows_once_most_are_dead_and_a_lagging_copy_catch
     history.catch_up(lagging, 1)  # a copy that saw only the first export, of the earlier generation
     assert lagging.size == len(kept) and lagging.parts.generation == 1 and contents(lagging) == kept
     assert all(lagging.get(key) is None for key in gone[:10])
-    # the new generation's parts: every group's base, then deltas again
+    # the new generation's parts: one delta of every row, then deltas and bases in turn again
     assert all(part["generation"] == 1 for part, _ in history.parts.values())
     older = {name: part for name, part in history.parts.items()}
     first = next(iter(older))
@@ -213,13 +220,15 @@ def test_str_keys_are_saved_as_text_unless_one_holds_a_nul_and_every_key_comes_b
     assert contents(imported) == model and type(imported.keys[imported.size - 1]) is Name
 
 
-def test_an_export_after_which_every_row_is_new_writes_every_base_and_no_delta():
+def test_the_first_export_of_a_store_s_rows_writes_them_all_in_one_delta_in_row_order_and_no_base():
     store = KeyValueRows(counts=True)
     store.export_parts(False)  # a fresh task's first export: no rows
     rows = store.rows_for([f"k{i}" for i in range(4 * GROUPS)])
     store.put_rows(rows, np.ones(len(rows), np.int64), np.zeros(len(rows), np.int64))
     parts, names = store.export_parts(True)
-    assert sorted(parts) == sorted(names) == sorted(f"kv{g}.0" for g in range(GROUPS))
+    assert list(parts) == names == ["kv.2"]
+    assert parts["kv.2"][0]["rows"].tolist() == list(range(4 * GROUPS))
+    assert parts["kv.2"][0]["key_count"] == 4 * GROUPS
 
 
 def test_a_small_store_has_one_group_and_a_growing_one_writes_every_base_again_in_more_groups():
@@ -229,10 +238,12 @@ def test_a_small_store_has_one_group_and_a_growing_one_writes_every_base_again_i
     with mock.patch.object(kv_rows, "MIN_GROUP_ROWS", 8):
         put(store, [(f"k{i}", i, i) for i in range(10)], model)
         history.export(store, False)
+        assert sorted(history.parts) == ["kv.1"]  # every row new: one delta
         lagging.apply_parts(history.parts, [])  # a copy that then lags behind
-        put(store, [(f"k{i}", -i, i) for i in range(5)], model)
-        history.export(store, True)
-        assert sorted(history.parts) == ["kv.2", "kv0.0"]  # a group for fewer than 2 * 8 rows
+        for n in range(2, 2 + kv_rows.DELTA_RATIO):  # every row changed DELTA_RATIO times: a turn of bases
+            put(store, [(f"k{i}", -i * n, i) for i in range(10)], model)
+            history.export(store, True)
+        assert sorted(history.parts) == ["kv0.0"]  # a group for fewer than 2 * 8 rows
         assert history.parts["kv0.0"][0]["groups"] == 1
         put(store, [(f"k{i}", i, i) for i in range(5, 40)], model)  # 40 rows: groups of 8 rows or more
         history.export(store, True)
@@ -345,21 +356,19 @@ def _check_changes_against_a_dict(batches, probe):
     )
 
 
-def test_a_store_appended_in_one_go_saves_each_base_with_its_keys_joined_as_they_were_appended():
+def test_a_new_store_s_first_delta_saves_its_keys_joined_as_they_were_appended():
     store = KeyValueRows(counts=True)
     store.export_parts(False)  # a fresh task's first export: no rows
     keys = [f"k{i}" for i in range(5 * GROUPS + 3)]
-    rows = store.rows_for(keys)
-    store.put_rows(rows, np.ones(len(rows), np.int64), np.zeros(len(rows), np.int64))
-    groups, n = kv_rows.group_count(len(keys)), len(keys)
-    assert groups > 1
-    for group in range(groups):
-        assert store.appended_key_text(slice(group, n, groups)) == "\x00".join(keys[group::groups])
-    parts, _ = store.export_parts(True)  # every row new: every group's base
-    saved = [kv_rows.loaded_row_keys(parts[f"kv{group}.0"][0], "") for group in range(groups)]
-    assert saved == [keys[group::groups] for group in range(groups)]
-    assert store.appended_key_text(slice(0, n, groups)) is None  # not kept past the export
+    n = len(keys)
+    for batch in (keys[: n // 2], keys[n // 2 :]):
+        rows = store.rows_for(batch)
+        store.put_rows(rows, np.ones(len(rows), np.int64), np.zeros(len(rows), np.int64))
+    assert store.appended_key_text(slice(0, n)) == "\x00".join(keys)
+    assert store.appended_key_text(slice(0, n, kv_rows.group_count(n))) is None  # a base's: joined then
+    parts, _ = store.export_parts(True)  # every row new: one delta
+    assert parts["kv.2"][0]["key_text"] == "\x00".join(keys)
+    assert store.appended_key_text(slice(0, n)) is None  # not kept past the export
     more = store.rows_for(["x", "k1", "y"])  # appended after an export: the delta's keys
     store.put_rows(more, np.ones(3, np.int64), np.zeros(3, np.int64))
     assert store.appended_key_text(slice(n, n + 2)) == "x\x00y"
-    assert store.appended_key_text(slice(0, n + 2, groups)) is None

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from spark_jobs.streams import StreamTask
 from spark_jobs.streams.nodes.aggregations import TimeWindowAggregateNode
-from spark_jobs.streams.nodes.kv_rows import GROUPS
 from spark_jobs.streams.nodes.suppress import SuppressNode
 from spark_jobs.streams.runtime.part_keys import KeyListLoader, dumps_entries_part
 
@@ -62,16 +61,15 @@ def test_the_count_and_its_final_buffer_share_their_keys_after_an_import() -> No
     keys = [f"sensor-{i}" for i in range(300)]
     task.process_batch(TOPIC, keys, [0] * 300, list(range(300)))
     export = task.export_state()
-    window_parts = {name: data for name, data in export.parts.items() if name.endswith(".0")}
-    saved = {name.split("/")[1]: pickle.loads(data)[0] for name, data in window_parts.items()}
+    saved = {name.split("/")[1]: pickle.loads(data)[0] for name, data in export.parts.items() if "/" in name}
     (buffer_part,) = (part for part in saved.values() if "shared_keys" in part)
     # the buffer's rows are the count's, key for key: it saves how many, not the keys
     assert buffer_part["keys"] == () and buffer_part["shared_keys"] == 300
     # the count's window saves its keys apart (nodes/time_window_store.py), as the chunks pickled once
     assert [key for chunk in saved["0k.0"]["keys"] for key in pickle.loads(chunk)] == keys
-    # and its rows' fields in a base per group of rows (nodes/kv_rows.py), without keys
-    assert {name for name in saved if name.startswith("0w")} == {f"0w{group}.0" for group in range(GROUPS)}
-    assert all(saved[f"0w{group}.0"]["keys"] == () for group in range(GROUPS))
+    # and its rows' fields, every row new, in one delta (nodes/kv_rows.py), without keys
+    assert [name for name in saved if name.startswith("0w")] == ["0w.1"]
+    assert saved["0w.1"]["keys"] == () and saved["0w.1"]["rows"].tolist() == list(range(300))
 
     restored = StreamTask.import_state(topology, export.parts)
     (count,) = (n for n in restored.nodes.values() if isinstance(n, TimeWindowAggregateNode))

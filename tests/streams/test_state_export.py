@@ -189,8 +189,8 @@ def test_an_export_holds_only_the_parts_that_changed() -> None:
     first = task.export_state()
     assert "task" in first.parts and first.removed == []
     window_parts = [name for name in first.parts if "/0k." in name or "/0w" in name or "/0:100." in name]
-    # the window store's (its keys, its rows' group) and the suppress buffer's base parts for [0, 100)
-    assert sorted(name.rsplit("/", 1)[1] for name in window_parts) == ["0:100.0", "0k.0", "0w0.0"]
+    # the window store's (its keys, its new rows in one delta) and the suppress buffer's base parts for [0, 100)
+    assert sorted(name.rsplit("/", 1)[1] for name in window_parts) == ["0:100.0", "0k.0", "0w.1"]
     assert task.export_state().parts.keys() <= {"task"}  # nothing processed: nothing changed
 
     task.process_batch("readings", ["k1"], [1], [120])  # a new window [100, 200); [0, 100) untouched

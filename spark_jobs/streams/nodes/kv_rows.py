@@ -4,7 +4,7 @@ operations over numpy columns and an export in proportion to what changed.
 Rows: a key gets a row when it first comes and keeps it (a deleted key's row is dead, `live` False, and
 lives again when the key is put again), until the dead rows outnumber the live ones: an export then first
 compacts the store (`SavedByRowParts.compact_if_due`), numbering the live rows again in order, and starts
-a new generation of parts (every group's base, no delta), so that keys gone for good cost neither memory
+a new generation of parts (one delta of every row), so that keys gone for good cost neither memory
 nor export. A batch's keys are looked up at once (in a
 `KeyTable` while they are str, nodes/key_table.py, else in a dict): a look-up gives the row, and the
 values, timestamps, live and dirty flags are numpy columns (int64 values for a count, objects otherwise),
@@ -20,8 +20,11 @@ saved is named by its row, not written again. Each export also writes the bases 
 `<prefix><group>.0`, {"at": the export's number, "size": rows then, "groups": G, "keys": the group's keys, "columns":
 their values, timestamps, live}: as many that a turn over every group takes the exports in which about
 DELTA_RATIO times the store's rows change (and at most MAX_DELTAS exports), so the groups' bases are spread
-over the exports instead of all rewritten in one; an export after which every row is new writes every
-group's base (a delta would hold them all). A delta goes once every group's base is as new. A part's keys
+over the exports instead of all rewritten in one; the delta leaves out the rows of the groups whose bases
+it comes with. The first export to write any of a store's rows (a new store, or a new generation) writes
+them all in one delta, in row order, and no base: the store's values were mostly made, and lie in memory,
+in row order (a batch appends its new rows in order), which every group's base would read one row in G,
+scattered; the bases then follow in turn. A delta goes once every group's base is as new. A part's keys
 are a list, or for a store whose keys are all str, {"key_text": the keys joined by NUL, "key_count": how
 many} in its place (`saved_row_keys`: pickling one string is one C pass, a list of them a step per key). An import
 replays the parts in export order: a base sets its group's rows, a delta the rows it holds; every part
@@ -185,9 +188,6 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         # (first row, end row, their keys joined by NUL) of rows appended since the last export, joined as
         # they were numbered (see `appended_key_text`)
         self._key_texts: list[tuple[int, int, str]] = []
-        # (groups, rows, per group its keys joined by NUL) of a store whose every row was appended in one go
-        # since the last export, which then writes every group's base
-        self._base_texts: tuple[int, int, list[str]] | None = None
         self.parts = RowParts(prefix)
 
     # -- operations -----------------------------------------------------------------------------------------
@@ -236,33 +236,20 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
 
     def _note_key_text(self, first: int, keys: list) -> None:
         """Join the str keys of the rows `first..` as they are appended, while they are in the CPU's caches,
-        for the next export (`appended_key_text`): joined at the export, each key of a large store would be
-        a cache miss again. After an export, for its next delta; while no row is saved yet, for the bases
-        that the next export writes, group by group (when every row comes in this one append)."""
+        for the next export's delta (`appended_key_text`): joined at the export, each key of a large store would
+        be a cache miss again."""
         saved = self.parts.saved_rows
         text = KEY_SEPARATOR.join(keys)
         if not joins_keys(text, len(keys)):
-            self._base_texts = None
             return  # a key holds a NUL: the export saves the list
-        if not saved:
-            groups = group_count(first + len(keys))
-            joined = (
-                [KEY_SEPARATOR.join(keys[group::groups]) for group in range(groups)] if not first else None
-            )
-            self._base_texts = None if joined is None else (groups, len(keys), joined)
-            return
         self._key_texts = [kept for kept in self._key_texts if kept[0] >= saved]
         self._key_texts.append((first, first + len(keys), text))
 
     def appended_key_text(self, rows: slice) -> str | None:
         """The keys of `rows` joined by NUL, when they were joined as they were appended (`_note_key_text`):
-        the rows appended since the last export (a delta's), or a group's rows of a store appended in one go
-        since (a base's); else None."""
+        the rows appended since the last export (a delta's); else None (a group's rows, a base's)."""
         if rows.step is not None:
-            base = self._base_texts
-            if base is None or (rows.step, rows.stop) != base[:2] or self.size != base[1]:
-                return None
-            return base[2][rows.start]
+            return None
         texts = [kept for kept in self._key_texts if kept[0] >= rows.start]
         if not texts or texts[0][0] != rows.start or texts[-1][1] != rows.stop:
             return None
@@ -422,7 +409,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         try:
             return super().export_parts(changed_only)
         finally:
-            self._key_texts, self._base_texts = [], None
+            self._key_texts = []
 
     def keep_rows(self, rows: np.ndarray) -> None:
         self.keys, self.values, self.stamps, self.live, self.dirty = (
@@ -435,7 +422,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         self.size = len(rows)
         self.live_count = int(np.count_nonzero(self.live))
         self._index, self._table = None, None
-        self._key_texts, self._base_texts = [], None
+        self._key_texts = []
 
     def clear_rows(self) -> None:
         self.keep_rows(np.zeros(0, np.int64))
@@ -497,7 +484,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
     def loaded(self) -> None:
         """An import or catch-up wrote the rows directly."""
         self._index, self._table = None, None
-        self._key_texts, self._base_texts = [], None
+        self._key_texts = []
         self.dirty[: self.size] = False
         self.live_count = int(np.count_nonzero(self.live[: self.size]))
 
@@ -536,7 +523,7 @@ class RowParts:
 
     def new_generation(self) -> None:
         """The store's rows were numbered again: the export history so far names rows that are gone, and
-        the next export writes every group's base."""
+        the next export writes every row again (one delta; a store left without rows: group 0's base)."""
         self.generation += 1
         self._forget_history()
         self._rebase_all = True
@@ -557,25 +544,34 @@ class RowParts:
         return range(min(store.size, self.groups) if store.size or not self.generation else 1)
 
     def export(self, store: Any, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
-        """Parts new or changed since the last export (every base and no delta unless `changed_only`), and
-        the names of every current part."""
+        """Parts new or changed since the last export (unless `changed_only`, every base and no delta, or one
+        delta of every row where no part holds any yet), and the names of every current part."""
         self.exported += 1
         export = self.exported
         parts: dict[str, Any] = {}
+        # no part of the store's rows written yet (a new store, or a new generation): one delta of every row
+        fresh = store.size and not self.saved_rows and not self.deltas and not any(self.base_at)
         regrouped = group_count(store.size) != self.groups  # grown past a bound: every row in a new group
         if regrouped:
             self.groups = group_count(store.size)
             self.base_at[:] = [0] * GROUPS
         groups = self._groups(store)
-        changed = np.flatnonzero(store.dirty[: store.size])
-        # a delta of a store whose every row is new since the last export would hold every row, and bases
-        # in turn would write some of them twice: every group's base holds them once
+        changed = np.arange(store.size) if fresh else np.flatnonzero(store.dirty[: store.size])
         whole = not changed_only or self._rebase_all or regrouped or (store.size and not self.saved_rows)
         self._rebase_all = False
-        rebased = list(groups) if whole else self._next_bases(len(changed), store.size)
+        if fresh:  # the delta holds every row, read in row order (see above), where bases read them strided
+            rebased = []
+        elif whole:
+            rebased = list(groups)
+        else:
+            rebased = self._next_bases(len(changed), store.size)
         for group in rebased:
             parts[self._name(group)] = (self._base(store, group, export, self.groups), [])
             self.base_at[group] = export
+        if rebased:  # their bases hold their rows: the delta leaves them out
+            based = np.zeros(self.groups, bool)
+            based[rebased] = True
+            changed = changed[~based[changed % self.groups]]
         # the delta, unless every group's base holds it
         if min((self.base_at[g] for g in groups), default=export) < export and (
             len(changed) or store.size > self.saved_rows
@@ -670,6 +666,7 @@ class RowParts:
             raise ValueError(f"store {self.prefix!r}: the state parts leave rows without a key")
         store.loaded()
         self.saved_rows = store.size
+        self.groups = group_count(store.size)  # as the exporting copy's after its export, based or not
         groups = self._groups(store)
         self._drop_deltas(groups)
         if groups:
