@@ -568,10 +568,10 @@ class RowParts:
         for group in rebased:
             parts[self._name(group)] = (self._base(store, group, export, self.groups), [])
             self.base_at[group] = export
-        if rebased:  # their bases hold their rows: the delta leaves them out
-            based = np.zeros(self.groups, bool)
-            based[rebased] = True
-            changed = changed[~based[changed % self.groups]]
+        if rebased:  # their bases hold their rows: the delta leaves them out (groups: a power of two)
+            unbased = np.ones(self.groups, bool)
+            unbased[rebased] = False
+            changed = changed[unbased[changed & (self.groups - 1)]]
         # the delta, unless every group's base holds it
         if min((self.base_at[g] for g in groups), default=export) < export and (
             len(changed) or store.size > self.saved_rows
