@@ -223,10 +223,13 @@ def test_a_buffer_saves_the_keys_of_its_rows_that_are_not_the_aggregations() -> 
         saved = KeyListLoader().loads(data)[0]
         saved_keys.append((saved["keys"], saved.get("shared_keys")))
     assert saved_keys == [((), 2), ((), 0), (["c"], None)]
-    windows = task.nodes[suppress.parent_name].store.rows(0).keys, suppress.buffer.window_rows((0, 1000)).keys
+    windows = (
+        task.nodes[suppress.parent_name].store.rows(0).keys.tolist(),
+        suppress.buffer.window_rows((0, 1000)).keys.tolist(),
+    )
     assert windows == (["a", "b", "a", "c"], ["a", "b", "c"])
     restored = StreamTask.import_state(task.topology, parts)
     (restored_suppress,) = (node for node in restored.nodes.values() if isinstance(node, SuppressNode))
-    assert restored_suppress.buffer.window_rows((0, 1000)).keys == ["a", "b", "c"]
+    assert restored_suppress.buffer.window_rows((0, 1000)).keys.tolist() == ["a", "b", "c"]
     rows = [[repr(row) for node in t.nodes.values() for row in node.state_rows()] for t in (restored, task)]
     assert rows[0] == rows[1]

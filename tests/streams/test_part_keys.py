@@ -75,5 +75,5 @@ def test_the_count_and_its_final_buffer_share_their_keys_after_an_import() -> No
     (count,) = (n for n in restored.nodes.values() if isinstance(n, TimeWindowAggregateNode))
     (suppress,) = (n for n in restored.nodes.values() if isinstance(n, SuppressNode))
     count_keys, buffer_keys = count.store.rows(0).keys, suppress.buffer.window_rows((0, 1000)).keys
-    assert count_keys == buffer_keys == keys
+    assert count_keys.tolist() == buffer_keys.tolist() == keys
     assert all(a is b for a, b in zip(count_keys, buffer_keys, strict=True))

@@ -191,7 +191,9 @@ class TimeWindowAggregateNode(Node):
                         slot_closes = closes
                     rows = store.open(start)  # created for this row, which goes into every open window
                     store.touch(start)
-                    slot.append((rows.index, rows.keys, *rows.columns, rows.dirty, store.window(start)))
+                    # the key column with room for a row per record left (WindowRows.key_column)
+                    row_keys = rows.key_column(len(keys) - i)
+                    slot.append((rows.index, row_keys, *rows.columns, rows.dirty, store.window(start)))
             if slot_late:
                 late_rows += repeat(i, len(slot_late))
                 late_starts += slot_late
@@ -204,8 +206,8 @@ class TimeWindowAggregateNode(Node):
                     new = old + 1 if count else aggregator(key, value, old)
                     new_ts = ts
                     if new is not None:
-                        index[key] = len(row_keys)
-                        row_keys.append(key)
+                        index[key] = row = len(dirty)  # a row (WindowRows.append, inlined)
+                        row_keys[row] = key
                         aggs.append(new)
                         max_ts.append(ts)
                         dirty.append(1)

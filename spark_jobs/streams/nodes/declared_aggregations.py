@@ -281,7 +281,9 @@ class AggregateRows(NumberedRows):
 
     def __init__(self, layout: AggregateLayout) -> None:
         self.layout = layout
-        self.keys: list = []
+        # per row its key, in an object array the cyclic collector does not scan (it scans a list's every
+        # item after each micro-batch: a cache miss per key of a large store); rows `size..` hold None
+        self.keys = np.empty(0, object)
         self.columns = {c.name: np.empty(0, c.dtype) for c in layout.columns}
         self.size = 0
         self.dirty = np.zeros(0, bool)
@@ -322,24 +324,26 @@ class AggregateRows(NumberedRows):
                 numbers, new_keys = number_by_first_appearance(keys[new].tolist(), self.size)
                 rows[new] = numbers
                 index.update(zip(new_keys.tolist(), range(self.size, self.size + len(new_keys)), strict=True))
-                self._append(new_keys.tolist())
+                self._append(new_keys)
         return rows
 
     def _rows_by_table(self, keys: np.ndarray) -> np.ndarray | None:
         table = self._table
         if table is None:
             table = KeyTable.new(table_size(keys, self.size))
-            if table is None or not table.add(self.keys):
+            if table is None or not table.add(self.keys[: self.size]):
                 self._table = False
                 return None
             self._table = table
-        elif table.size < self.size and not table.add(self.keys[table.size :]):  # rows appended by number
+        elif table.size < self.size and not table.add(
+            self.keys[table.size : self.size]
+        ):  # rows appended by number
             self._table = False
             return None
         rows, new_keys = table.number(keys)
         table.confirm(len(new_keys))
         if len(new_keys):
-            self._append(new_keys.tolist())
+            self._append(new_keys)
         return rows
 
     def rows_by_number(
@@ -352,12 +356,12 @@ class AggregateRows(NumberedRows):
         if self.numbered < self.size:  # rows appended otherwise (loaded, or looked up by key): numbered now
             if self._table is False:
                 return None
-            unnumbered = self.keys[self.numbered :]
+            unnumbered = self.keys[self.numbered : self.size]
             if set(map(type, unnumbered)) != {str}:
                 self._table = False
                 return None
             self._number_rows_for(len(numbers) + len(unnumbered))
-            self.number_rows[numbers.number(object_array(unnumbered))] = np.arange(self.numbered, self.size)
+            self.number_rows[numbers.number(unnumbered)] = np.arange(self.numbered, self.size)
             self.numbered = self.size
         self._number_rows_for(len(numbers))
         rows = self.number_rows[pair_number]
@@ -368,7 +372,7 @@ class AggregateRows(NumberedRows):
             distinct, first = distinct[by_appearance], new[first[by_appearance]]
             self.number_rows[distinct] = np.arange(self.size, self.size + len(distinct))
             rows[new] = self.number_rows[pair_number[new]]
-            self._append(keys[pair_key[first]].tolist())
+            self._append(keys[pair_key[first]])
             self.numbered = self.size
         return rows
 
@@ -388,17 +392,20 @@ class AggregateRows(NumberedRows):
     def row_of(self, key: Any) -> int | None:
         return self._key_index().get(key)
 
-    def _append(self, new_keys: list) -> None:
-        """Rows for `new_keys`, with the initial values (a KeyTable or index already numbered them)."""
+    def _append(self, new_keys: Any) -> None:
+        """Rows for `new_keys` (a list or an object array), with the initial values (a KeyTable or index
+        already numbered them)."""
         first, end = self.size, self.size + len(new_keys)
         self._reserve(end)
         for state in self.layout.columns:
             self.columns[state.name][first:end] = state.initial
         self._add_keys(new_keys)
 
-    def _hold_keys(self, new_keys: list) -> None:
-        """Rows `size..` named by `new_keys`."""
-        self.keys += new_keys
+    def _hold_keys(self, new_keys: Any) -> None:
+        """Rows `size..` (reserved) named by `new_keys`."""
+        if type(new_keys) is not np.ndarray:
+            new_keys = object_array(new_keys)
+        self.keys[self.size : self.size + len(new_keys)] = new_keys
 
     def _reserve(self, rows: int) -> None:
         capacity = grown_capacity(rows, len(self.dirty))
@@ -407,6 +414,7 @@ class AggregateRows(NumberedRows):
         for name, column in self.columns.items():
             self.columns[name] = grown(column, self.size, capacity)
         self.dirty = grown(self.dirty, self.size, capacity)
+        self.keys = grown(self.keys, self.size, capacity)
 
     def put(self, rows: np.ndarray, values: dict[str, np.ndarray]) -> None:
         """Rows' new values (column name -> per row), flagged for the next export."""
@@ -421,7 +429,7 @@ class AggregateRows(NumberedRows):
         """(key, column name -> its value) per row."""
         names = list(self.columns)
         columns = [self.column(name).tolist() for name in names]
-        for key, *row in zip(self.keys, *columns, strict=True):
+        for key, *row in zip(self.keys[: self.size].tolist(), *columns, strict=True):
             yield key, dict(zip(names, row, strict=True))
 
 

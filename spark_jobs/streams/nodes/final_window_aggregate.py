@@ -27,6 +27,7 @@ import numpy as np
 from .base import Batch
 from .declared_aggregations import DeclaredWindowAggregateNode, FoldedBatch, stable_order
 from .final_window_count import evict_at_passes
+from .key_table import same_keys
 from .suppress import SuppressNode
 from .window_rows import StructValues, dumps_plain
 
@@ -61,11 +62,11 @@ class FinalWindowAggregate:
         suppress.buffer.hold_structs(aggregate.layout.fields)
         suppress.buffer.share_new_values(self.stored_values, self.stored_keys)
 
-    def stored_keys(self, window: Any) -> list | None:
+    def stored_keys(self, window: Any) -> np.ndarray | None:
         """The keys by row of the aggregation's window `window[0]`, None when it holds none: the buffer's
         where its rows are the aggregation's (TimeOrderedKeyValueBuffer.share_new_values)."""
         rows = self.aggregate.groups.get(window[0])
-        return None if rows is None else rows.keys
+        return None if rows is None else rows.keys[: rows.size]
 
     def stored_values(self, window: Any, entries: Any, at: np.ndarray | None) -> StructValues:
         """The buffer's new values of its window `window`'s rows `entries` at row numbers `at` (None: every
@@ -78,10 +79,10 @@ class FinalWindowAggregate:
                 f"state of {self.suppress.name}: window {window[0]}:{window[1]} buffered, "
                 f"not in the store of {self.aggregate.name}"
             )
-        if len(rows.keys) == len(entries.keys) and rows.keys == entries.keys:
-            found = np.arange(len(entries.keys)) if at is None else at
+        if same_keys(rows.keys[: rows.size], entries.keys):
+            found = np.arange(len(entries)) if at is None else at
         else:
-            keys = entries.keys if at is None else [entries.keys[row] for row in at.tolist()]
+            keys = entries.keys if at is None else entries.keys[at]
             found = np.array([-1 if row is None else row for row in map(rows.row_of, keys)], np.int64)
             if len(found) and found.min() < 0:
                 raise ValueError(
@@ -118,15 +119,16 @@ class FinalWindowAggregate:
 
     def _aligned_windows(self) -> set[int]:
         """The starts of the buffer's windows whose rows are the aggregation's, as a batch begins: the same
-        keys in the same rows, compared whole while the two key lists are as long (by identity first, in C,
-        without reading the keys: a pointer per row). The batch appends the same new keys to both."""
+        keys in the same rows, compared whole while the two stores hold as many (by identity first, in numpy,
+        without reading the keys: a pointer per row, `same_keys`). The batch appends the same new keys to
+        both."""
         aligned = set()
         groups = self.aggregate.groups
         buffer = self.suppress.buffer
         for window in buffer.windows():
             rows = groups.get(window[0])
             entries = buffer.window_rows(window)
-            if rows is not None and entries is not None and rows.keys == entries.keys:
+            if rows is not None and entries is not None and same_keys(rows.keys[: rows.size], entries.keys):
                 aligned.add(window[0])
         return aligned
 
@@ -161,14 +163,14 @@ class FinalWindowAggregate:
             window = aggregate.window_objects[start]
             in_window = lo + stable_order(first_pair[lo:hi], m)  # by radix: pair numbers are below m
             entries = buffer.window_rows(window)
-            held = 0 if entries is None else len(entries.keys)
-            same = entries is None or start in aligned or _same_rows(store.keys, entries.keys)
+            held = 0 if entries is None else len(entries)
+            same = entries is None or start in aligned or _same_rows(store.keys[: store.size], entries.keys)
             if entries is not None:
                 if same:
                     rows = groups.rows[in_window]
                     buffer_row[in_window] = np.where(rows < held, rows, -1)
                 else:
-                    buffer_row[in_window] = entries.rows_of(groups.keys[in_window].tolist(), expected)
+                    buffer_row[in_window] = entries.rows_of(groups.keys[in_window], expected)
             windows.append((window, in_window, store if same else None, held))
         new_entry = buffer_row < 0
 
@@ -184,12 +186,12 @@ class FinalWindowAggregate:
         windows.sort(key=lambda window: int(first_pair[window[1][0]]))  # opened in order of first put
         for window, in_window, same_rows, held in windows:
             new = in_window[new_entry[in_window]]
-            new_keys = groups.keys[new].tolist()
+            new_keys = groups.keys[new]
             # where the two stores hold the same rows, the window's new keys are the rows the aggregation
             # appended in this batch, in order: pickled once, for both stores' saves
             pickled_keys = None
-            if new_keys and same_rows is not None and len(same_rows.keys) == held + len(new_keys):
-                pickled_keys = dumps_plain(new_keys)
+            if len(new_keys) and same_rows is not None and same_rows.size == held + len(new_keys):
+                pickled_keys = dumps_plain(new_keys.tolist())
                 same_rows.add_key_chunk(held, held + len(new_keys), pickled_keys)
             # the held entries in group order: the aggregation's row order, which is the buffer's row order
             # where the two rows came from the same puts, so the buffer's columns are written in order
@@ -228,10 +230,10 @@ class FinalWindowAggregate:
         return evict_at_passes(buffer, passes, delta_count, buffer_observed, src)
 
 
-def _same_rows(aggregated: list, buffered: list) -> bool:
+def _same_rows(aggregated: np.ndarray, buffered: np.ndarray) -> bool:
     """Whether the buffer's window holds its keys in the rows where the aggregation's window has them (the
     aggregation's keys new in this batch come after): so it is when both were built by the same puts, the
-    buffer's rows then need no look-up. The lists compare by identity before content: a pointer per row
-    while the two hold the same key objects."""
+    buffer's rows then need no look-up. The keys compare by identity before content (`same_keys`): a
+    pointer per row while the two hold the same key objects."""
     held = len(buffered)
-    return len(aggregated) >= held and aggregated[:held] == buffered
+    return len(aggregated) >= held and same_keys(aggregated[:held], buffered)

@@ -34,7 +34,7 @@ from ..timeutil import INT64_MAX
 from .aggregations import TimeWindowAggregateNode
 from .base import Batch
 from .declared_aggregations import stable_order
-from .key_table import KeyTable, number_by_first_appearance, object_array, table_size
+from .key_table import KeyTable, number_by_first_appearance, object_array, same_keys, table_size
 from .suppress import SuppressNode
 from .time_ordered_buffer import Evicted, TimeOrderedKeyValueBuffer
 from .window_rows import INT64, WindowRows, dumps_plain
@@ -143,7 +143,7 @@ class FinalWindowCount:
         suppress.buffer.hold_counts()
         suppress.buffer.share_new_values(self.stored_values, self.stored_keys)
 
-    def stored_keys(self, window: Any) -> list | None:
+    def stored_keys(self, window: Any) -> np.ndarray | None:
         """The keys by row of the count's window `window[0]`, None when its store holds none: the buffer's
         where its rows are the count's (TimeOrderedKeyValueBuffer.share_new_values)."""
         rows = self.count.store.rows(window[0])
@@ -161,10 +161,10 @@ class FinalWindowCount:
                 f"not in the store of {self.count.name}"
             )
         values = rows.columns[0]
-        if len(rows.keys) == len(entries.keys) and rows.keys == entries.keys:
-            found = np.arange(len(entries.keys)) if at is None else at
+        if same_keys(rows.keys, entries.keys):
+            found = np.arange(len(entries)) if at is None else at
         else:
-            keys = entries.keys if at is None else [entries.keys[row] for row in at.tolist()]
+            keys = entries.keys if at is None else entries.keys[at]
             found = rows.rows_of(keys, len(rows))
         if type(values) is array:
             if len(found) and found.min() < 0:
@@ -659,5 +659,6 @@ def _same_rows(rows: WindowRows | None, entries: WindowRows) -> bool:
     in the same rows, none dead (then the buffer's index is not needed, nor built). So it is when the two
     nodes built them, since the count forwards each row's first put, which appends the buffer's row. The
     key lists compare by length, then by identity before content: a pointer per row while the two stores
-    hold the same string objects, a string comparison per row once an import gave each its own copy."""
-    return rows is not None and entries.rows_live and rows.all_live() and rows.keys == entries.keys
+    hold the same string objects, a string comparison per row once an import gave each its own copy
+    (`same_keys`)."""
+    return rows is not None and entries.rows_live and rows.all_live() and same_keys(rows.keys, entries.keys)

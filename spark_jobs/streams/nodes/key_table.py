@@ -57,13 +57,13 @@ class KeyTable:
             return None
         return KeyTable(PyObjectHashTable(size_hint))
 
-    def add(self, keys: list) -> bool:
-        """Rows `size..size + len(keys)` for `keys` (distinct, new to the table); False, and nothing added,
-        when one is not a str."""
-        if keys and set(map(type, keys)) != {str}:
+    def add(self, keys: Any) -> bool:
+        """Rows `size..size + len(keys)` for `keys` (a list or an object array; distinct, new to the table);
+        False, and nothing added, when one is not a str."""
+        if len(keys) and set(map(type, keys)) != {str}:
             return False
-        if keys:
-            self.number(object_array(keys))
+        if len(keys):
+            self.number(keys if type(keys) is np.ndarray else object_array(keys))
             self.confirm(len(keys))
             self._missed = None  # whether the next batch's keys are among them: a sample says
         return True
@@ -81,9 +81,11 @@ class KeyTable:
         self._table.set_item(key, self.size)
         self.size += 1
 
-    def lookup(self, keys: list) -> np.ndarray:
-        """Per key its row, -1 where the table has none (an unhashable key raises TypeError)."""
-        return self._table.lookup(object_array(keys)).astype(np.int64, copy=False)
+    def lookup(self, keys: Any) -> np.ndarray:
+        """Per key (a list or an object array) its row, -1 where the table has none (an unhashable key
+        raises TypeError)."""
+        keys = keys if type(keys) is np.ndarray else object_array(keys)
+        return self._table.lookup(keys).astype(np.int64, copy=False)
 
     def number(
         self,
@@ -182,6 +184,17 @@ def object_array(items: list) -> np.ndarray:
     """`items` as a one-dimensional object array, an element per item (np.array would make a list of
     tuples, composite keys, into a two-dimensional array), filled in C."""
     return np.fromiter(items, object, len(items))
+
+
+def same_keys(keys: np.ndarray, others: np.ndarray) -> bool:
+    """Whether two object arrays hold equal keys, row for row: compared by identity first (their pointers,
+    in numpy, without reading a key: two stores whose rows the same puts appended hold the same objects),
+    then, where the objects differ, as two lists compare (an import gives each store its own copies)."""
+    if len(keys) != len(others):
+        return False
+    if np.array_equal(np.frombuffer(keys, np.intp), np.frombuffer(others, np.intp)):
+        return True
+    return keys.tolist() == others.tolist()
 
 
 def number_by_first_appearance(keys: list, first: int) -> tuple[np.ndarray, np.ndarray]:

@@ -44,6 +44,7 @@ from ..records import Window, Windowed
 from ..serde import headers_size, key_bytes, value_size, window_start_bytes
 from ..suppress import BufferFullError
 from .base import StateRow
+from .key_table import same_keys
 from .store_log import StoreLog
 from .window_rows import INT64, OBJECT, StructColumn, StructFields, WindowRows
 
@@ -256,7 +257,7 @@ class TimeOrderedKeyValueBuffer:
         return list(self.buckets)
 
     def put_window_rows(
-        self, window: Any, rows: Any, columns: list, new_keys: list, new_columns: list, pickled_keys: Any
+        self, window: Any, rows: Any, columns: list, new_keys: Any, new_columns: list, pickled_keys: Any
     ) -> None:
         """until_window_closes, for a caller that worked out a batch's entries of one window at once (an
         unbounded buffer: no sizes, and no eviction due within the batch's puts): replace the rows `rows`
@@ -268,7 +269,7 @@ class TimeOrderedKeyValueBuffer:
         self.log.touch(window)
         if len(rows):
             entries.put_rows(rows, columns)
-        if new_keys:
+        if len(new_keys):
             entries.extend(new_keys, new_columns, pickled_keys)
 
     # -- puts and evictions -------------------------------------------------------------------------------
@@ -343,7 +344,7 @@ class TimeOrderedKeyValueBuffer:
         mark = 0
         bucket_window: Any = NO_WINDOW
         index: dict = {}
-        row_keys: list = []
+        row_keys = np.empty(0, object)
         dirty = bytearray()
         c_ts = c_size = c_new = c_old = c_hdr = c_base = c_prior = dirty
         suffix_len = 0  # the length of the bucket window's start serialized: its windowed keys' suffix
@@ -377,7 +378,7 @@ class TimeOrderedKeyValueBuffer:
                     log_touch(window)
                     held = held_windows[window] = (
                         bucket.index,
-                        bucket.keys,
+                        bucket.key_column(len(keys) - i),  # room for a row per put left (WindowRows)
                         bucket.dirty,
                         *bucket.columns,
                         len(window_start_bytes(window[0])) if track else 0,
@@ -401,8 +402,8 @@ class TimeOrderedKeyValueBuffer:
                         size_max = num_bytes
                 else:
                     base = size = 0
-                index[inner] = len(row_keys)  # a row (WindowRows.append, inlined: ENTRY_COLUMNS)
-                row_keys.append(inner)
+                index[inner] = row = len(dirty)  # a row (WindowRows.append, inlined: ENTRY_COLUMNS)
+                row_keys[row] = inner
                 c_ts.append(ts)
                 c_size.append(size)
                 c_base.append(base)
@@ -704,16 +705,17 @@ class TimeOrderedKeyValueBuffer:
                 continue
             if len(leaving) == 1:
                 window, window_rows = leaving[0]
-                inners, columns = window_rows.keys, window_rows.columns
+                inners, columns = window_rows.keys.tolist(), window_rows.columns
                 windows: Any = repeat(window)
                 key_bytes_ = self._window_key_bytes(inners, window[0], end)
             else:
                 inners, windows, key_bytes_ = [], [], []
                 columns = [[] for _ in leaving[0][1].columns]
                 for window, window_rows in leaving:
-                    inners += window_rows.keys
-                    windows += [window] * len(window_rows.keys)
-                    key_bytes_ += self._window_key_bytes(window_rows.keys, window[0], end)
+                    window_inners = window_rows.keys.tolist()
+                    inners += window_inners
+                    windows += [window] * len(window_inners)
+                    key_bytes_ += self._window_key_bytes(window_inners, window[0], end)
                     for merged, column in zip(columns, window_rows.columns, strict=True):
                         merged += column
             ts, size, new, old, hdr = columns[:5]
@@ -957,17 +959,14 @@ class TimeOrderedKeyValueBuffer:
     def _keys_shared(self, window: Any, rows: WindowRows, first: int) -> int | None:
         """How many keys a save of the rows `first`.. leaves out, None when it saves them: those rows' keys
         are the aggregation's window's in the same rows (`share_new_values`), which a load reads there.
-        The lists compare by identity before content: a pointer per row while both hold the same keys."""
+        The keys compare by identity before content (`same_keys`): a pointer per row while both hold the
+        same keys."""
         if self.keys_of is None:
             return None
-        aggregated, end = self.keys_of(window), len(rows.keys)
+        aggregated, end = self.keys_of(window), len(rows)
         if aggregated is None or len(aggregated) < end:
             return None
-        if first == 0 and len(aggregated) == end:
-            same = aggregated == rows.keys
-        else:
-            same = aggregated[first:end] == rows.keys[first:]
-        return end - first if same else None
+        return end - first if same_keys(aggregated[first:end], rows.keys[first:]) else None
 
     @staticmethod
     def _with_shared_keys(saved: dict[str, Any], shared: int | None) -> dict[str, Any]:
@@ -1010,7 +1009,7 @@ class TimeOrderedKeyValueBuffer:
     def _load_olds(self, rows: WindowRows, saved: dict[str, Any], name: str) -> None:
         """The old values of the rows a part saved (`_saved_olds`), after the part's load."""
         is_prior, olds = saved["old_is_prior"], saved["olds"]
-        first = len(rows.keys) - len(is_prior)  # the part's new rows: the window's last ones
+        first = len(rows) - len(is_prior)  # the part's new rows: the window's last ones
         at = np.frombuffer(saved["rows"], np.int64) if "rows" in saved else None
         kept = 0 if at is None else len(at) - len(is_prior)
         if first != saved.get("from", 0) or kept < 0 or len(olds) != kept + is_prior.count(0):

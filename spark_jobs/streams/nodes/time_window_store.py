@@ -140,7 +140,7 @@ class TimeWindowStore:
         self.touch(start)
         if len(rows):
             window_rows.put_rows(rows, columns)
-        if new_keys:
+        if len(new_keys):
             window_rows.extend(new_keys, new_columns, pickled_keys)
 
 
@@ -174,7 +174,7 @@ class WindowParts:
             self.key_firsts, self.keys_saved = [], 0
         if store.size > self.keys_saved or not self.key_firsts:  # a window without rows has its k.0 too
             first = self.keys_saved
-            keys = saved_key_chunks(store.keys, store.key_chunks, first)
+            keys = saved_key_chunks(store.keys[: store.size], store.key_chunks, first)
             parts[self._key_name(first)] = ({"keys": keys}, [])
             self.key_firsts.append(first)
             self.keys_saved = store.size
@@ -185,7 +185,8 @@ class WindowParts:
     def state_parts(self) -> dict[str, Any]:
         parts: dict[str, Any] = {}
         store = self.store
-        parts[self._key_name(0)] = ({"keys": saved_key_chunks(store.keys, store.key_chunks, 0)}, [])
+        keys = saved_key_chunks(store.keys[: store.size], store.key_chunks, 0)
+        parts[self._key_name(0)] = ({"keys": keys}, [])
         parts.update(self.parts.state_parts(store))
         return parts
 
@@ -244,10 +245,10 @@ class SavedWindow:
 
     @property
     def size(self) -> int:
-        return len(self.rows.keys)
+        return len(self.rows)
 
     @property
-    def keys(self) -> list:
+    def keys(self) -> np.ndarray:
         return self.rows.keys
 
     @property

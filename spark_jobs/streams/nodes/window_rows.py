@@ -51,7 +51,14 @@ from typing import Any
 
 import numpy as np
 
-from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, table_size
+from .key_table import (
+    KeyTable,
+    grown,
+    grown_capacity,
+    number_by_first_appearance,
+    object_array,
+    table_size,
+)
 
 # A column is a list (any value), an array("q") (int64: timestamps, counts, sizes, sequence numbers), or a
 # StructColumn (values that are dicts of the same numeric fields: its kind is their StructFields).
@@ -67,7 +74,7 @@ class WindowRows:
     __slots__ = (
         "_index",
         "_table",
-        "keys",
+        "_keys",
         "columns",
         "changing",
         "unsaved",
@@ -87,7 +94,9 @@ class WindowRows:
         self._index: dict[Any, int] | None = None  # key -> its live row; None: not built (see `index`)
         # the keys' rows for look-ups by batch (see `rows_of`); None: not built, False: not for this window
         self._table: KeyTable | None | bool = None
-        self.keys: list[Any] = []  # by row
+        # per row its key (rows `len(self)..`: None), in an object array the cyclic collector does not scan
+        # (it scans a list's every item after each micro-batch: a cache miss per key of a large window)
+        self._keys = np.empty(0, object)
         self.columns: list[Any] = [_new_column(kind) for kind in kinds]
         self.changing = len(kinds) - fixed  # the columns before it can change
         # columns the saved form leaves out: their owner derives them from another store after a load, or
@@ -96,21 +105,45 @@ class WindowRows:
         self.unsaved = unsaved
         # list columns that mostly hold None in every row (a buffer's headers): saved as None while they do
         self.sparse = sparse
-        self.dirty = bytearray()  # by row: 1 where put since the last export
+        self.dirty = bytearray()  # by row: 1 where put since the last export; its length is the rows'
         self.saved = 0  # rows the last export (or import) saw: later ones are new to the store's copies
         # (first row, end row, the pickled list of their keys), ascending, not overlapping: what saves of
         # those rows reuse (see `_saved_keys`)
         self.key_chunks: list[tuple[int, int, bytes]] = []
 
     def __len__(self) -> int:  # rows, dead ones too: what a base saves
-        return len(self.keys)
+        return len(self.dirty)
+
+    @property
+    def keys(self) -> np.ndarray:
+        """The keys by row, an object array (a view of the key column: read it before the window grows)."""
+        return self._keys[: len(self.dirty)]
+
+    def key_column(self, rows: int) -> np.ndarray:
+        """The key column, with room for `rows` rows after `len(self)`: for a loop that appends rows one by
+        one, writing row `len(self)`'s key there before flagging the row (`dirty.append`). The column moves
+        only when it grows: a loop that appends a row per record at most, and reserves the records it has
+        left each time it takes a window's column, finds a column taken again in that loop where it was."""
+        size = len(self.dirty)
+        capacity = grown_capacity(size + rows, len(self._keys))
+        if capacity is not None:
+            self._keys = grown(self._keys, size, capacity)
+        return self._keys
+
+    def _hold_keys(self, keys: Any) -> None:
+        """Keys (a list or an object array) for the rows `len(self)..` that the caller appends next."""
+        size = len(self.dirty)
+        self.key_column(len(keys))[size : size + len(keys)] = (
+            keys if type(keys) is np.ndarray else object_array(keys)
+        )
 
     @property
     def index(self) -> dict[Any, int]:
         """key -> its live row, built from the rows at the first use since they were loaded."""
         if self._index is None:
-            self._index = dict(zip(self.keys, range(len(self.keys)), strict=False))  # the last row wins
-            self._forget_dead(range(len(self.keys)), self.columns[0])
+            size = len(self)
+            self._index = dict(zip(self.keys.tolist(), range(size), strict=True))  # the last row wins
+            self._forget_dead(range(size), self.columns[0])
         return self._index
 
     def rows_of(self, keys: list, size_hint: int = 0) -> np.ndarray:
@@ -164,16 +197,16 @@ class WindowRows:
         if table and not self.all_live():
             table = self._table = False
         if table is None or (table and table.pending):
-            hint = max(expected, table_size(batch, len(self.keys)))
+            hint = max(expected, table_size(batch, len(self)))
             table = self._table = (KeyTable.new(hint) or False) if self.all_live() else False
-        if table and table.size < len(self.keys) and not table.add(self.keys[table.size :]):
+        if table and table.size < len(self) and not table.add(self.keys[table.size :]):
             table = self._table = False  # a key that is not a str
         return table or None
 
     def take_table(self, table: KeyTable) -> None:
         """A new KeyTable that numbered the keys this window, empty and live, is to append next, in that
         order (pending in it, confirmed by `extend`): the window's table, for the look-ups to come."""
-        if self.keys or self._table is not None or not self.rows_live or table.size:
+        if len(self) or self._table is not None or not self.rows_live or table.size:
             raise ValueError("a key table is taken by an empty window of live rows only")
         self._table = table
 
@@ -184,22 +217,23 @@ class WindowRows:
 
     def all_live(self) -> bool:
         """Whether no row is dead (the index built if need be, for a window that can hold dead rows)."""
-        return self.rows_live or len(self.index) == len(self.keys)
+        return self.rows_live or len(self.index) == len(self)
 
     def append(self, key: Any, fields: tuple) -> None:
         """A row for `key` (new to the window, or back after its entry left)."""
-        self.index[key] = len(self.keys)
-        self.keys.append(key)
+        row = len(self)
+        self.index[key] = row
+        self.key_column(1)[row] = key
         for column, value in zip(self.columns, fields, strict=True):
             column.append(value)
         self.dirty.append(1)
 
-    def extend(self, keys: list, columns: list, pickled_keys: bytes | None = None) -> None:
-        """Rows for `keys` (each new to the window), appended in order; per column its values, an int64
-        ndarray, a list or StructValues. `pickled_keys`: `dumps_plain(keys)`, made by the caller while the
-        keys are in the CPU's caches (and once for two stores that append the same keys), for saves to
-        reuse."""
-        first = len(self.keys)
+    def extend(self, keys: Any, columns: list, pickled_keys: bytes | None = None) -> None:
+        """Rows for `keys` (a list or an object array, each new to the window), appended in order; per
+        column its values, an int64 ndarray, a list or StructValues. `pickled_keys`: `dumps_plain` of the
+        keys' list, made by the caller while the keys are in the CPU's caches (and once for two stores that
+        append the same keys), for saves to reuse."""
+        first = len(self)
         if pickled_keys is not None:
             self.key_chunks.append((first, first + len(keys), pickled_keys))
         if self._index is not None:
@@ -210,7 +244,7 @@ class WindowRows:
                 table.confirm(len(keys))
             else:
                 self._table = None
-        self.keys += keys
+        self._hold_keys(keys)
         for column, values in zip(self.columns, columns, strict=True):
             if type(values) is np.ndarray:
                 column.frombytes(values.astype(np.int64, copy=False).tobytes())
@@ -250,12 +284,12 @@ class WindowRows:
         if self._index is not None:
             return len(self._index)
         if self.rows_live:
-            return len(self.keys)
-        return len(self.keys) - self.columns[0].count(None)
+            return len(self)
+        return len(self) - self.columns[0].count(None)
 
     def live(self) -> list[tuple[Any, int]]:
         """(key, row) of the live entries, in row order."""
-        keys = self.keys
+        keys = self._keys
         return [(keys[row], row) for row in sorted(self.index.values())]
 
     # -- saving and loading -------------------------------------------------------------------------------
@@ -263,15 +297,15 @@ class WindowRows:
     def save(self, changed_only: bool, with_keys: bool = True) -> dict[str, Any]:
         """The saved form of the rows put since the last export (a delta), or of every row (a base); without
         keys (an empty tuple) for an owner that saves them elsewhere."""
-        keys, columns, first = self.keys, self.columns, self.saved
-        self.saved = len(keys)
+        size, columns, first = len(self), self.columns, self.saved
+        self.saved = size
         if not changed_only:
-            self.dirty[:] = bytes(len(keys))
+            self.dirty[:] = bytes(size)
             return self.base(with_keys)
         flags = np.frombuffer(self.dirty, np.uint8)
         rows = np.flatnonzero(flags)
         del flags  # a bytearray exporting its buffer cannot grow
-        self.dirty[:] = bytes(len(keys))
+        self.dirty[:] = bytes(size)
         unsaved = self.unsaved
         changing = [
             None if n in self.sparse and self._all_none(column) else column
@@ -339,14 +373,14 @@ class WindowRows:
     def load(self, saved: dict[str, Any], name: str, owned: bool = False) -> None:
         """Apply a saved base (to an empty window) or delta (to the rows it continues). `owned`: `saved` is
         this call's to keep (just unpickled), so a base's columns become the window's, not copies of them."""
-        keys, columns = self.keys, self.columns
+        columns = self.columns
         new_keys = loaded_keys(saved["keys"])
         if "rows" not in saved:
-            if keys:
+            if len(self):
                 raise ValueError(f"state part {name!r}: a base over a window that has rows")
             saved = {**saved, "columns": self._loadable(saved["columns"], name, len(new_keys), len(new_keys))}
-            keys += new_keys  # a copy: stores loaded from one import share key lists
-            for n, values in enumerate(self._with_placeholders(saved["columns"], len(keys), True)):
+            self._hold_keys(new_keys)  # copied: stores loaded from one import share key lists
+            for n, values in enumerate(self._with_placeholders(saved["columns"], len(new_keys), True)):
                 if owned and type(values) is type(columns[n]):
                     columns[n] = values
                 else:
@@ -354,9 +388,9 @@ class WindowRows:
             self._index = None  # a key table over the empty window catches up at its next use
         else:
             first = saved["from"]
-            if first != len(keys):
+            if first != len(self):
                 raise ValueError(
-                    f"state part {name!r} continues a window of {first} rows, not of this store's {len(keys)}"
+                    f"state part {name!r} continues a window of {first} rows, not of this store's {len(self)}"
                 )
             rows, added = saved["rows"], len(new_keys)
             saved = {**saved, "columns": self._loadable(saved["columns"], name, len(rows), added)}
@@ -375,7 +409,7 @@ class WindowRows:
                 if len(values) != expected:
                     raise ValueError(f"state part {name!r}: {len(values)} values for {expected} rows")
             values_by_column = self._with_placeholders(values_by_column, len(rows), False)
-            keys += new_keys
+            self._hold_keys(new_keys)
             for column, values in zip(
                 columns[self.changing :], values_by_column[self.changing :], strict=True
             ):  # fixed: the new rows' values, in order (an unsaved one's placeholders)
@@ -395,8 +429,8 @@ class WindowRows:
             if self._index is not None:
                 self._index.update(zip(new_keys, range(first, first + added), strict=True))
                 self._forget_dead(rows, saved["columns"][0])
-        self.dirty.extend(bytes(len(keys) - len(self.dirty)))
-        self.saved = len(keys)
+        self.dirty.extend(bytes(len(new_keys)))
+        self.saved = len(self)
 
     # -- saved by row groups (RowParts, nodes/kv_rows.py: a store of numbered rows whose bases are spread) --
 
@@ -420,14 +454,14 @@ class WindowRows:
     def load_columns(self, rows: Any, saved: list, name: str) -> None:
         """Set rows' fields (rows: an index array or a slice) from their saved form (`saved_columns`);
         ValueError for a saved form that does not fit, checked before any change."""
-        count = len(range(*rows.indices(len(self.keys)))) if type(rows) is slice else len(rows)
+        count = len(range(*rows.indices(len(self)))) if type(rows) is slice else len(rows)
         loadable = self._loadable(saved, name, count, count)
         for values in loadable:
             if len(values) != count:
                 raise ValueError(f"state part {name!r}: {len(values)} values for {count} rows")
-        if type(rows) is not slice and len(rows) and not 0 <= rows.min() <= rows.max() < len(self.keys):
-            raise ValueError(f"state part {name!r}: rows out of the window's {len(self.keys)}")
-        positions = np.arange(len(self.keys))[rows] if type(rows) is slice else rows
+        if type(rows) is not slice and len(rows) and not 0 <= rows.min() <= rows.max() < len(self):
+            raise ValueError(f"state part {name!r}: rows out of the window's {len(self)}")
+        positions = np.arange(len(self))[rows] if type(rows) is slice else rows
         row_list = None
         saved_columns = [column for n, column in enumerate(self.columns) if n not in self.unsaved]
         for column, values in zip(saved_columns, loadable, strict=True):
@@ -442,7 +476,7 @@ class WindowRows:
 
     def append_rows(self, keys: list) -> None:
         """Rows for `keys` whose fields a load sets next: placeholders (0 or None) until then."""
-        self.keys += keys
+        self._hold_keys(keys)
         for column in self.columns:
             column.extend(_placeholders(column, len(keys)))
         self.dirty += bytes(len(keys))
@@ -451,12 +485,12 @@ class WindowRows:
     def loaded(self) -> None:
         """A load set rows and keys directly: the index and key table are built again at their next use."""
         self._index, self._table = None, None
-        self.dirty[:] = bytes(len(self.keys))
-        self.saved = len(self.keys)
+        self.dirty[:] = bytes(len(self))
+        self.saved = len(self)
 
     def clear_rows(self) -> None:
         """No row (a load that starts the window again)."""
-        self.keys = []
+        self._keys = np.empty(0, object)
         self.columns = [_new_column(_kind(column)) for column in self.columns]
         self.dirty = bytearray()
         self.saved = 0
@@ -484,12 +518,12 @@ class WindowRows:
         owner derived after a load."""
         target = self.columns[column]
         if rows is None:
-            if len(values) != len(self.keys):
-                raise ValueError(f"{len(values)} values for a window of {len(self.keys)} rows")
+            if len(values) != len(self):
+                raise ValueError(f"{len(values)} values for a window of {len(self)} rows")
             if type(target) is array:
                 self.columns[column] = _int64s(np.asarray(values, np.int64))
             elif type(target) is StructColumn:
-                target.assign(np.arange(len(self.keys)), values)
+                target.assign(np.arange(len(self)), values)
             else:
                 self.columns[column] = values if type(values) is list else list(values)
             return
@@ -528,13 +562,13 @@ class WindowRows:
         """Drop from the index the keys of `rows` whose first field (`firsts`, by position) is None."""
         if type(firsts) is array or None not in firsts:
             return
-        index, keys = self._index, self.keys
+        index, keys = self._index, self._keys
         for row, first in zip(rows, firsts, strict=True):
             if first is None and index.get(keys[row]) == row:
                 del index[keys[row]]
 
 
-def saved_key_chunks(keys: list, chunks: list[tuple[int, int, bytes]], first: int) -> tuple[bytes, ...]:
+def saved_key_chunks(keys: Any, chunks: list[tuple[int, int, bytes]], first: int) -> tuple[bytes, ...]:
     """The keys of rows `first`.. as pickled lists, in row order: the chunks (first row, end row, bytes)
     pickled when their rows were appended, and the rows between them (appended one by one, or loaded)
     pickled now and kept in `chunks` too, so that a later base does not pickle them again. `first` is 0
@@ -543,17 +577,22 @@ def saved_key_chunks(keys: list, chunks: list[tuple[int, int, bytes]], first: in
     while at and chunks[at - 1][0] >= first:
         at -= 1
     if at and chunks[at - 1][1] > first:  # across `first`: pickled apart (no history makes one)
-        return (dumps_plain(keys[first:]),)
+        return (_pickled_keys(keys[first:]),)
     covered: list[tuple[int, int, bytes]] = []
     row = first
     for chunk in [*chunks[at:], (len(keys), len(keys), b"")]:
         if chunk[0] > row:
-            covered.append((row, chunk[0], dumps_plain(keys[row : chunk[0]])))
+            covered.append((row, chunk[0], _pickled_keys(keys[row : chunk[0]])))
         if chunk[1] > chunk[0]:
             covered.append(chunk)
         row = chunk[1]
     chunks[at:] = covered
     return tuple(chunk[2] for chunk in covered)
+
+
+def _pickled_keys(keys: Any) -> bytes:
+    """Keys (a list or an object array) pickled as the list that saves hold."""
+    return dumps_plain(keys if type(keys) is list else keys.tolist())
 
 
 def dumps_plain(obj: Any) -> bytes:
