@@ -36,6 +36,7 @@ from .key_table import (
     KeyTable,
     grown,
     grown_capacity,
+    holds_none_object,
     number_by_first_appearance,
     object_array,
     table_size,
@@ -458,7 +459,7 @@ class _BatchGroups:
 
 
 def group_pairs(
-    keys: list,
+    keys: Any,
     rec: np.ndarray,
     store_of_pair: np.ndarray,
     stores: list,
@@ -466,9 +467,10 @@ def group_pairs(
     numbers: KeyNumbers | None = None,
     str_keys: bool | None = None,
 ) -> _BatchGroups:
-    """Groups of the pairs `(rec, store_of_pair)` (record, index into `stores`): one per (store, key), by
-    store then row, each group's pairs in record order. A store's new keys get rows in order of first
-    appearance among its pairs; a group's key is the key object of its first pair.
+    """Groups of the pairs `(rec, store_of_pair)` (record, index into `stores`; `keys`: per record its key,
+    a list or an object array): one per (store, key), by store then row, each group's pairs in record
+    order. A store's new keys get rows in order of first appearance among its pairs; a group's key is the
+    key object of its first pair.
 
     Where the stores are small next to the batch (few keys, many pairs per group), the batch's keys are
     numbered once, the pairs sorted by (store, key number), and each store looks up its groups' keys only;
@@ -479,7 +481,7 @@ def group_pairs(
     stores find their rows by number (`AggregateRows.rows_by_number`). `str_keys`: whether every key is a
     str, when the caller knows (None: found here, by the numbering while it holds str keys only, which
     checks the keys new to it, else by reading every key's type)."""
-    key_objects = object_array(keys)
+    key_objects = keys if type(keys) is np.ndarray else object_array(keys)
     key_number = None
     if str_keys is None:
         if numbers is not None and numbers.str_only() and len(stores) > 1:
@@ -736,20 +738,24 @@ class _DeclaredAggregateNode(Node):
         self.declared = declared
 
     def _split_nulls(self, keys, values, timestamps, headers, drop_null_values: bool):
-        """The records to aggregate: (their indices in the batch or None for all, keys, values, ts, whether
-        those keys are all str: None when not read). The null keys are found by identity, without reading
-        a key object (a pass over a batch's keys that reads each one costs a cache miss apiece among many
-        keys): whether the keys are str, the grouping finds out (`group_pairs`), where a batch holds none."""
+        """The records to aggregate: (their indices in the batch or None for all, keys, the keys as an
+        object array, values, ts, whether those keys are all str: None when not read). The null keys are
+        found by the array's pointers, without reading a key object (a pass over a batch's keys that reads
+        or takes a reference to each one costs a cache miss apiece among many keys): whether the keys are
+        str, the grouping finds out (`group_pairs`), where a batch holds none."""
         n = len(keys)
-        null = holds_none(keys) or (drop_null_values and holds_none(values))
+        key_objects = object_array(keys)
+        null = holds_none_object(key_objects) or (drop_null_values and holds_none(values))
         if not null:
-            return None, keys, values, np.fromiter(timestamps, np.int64, n), None
+            return None, keys, key_objects, values, np.fromiter(timestamps, np.int64, n), None
         key_types = set(map(type, keys))
         keep = [i for i in range(n) if keys[i] is not None and not (drop_null_values and values[i] is None)]
         self.count_dropped(n - len(keep))
+        kept_keys = [keys[i] for i in keep]
         return (
             np.array(keep, np.int64),
-            [keys[i] for i in keep],
+            kept_keys,
+            object_array(kept_keys),
             [values[i] for i in keep],
             np.fromiter((timestamps[i] for i in keep), np.int64, len(keep)),
             key_types - {type(None)} == {str},
@@ -818,7 +824,9 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
         pair is kept. `running`: the folds hold each pair's value too, not only each group's last two. The
         closed windows are still held: the caller deletes them (`drop_closed_windows`) once it has read what
         it needs of them."""
-        kept, keys, values, ts, str_keys = self._split_nulls(keys, values, timestamps, headers, False)
+        kept, keys, key_objects, values, ts, str_keys = self._split_nulls(
+            keys, values, timestamps, headers, False
+        )
         if not len(keys):
             return None
         observed = np.maximum(np.maximum.accumulate(ts), self.observed)
@@ -850,7 +858,9 @@ class DeclaredWindowAggregateNode(_DeclaredAggregateNode):
             self.key_numbers = KeyNumbers()
             for rows in self.groups.values():
                 rows.forget_numbers()
-        groups = group_pairs(keys, rec, store_of_pair, stores, numbers=self.key_numbers, str_keys=str_keys)
+        groups = group_pairs(
+            key_objects, rec, store_of_pair, stores, numbers=self.key_numbers, str_keys=str_keys
+        )
         fields = read_fields(self.layout, values)
         pair_ts = ts[rec]
         folds = fold_groups(self.layout, groups, pair_ts, fields, rec, running)
@@ -979,11 +989,13 @@ class DeclaredStreamAggregateNode(_DeclaredAggregateNode):
         self.parts = RowParts(KEY_VALUE_PREFIX)
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        kept, keys, values, ts, str_keys = self._split_nulls(keys, values, timestamps, headers, True)
+        kept, keys, key_objects, values, ts, str_keys = self._split_nulls(
+            keys, values, timestamps, headers, True
+        )
         if not len(keys):
             return None
         rec = np.arange(len(keys))
-        groups = group_pairs(keys, rec, np.zeros(len(keys), np.int64), [self.store], str_keys=str_keys)
+        groups = group_pairs(key_objects, rec, np.zeros(len(keys), np.int64), [self.store], str_keys=str_keys)
         fields = read_fields(self.layout, values)
         folds = fold_groups(self.layout, groups, ts, fields, rec)
         after, before = folds.after(), folds.before()
