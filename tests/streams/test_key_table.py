@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.streams.nodes import window_rows
+from spark_jobs.streams.nodes import key_table, window_rows
 from spark_jobs.streams.nodes.key_table import KeyNumbers, KeyTable, number_by_first_appearance, object_array
 from spark_jobs.streams.nodes.window_rows import WindowRows
 
@@ -43,6 +43,23 @@ def test_a_table_that_holds_most_of_a_batch_refuses_a_null_key_before_adding_any
     numbers, new = table.number(object_array(["b", "new"]), str_only=True)
     assert numbers.tolist() == [1, 2]
     assert new.tolist() == ["new"]
+
+
+def test_a_table_numbers_a_list_of_keys_as_their_object_array_a_chunk_at_a_time(monkeypatch) -> None:
+    monkeypatch.setattr(key_table, "LOOKUP_CHUNK", 3)
+    batch = ["b", "x", "a", "y", "x", "b", "z", "a"]
+    numbered = np.array([1, 1, 1, 1, 1, 0, 1, 1], bool)
+    held = [f"k{i}" for i in range(10)] + ["a", "b"]  # alive while the table borrows them, as a window's
+    results = []
+    for keys in (object_array(batch), batch):
+        table = KeyTable.new(0)
+        assert table.add(held)
+        table.number(object_array(["a", "b"]))  # a batch the table held: the next one is looked up first
+        numbers, new = table.number(keys, numbered)
+        results.append((numbers.tolist(), new.tolist()))
+        table.confirm(len(new))
+        assert table.number([*batch, None], str_only=True) is None and table.pending == 0
+    assert results[0] == results[1] == ([11, 12, 10, 13, 12, -1, 14, 10], ["x", "y", "z"])
 
 
 def test_a_table_takes_str_keys_only() -> None:

@@ -287,7 +287,8 @@ class FinalWindowCount:
         `rows`: one pair per record that has one. A null key makes the window's numbering refuse the batch
         (node by node), found among the keys its table does not hold: no pass over every key looks for it."""
         numbered = self._numbered_mask(keys, rec)  # the records without a pair are numbered -1
-        numbering = rows.number_keys(object_array(keys), self._expected_keys(), numbered)
+        # the list as it is: the key table makes it an object array as it looks it up (KeyTable.number)
+        numbering = rows.number_keys(keys, self._expected_keys(), numbered)
         if numbering is None:
             return None
         number, distinct = numbering

@@ -26,6 +26,8 @@ import numpy as np
 
 # Above this share of a batch's keys new to the table, `number` numbers the batch without looking it up.
 MOSTLY_NEW = 0.4
+# A batch given as a list is made an object array and looked up this many keys at a time (`number`).
+LOOKUP_CHUNK = 4096
 # Keys looked up to estimate that share when no batch tells it (a table that has just caught up with its rows),
 # and keys of a batch that tell whether a table built at it is for a store filling up (`table_size`).
 SAMPLE = 1024
@@ -89,17 +91,17 @@ class KeyTable:
 
     def number(
         self,
-        keys: np.ndarray,
+        keys: Any,
         numbered: np.ndarray | None = None,
         str_only: bool = False,
         none_keys: bool = False,
     ) -> tuple[np.ndarray, np.ndarray] | None:
-        """Per key (an object array) its row, or for a key the table does not hold `size` + the rank of its
-        first appearance among those; and those keys in that order, now `pending`: rows the window is to
-        append next (`confirm`). A null-like key (None, NaN) is numbered -1 and not added; an unhashable one
-        raises TypeError, some keys possibly added (the table is then to be dropped). `numbered`: a mask of
-        the keys to number (None: every key), the others numbered -1 and never added (a late record's key,
-        which its window does not append).
+        """Per key (an object array, or a list) its row, or for a key the table does not hold `size` + the
+        rank of its first appearance among those; and those keys in that order, now `pending`: rows the
+        window is to append next (`confirm`). A null-like key (None, NaN) is numbered -1 and not added; an
+        unhashable one raises TypeError, some keys possibly added (the table is then to be dropped).
+        `numbered`: a mask of the keys to number (None: every key), the others numbered -1 and never added
+        (a late record's key, which its window does not append).
 
         `str_only`: None where a key to number that the table does not hold is not a str (a null key, an
         int): a batch the caller refuses. Nothing is added then when the batch was looked up first (only the
@@ -111,15 +113,18 @@ class KeyTable:
         caught up with its rows), the batch is looked up first and only the keys the table does not hold are
         numbered: a look-up costs less per key than numbering (which also checks each key for a null). Else
         (a table still filling up) the batch is numbered at once: most of its keys would be looked up in
-        vain."""
+        vain. A list looked up is made an object array a chunk at a time (`_built_and_looked_up`)."""
         from pandas._libs.hashtable import ObjectVector
 
         new = ObjectVector()
         missed = self._missed
+        listed = type(keys) is not np.ndarray
         if missed is None:  # the share of a sample of the keys (looked up again below: then in the caches)
-            sample = self._table.lookup(keys[:SAMPLE])
+            sample = self._table.lookup(object_array(keys[:SAMPLE]) if listed else keys[:SAMPLE])
             missed = float(np.count_nonzero(sample < 0)) / max(len(sample), 1)
         if missed > MOSTLY_NEW:
+            if listed:
+                keys = object_array(keys)
             labels = self._table.get_labels(keys if numbered is None else keys[numbered], new, self.size, -1)
             labels = labels.astype(np.int64, copy=False)
             if numbered is None:
@@ -132,7 +137,10 @@ class KeyTable:
                 labelled = keys if numbered is None else keys[numbered]
                 refused = any(map(is_not, labelled[labels < 0], repeat(None)))
         else:
-            numbers = self._table.lookup(keys).astype(np.int64, copy=False)
+            if listed:
+                keys, numbers = self._built_and_looked_up(keys)
+            else:
+                numbers = self._table.lookup(keys).astype(np.int64, copy=False)
             unheld = numbers < 0
             if numbered is not None:
                 numbers[~numbered] = -1
@@ -156,6 +164,20 @@ class KeyTable:
         if refused or (str_only and len(new_keys) and set(map(type, new_keys)) != {str}):
             return None
         return numbers, new_keys
+
+    def _built_and_looked_up(self, keys: list) -> tuple[np.ndarray, np.ndarray]:
+        """`keys` as an object array and per key its row (-1 where none), LOOKUP_CHUNK keys at a time: the
+        look-up reads each key's object (its hash) while the array's reference to it (a write to the same
+        object) has left it in the CPU's caches, where a batch of many keys made an array whole first has
+        left the caches by the time the look-up reads its first keys again."""
+        n = len(keys)
+        objects = np.empty(n, object)
+        numbers = np.empty(n, np.int64)
+        for lo in range(0, n, LOOKUP_CHUNK):
+            chunk = object_array(keys[lo : lo + LOOKUP_CHUNK])
+            objects[lo : lo + len(chunk)] = chunk
+            numbers[lo : lo + len(chunk)] = self._table.lookup(chunk)
+        return objects, numbers
 
     def confirm(self, appended: int) -> None:
         """The window appended its `pending` keys as rows."""

@@ -152,11 +152,12 @@ class WindowRows:
         return table.lookup(keys) if table else self._indexed_rows(keys)
 
     def number_keys(
-        self, keys: np.ndarray, size_hint: int = 0, numbered: np.ndarray | None = None
+        self, keys: Any, size_hint: int = 0, numbered: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """Per key its live row, or for a key without one `len(self)` + the rank of its first appearance
-        among those; and those keys in that order: the rows to append next, by `extend`. `keys` and those
-        are object arrays. `numbered`: a mask of the keys to number (None: every key), the others numbered
+        among those; and those keys in that order: the rows to append next, by `extend`. `keys`: a list or
+        an object array (a list is looked up as KeyTable.number makes it one); those keys: an object array.
+        `numbered`: a mask of the keys to number (None: every key), the others numbered
         -1 and not appended. None when one of those keys is not a str (a null key too: nothing is numbered
         then, and the key table stays, unless it had numbered keys before it met that one); an unhashable
         key raises TypeError, and the key table is built again at its next use."""
@@ -170,6 +171,7 @@ class WindowRows:
             if numbered_keys is None and table.pending:
                 self._table = None  # keys numbered that the window will not append
             return numbered_keys
+        keys = keys if type(keys) is np.ndarray else object_array(keys)
         number = self._indexed_rows(keys)
         unnumbered = number < 0
         if numbered is not None:
