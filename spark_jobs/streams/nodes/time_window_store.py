@@ -257,7 +257,7 @@ class SavedWindow:
 
     @property
     def dirty(self) -> np.ndarray:
-        return np.frombuffer(self.rows.dirty, np.uint8)
+        return np.frombuffer(self.rows.dirty, np.bool_)  # its bytes are 0 or 1 (WindowRows.dirty)
 
     def changes(self) -> int:
         return self.rows.changes()
