@@ -27,6 +27,7 @@ from spark_jobs.streams.nodes.kv_rows import loaded_row_keys
 from spark_jobs.streams.nodes.kv_store import KeyValueStore, TimestampedKeyValueStore
 from spark_jobs.streams.nodes.window_stores import JoinWindowStore, Partners, SessionStore, join_records
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
+from spark_jobs.streams.runtime.task import OutputBatch
 
 from .helpers import (
     WorkerCopies,
@@ -243,6 +244,25 @@ def test_a_session_store_holding_single_sessions_in_its_rows_gives_what_tuples_g
         assert run_record_by_record(topology, feed) == expected
         with mock.patch.object(kv_rows, "MIN_DEAD_ROWS", 0):  # the stores of rows compact at every chance
             assert run_exporting(topology, feed, cuts, owners) == expected
+
+
+def test_a_session_aggregates_output_takes_the_keys_and_windows_it_gives_with_its_windowed_keys() -> None:
+    """A session aggregate gives the task its output keys' keys, window starts and ends, which the drained
+    output takes as its columns: the columns that splitting each windowed key gives, retractions too."""
+    task = StreamTask(sessions())
+    keys = ["x", "y", "x", "y", "x", None, "z"]
+    task.process_batch("a", keys, [1, 2, 3, 4, 5, 6, 7], [0, 1, 10, 3, 5, 6, 30])
+    columns = task._pending_output()
+    assert [given[0] is columns[1] for given in task.windowed_key_columns] == [True]  # the list drained
+    assert None in columns[2]  # merged sessions retracted
+    split = OutputBatch.from_columns(columns, 0)
+    drained = task.drain_output()
+    assert (drained.keys, drained.window_starts, drained.window_ends) == (
+        split.keys,
+        split.window_starts,
+        split.window_ends,
+    )
+    assert drained.records() == split.records()
 
 
 def test_a_batch_of_a_stream_table_join_runs_as_a_batch_unless_the_table_changes_with_it() -> None:

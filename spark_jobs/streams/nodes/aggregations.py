@@ -480,9 +480,11 @@ class SessionWindowAggregateNode(Node):
         self.store = SessionStore(windows.gap + windows.grace, counts=aggregation.kind == "count")
 
     def process_columns(self, keys, values, olds, timestamps, headers):
-        out_k, out_v, out_o, out_t, src, late, dropped, self.observed = self.store.merge_batch(
+        out_k, out_v, out_o, out_t, src, late, dropped, self.observed, windows = self.store.merge_batch(
             keys, values, timestamps, self.windows.gap, self.observed, self.aggregation
         )
+        if out_k:
+            self.task_context.windowed_key_column(out_k, *windows)
         if dropped:
             self.count_dropped(dropped)
         late.report(self)

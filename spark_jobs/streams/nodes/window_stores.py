@@ -431,9 +431,11 @@ class SessionStore:
 
     def merge_batch(
         self, keys: list, values: list, timestamps: list, gap: int, observed: int, aggregation: Any
-    ) -> tuple[list, list, list, list, list, LateRows, int, int]:
+    ) -> tuple[list, list, list, list, list, LateRows, int, int, tuple[list, list, list]]:
         """Merge the records in order (see above): `(output keys, values, old values, timestamps, the record
-        of each output row, the late records, the records without key, the observed time after)`."""
+        of each output row, the late records, the records without key, the observed time after, the output
+        keys' keys, window starts and window ends)` (the last, made as the keys are, for the task's output:
+        `TaskContext.windowed_key_column`)."""
         count = aggregation.kind == "count"
         initializer, aggregator, merger = aggregation.initializer, aggregation.aggregator, aggregation.merger
         retention = self.retention
@@ -456,6 +458,9 @@ class SessionStore:
         out_o: list = []
         out_t: list = []
         src: list = []
+        inner_keys: list = []
+        starts: list = []
+        ends: list = []
         late = LateRows()
         dropped = 0
         for i, key, ts in zip(range(len(keys)), keys, timestamps, strict=False):
@@ -507,6 +512,9 @@ class SessionStore:
                 for n in range(0, len(merged), 3):  # every absorbed session, stamped with its own end
                     s, e = merged[n], merged[n + 1]
                     out_k.append(new(windowed_type, (key, new(window_type, (s, e)))))
+                    inner_keys.append(key)
+                    starts.append(s)
+                    ends.append(e)
                     out_v.append(None)
                     out_o.append(merged[n + 2])
                     out_t.append(e)
@@ -534,13 +542,16 @@ class SessionStore:
                 else:
                     sessions[row] = put
             out_k.append(new(windowed_type, (key, new(window_type, (start, end)))))
+            inner_keys.append(key)
+            starts.append(start)
+            ends.append(end)
             out_v.append(aggregate)
             out_o.append(None)
             out_t.append(end)
             src.append(i)
         self.store_time = store_time
         rows.written(list(changed))
-        return out_k, out_v, out_o, out_t, src, late, dropped, observed
+        return out_k, out_v, out_o, out_t, src, late, dropped, observed, (inner_keys, starts, ends)
 
     def _expire(self, changed: set) -> None:
         """Delete the sessions the store's clock expired (the first ones of their keys: sorted by end); the

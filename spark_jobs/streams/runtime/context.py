@@ -101,6 +101,13 @@ class TaskContext:
         (at many keys, a cache miss per row). Only until the task's next batch."""
         self._task.str_key_columns.append(keys)
 
+    def windowed_key_column(self, keys: list, inner: list, starts: list, ends: list) -> None:
+        """A node's word that `keys`, a key column it outputs, holds `Windowed` keys only, whose keys, window
+        starts and window ends are `inner`, `starts` and `ends` (lists of its length): an output batch whose
+        keys are that very list takes those as its columns instead of splitting each key (at many keys, a
+        cache miss per row). Only until the task's next batch."""
+        self._task.windowed_key_columns.append((keys, inner, starts, ends))
+
     def join_state(self, node_name: str) -> Any:
         """The join buffers that the two sides of a stream-stream join share (owned by the left side)."""
         return self._task.nodes[node_name].state  # type: ignore[attr-defined]

@@ -83,8 +83,15 @@ class OutputBatch:
         self.headers = headers
 
     @classmethod
-    def from_columns(cls, columns: Columns | None, first_seq: int, str_keys: bool = False) -> OutputBatch:
-        """`str_keys`: the key column is known to hold str keys only (no `Windowed` key to split)."""
+    def from_columns(
+        cls,
+        columns: Columns | None,
+        first_seq: int,
+        str_keys: bool = False,
+        windowed_split: tuple[list, list, list] | None = None,
+    ) -> OutputBatch:
+        """`str_keys`: the key column is known to hold str keys only (no `Windowed` key to split);
+        `windowed_split`: it holds `Windowed` keys only, whose keys, window starts and window ends these are."""
         if columns is None or not columns[0]:
             return cls([], [], [], [], [], [], [], [])
         topics, keys, values, timestamps, headers = columns
@@ -92,8 +99,10 @@ class OutputBatch:
         if headers is None:
             headers = [None] * n
         W = Windowed
-        key_types = {str} if str_keys else set(map(type, keys))
-        if key_types == {W}:  # all windowed: split with C-level itemgetters
+        key_types = {str} if str_keys or windowed_split is not None else set(map(type, keys))
+        if windowed_split is not None:
+            keys, starts, ends = windowed_split
+        elif key_types == {W}:  # all windowed: split with C-level itemgetters
             windows = list(map(_second, keys))
             keys, starts, ends = (
                 list(map(_first, keys)),
@@ -206,6 +215,9 @@ class StreamTask:
         self._next_seq = 0
         # key columns of this batch's output that a node said hold str keys only (TaskContext.str_key_column)
         self.str_key_columns: list[list] = []
+        # key columns of this batch's output of Windowed keys only, each with its keys, window starts and window
+        # ends, as the node that made them gave them (TaskContext.windowed_key_column)
+        self.windowed_key_columns: list[tuple[list, list, list, list]] = []
         self._closed = False
         self._part_digests: dict[str, bytes] | None = None  # parts of the last export/import, by name
 
@@ -270,6 +282,7 @@ class StreamTask:
         keys, values, timestamps = list(keys), list(values), list(timestamps)
         headers = None if headers is None or all(h is None for h in headers) else list(headers)
         self.str_key_columns.clear()
+        self.windowed_key_columns.clear()
         if max(timestamps) > INT64_MAX:
             raise ValueError("timestamps must fit in int64")
         keep = None
@@ -419,11 +432,15 @@ class StreamTask:
         """Everything emitted since the last drain, in order."""
         columns = self._pending_output()
         str_keys = columns is not None and any(columns[1] is keys for keys in self.str_key_columns)
+        split = None
+        if columns is not None:
+            split = next((given[1:] for given in self.windowed_key_columns if columns[1] is given[0]), None)
         # the words are about the output drained here: dropped with it, so that the columns they name are
         # not held until the next batch (the cyclic collector would scan such a list's every key after a
         # micro-batch, a cache miss apiece among many keys)
         self.str_key_columns.clear()
-        batch = OutputBatch.from_columns(columns, self._next_seq, str_keys)
+        self.windowed_key_columns.clear()
+        batch = OutputBatch.from_columns(columns, self._next_seq, str_keys, split)
         self._segments = []
         self._next_seq += len(batch)
         return batch
