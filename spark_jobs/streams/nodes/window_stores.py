@@ -164,7 +164,6 @@ def distinct_count(runs: list[np.ndarray], more: Iterable[int]) -> int:
 # stay in the CPU's caches and few outlive a batch, and a tuple is quicker to read and set than the fields.
 HELD_ROWS = 1 << 14
 _FIELDS = 4  # a session store's row: its sessions, its first session's start, end and (a count) aggregate
-_EMPTY_ROW = array("q", bytes(8 * _FIELDS))
 
 
 # A session store's expiry item is a bound (a session end, any int) and a row in one int, `bound <<
@@ -186,12 +185,17 @@ class SessionRows(SavedByRowParts):
     by column: a row's number of sessions, its first session's start, end and aggregate (int64 where the
     aggregates are counts, else objects) and the flat sessions after the first (`_more`, for a row with
     several), so that an export picks changed rows out of arrays (RowParts, nodes/kv_rows.py) instead of
-    walking the entries."""
+    walking the entries.
+
+    The columns are reserved ahead of the rows (`_reserve`, doubling): rows `size..` of each hold what a
+    new row starts with, so that a new row (most records' keys, at many keys) costs the write of its key."""
 
     def __init__(self, prefix: str, counts: bool) -> None:
         self.prefix = prefix
         self.counts = counts
-        self.keys: list = []
+        # row -> its key, in an object array the cyclic collector does not scan (it scans a list's every item
+        # after each micro-batch: a cache miss per key of a large store); rows `size..` hold None
+        self.keys = np.empty(0, object)
         self.size = 0
         self.index: dict[Any, int] = {}  # key -> row
         self.sessions: list[tuple | None] = []  # row -> its sessions, () for none, None: held in its fields
@@ -215,24 +219,30 @@ class SessionRows(SavedByRowParts):
     def new_row(self, key: Any) -> int:
         """A row (without sessions) for `key`, new to the store."""
         row = self.index[key] = self.size
-        self.size += 1
-        self.keys.append(key)
-        self.sessions.append(())
-        self._first += _EMPTY_ROW
-        if not self.counts:
-            self._aggregates.append(None)
-        self._dirty.append(0)
+        if row == len(self._dirty):
+            self._reserve(row + 1)
+        self.keys[row] = key
+        self.size = row + 1
         return row
 
     def _add_keys(self, keys: list) -> None:
-        n = len(keys)
-        self.keys += keys
-        self.sessions += [()] * n
-        self._first += array("q", bytes(8 * _FIELDS * n))
+        end = self.size + len(keys)
+        self._reserve(end)
+        self.keys[self.size : end] = object_array(keys)
+        self.size = end
+
+    def _reserve(self, rows: int) -> None:
+        """Columns for `rows` rows at least: the rows added hold no session, no key, and are unchanged."""
+        capacity = grown_capacity(rows, len(self._dirty))
+        if capacity is None:
+            return
+        added = capacity - len(self._dirty)
+        self.keys = grown(self.keys, self.size, capacity)
+        self.sessions += [()] * added
+        self._first += array("q", bytes(8 * _FIELDS * added))
         if not self.counts:
-            self._aggregates += [None] * n
-        self._dirty += bytes(n)
-        self.size += n
+            self._aggregates += [None] * added
+        self._dirty += bytes(added)
 
     def held(self, row: int) -> tuple:
         """The one session of a row that holds it in its fields (`sessions[row]` None)."""
@@ -315,7 +325,7 @@ class SessionRows(SavedByRowParts):
     def keep_rows(self, rows: np.ndarray) -> None:
         numbers = rows.tolist()
         renumbered = dict(zip(numbers, range(len(numbers)), strict=True))
-        self.keys = list(map(self.keys.__getitem__, numbers))
+        self.keys = self.keys[rows]
         self.sessions = list(map(self.sessions.__getitem__, numbers))
         self._first = array("q", self._fields()[rows].tobytes())
         if not self.counts:
@@ -323,7 +333,7 @@ class SessionRows(SavedByRowParts):
         self._more = {renumbered[row]: rest for row, rest in self._more.items() if row in renumbered}
         self._dirty = bytearray(np.frombuffer(self._dirty, np.bool_)[rows].tobytes())
         self.size = len(numbers)
-        self.index = dict(zip(self.keys, range(self.size), strict=True))
+        self.index = dict(zip(self.keys.tolist(), range(self.size), strict=True))
         self.total = int(self._fields()[:, 0].sum())
 
     def clear_rows(self) -> None:
@@ -331,7 +341,8 @@ class SessionRows(SavedByRowParts):
 
     def items(self) -> Iterator[tuple[Any, tuple]]:
         """(key, sessions) of every key with sessions."""
-        for row, (key, entry) in enumerate(zip(self.keys, self.sessions, strict=True)):
+        size = self.size
+        for row, (key, entry) in enumerate(zip(self.keys[:size].tolist(), self.sessions[:size], strict=True)):
             if entry is None:
                 yield key, self.held(row)
             elif entry:
@@ -394,7 +405,7 @@ class SessionRows(SavedByRowParts):
 
     def loaded(self) -> None:
         """An import or catch-up wrote the rows directly."""
-        self.index = dict(zip(self.keys, range(self.size), strict=True))
+        self.index = dict(zip(self.keys[: self.size].tolist(), range(self.size), strict=True))
         self.dirty[: self.size] = False
         self.total = int(self._fields()[: self.size, 0].sum())
 
