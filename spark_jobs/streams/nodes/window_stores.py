@@ -17,7 +17,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from itertools import accumulate, chain, compress, repeat
-from operator import itemgetter, le, not_, sub
+from operator import is_not, itemgetter, le, not_, sub
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -282,22 +282,27 @@ class SessionRows(SavedByRowParts):
         session in its fields has them written already."""
         if not rows:
             return
-        more = self._more
-        if more:
-            for row in [row for row in rows if row in more]:
-                del more[row]
         index = np.array(rows, np.int64)
+        more = self._more
+        if more:  # the rows with several sessions that changed, found in numpy, not by a look-up per row
+            several = np.fromiter(more, np.int64, len(more))
+            changed = np.zeros(self.size, bool)
+            changed[index] = True
+            for row in several[changed[several]].tolist():
+                del more[row]
         self.dirty[index] = True
-        sessions = self.sessions
-        rows = [row for row in rows if sessions[row] is not None]
-        if rows:
-            self._write_fields(rows)
+        entries = list(map(self.sessions.__getitem__, rows))
+        tuples = np.fromiter(map(is_not, entries, repeat(None)), bool, len(entries))
+        if tuples.all():
+            self._write_fields(rows, index, entries)
+        elif tuples.any():
+            kept = tuples.tolist()
+            self._write_fields(list(compress(rows, kept)), index[tuples], list(compress(entries, kept)))
         self.total = int(self._fields()[: self.size, 0].sum())
 
-    def _write_fields(self, rows: list[int]) -> None:
-        """The saved fields of `rows` from their sessions (tuples: none or several)."""
-        entries = list(map(self.sessions.__getitem__, rows))
-        index = np.array(rows, np.int64)
+    def _write_fields(self, rows: list[int], index: np.ndarray, entries: list) -> None:
+        """The saved fields of `rows` (`index`, as an array) from their sessions, `entries` (tuples: none or
+        several)."""
         n = np.fromiter(map(len, entries), np.int64, len(entries)) // 3
         fields = self._fields()
         more = self._more
