@@ -263,7 +263,7 @@ class SessionRows(SavedByRowParts):
         rows or more, a single one goes straight into the row's fields, no tuple kept, so that a key with
         one session (most keys, in a large store) costs the cyclic collector nothing and its fields need no
         pass of their own."""
-        if len(entry) == 3 and self.holds_sessions():
+        if len(entry) == 3 and self.size >= HELD_ROWS:  # `holds_sessions`, without a call per put
             self.sessions[row] = None
             at, first = row * _FIELDS, self._first
             first[at] = 1
@@ -540,7 +540,8 @@ class SessionStore:
                 store_time = end
             if row is None:
                 row = new_row(key)
-                holds = rows.holds_sessions()
+                if not holds:  # a store holds sessions in rows from HELD_ROWS rows on: asked until it does
+                    holds = rows.holds_sessions()
             changed.add(row)
             if end <= store_time - retention:  # Kafka's store skips a put into an expired segment
                 late.add(i, key, values[i], ts, start, end, observed)
