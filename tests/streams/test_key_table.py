@@ -51,7 +51,9 @@ def test_a_table_numbers_a_list_of_keys_as_their_object_array_a_chunk_at_a_time(
     numbered = np.array([1, 1, 1, 1, 1, 0, 1, 1], bool)
     held = [f"k{i}" for i in range(10)] + ["a", "b"]  # alive while the table borrows them, as a window's
     results = []
-    for keys in (object_array(batch), batch):
+    # an array; a list looked up a chunk at a time (a large table), and whole (a small one)
+    for keys, chunked_from in ((object_array(batch), 0), (batch, 0), (batch, len(held) + 1)):
+        monkeypatch.setattr(key_table, "CHUNKED_LOOKUP_KEYS", chunked_from)
         table = KeyTable.new(0)
         assert table.add(held)
         table.number(object_array(["a", "b"]))  # a batch the table held: the next one is looked up first
@@ -59,7 +61,7 @@ def test_a_table_numbers_a_list_of_keys_as_their_object_array_a_chunk_at_a_time(
         results.append((numbers.tolist(), new.tolist()))
         table.confirm(len(new))
         assert table.number([*batch, None], str_only=True) is None and table.pending == 0
-    assert results[0] == results[1] == ([11, 12, 10, 13, 12, -1, 14, 10], ["x", "y", "z"])
+    assert results[0] == results[1] == results[2] == ([11, 12, 10, 13, 12, -1, 14, 10], ["x", "y", "z"])
 
 
 def test_a_table_takes_str_keys_only() -> None:

@@ -26,8 +26,11 @@ import numpy as np
 
 # Above this share of a batch's keys new to the table, `number` numbers the batch without looking it up.
 MOSTLY_NEW = 0.4
-# A batch given as a list is made an object array and looked up this many keys at a time (`number`).
+# A batch given as a list is made an object array and looked up this many keys at a time (`number`), by a
+# table of at least CHUNKED_LOOKUP_KEYS keys: a smaller one's keys stay in the CPU's caches, and one array
+# made whole costs less than the chunks' copies.
 LOOKUP_CHUNK = 4096
+CHUNKED_LOOKUP_KEYS = 1 << 16
 # Keys looked up to estimate that share when no batch tells it (a table that has just caught up with its rows),
 # and keys of a batch that tell whether a table built at it is for a store filling up (`table_size`).
 SAMPLE = 1024
@@ -113,7 +116,8 @@ class KeyTable:
         caught up with its rows), the batch is looked up first and only the keys the table does not hold are
         numbered: a look-up costs less per key than numbering (which also checks each key for a null). Else
         (a table still filling up) the batch is numbered at once: most of its keys would be looked up in
-        vain. A list looked up is made an object array a chunk at a time (`_built_and_looked_up`)."""
+        vain. A list looked up by a large table is made an object array a chunk at a time
+        (`_built_and_looked_up`)."""
         from pandas._libs.hashtable import ObjectVector
 
         new = ObjectVector()
@@ -137,9 +141,10 @@ class KeyTable:
                 labelled = keys if numbered is None else keys[numbered]
                 refused = any(map(is_not, labelled[labels < 0], repeat(None)))
         else:
-            if listed:
+            if listed and self.size >= CHUNKED_LOOKUP_KEYS:
                 keys, numbers = self._built_and_looked_up(keys)
             else:
+                keys = object_array(keys) if listed else keys
                 numbers = self._table.lookup(keys).astype(np.int64, copy=False)
             unheld = numbers < 0
             if numbered is not None:
