@@ -34,6 +34,7 @@ from .base import Batch, Node, StateRow, holds_none
 from .key_table import (
     KeyNumbers,
     KeyTable,
+    as_object_array,
     grown,
     grown_capacity,
     holds_none_object,
@@ -404,9 +405,7 @@ class AggregateRows(NumberedRows):
 
     def _hold_keys(self, new_keys: Any) -> None:
         """Rows `size..` (reserved) named by `new_keys`."""
-        if type(new_keys) is not np.ndarray:
-            new_keys = object_array(new_keys)
-        self.keys[self.size : self.size + len(new_keys)] = new_keys
+        self.keys[self.size : self.size + len(new_keys)] = as_object_array(new_keys)
 
     def _reserve(self, rows: int) -> None:
         capacity = grown_capacity(rows, len(self.dirty))
@@ -481,7 +480,7 @@ def group_pairs(
     stores find their rows by number (`AggregateRows.rows_by_number`). `str_keys`: whether every key is a
     str, when the caller knows (None: found here, by the numbering while it holds str keys only, which
     checks the keys new to it, else by reading every key's type)."""
-    key_objects = keys if type(keys) is np.ndarray else object_array(keys)
+    key_objects = as_object_array(keys)
     key_number = None
     if str_keys is None:
         if numbers is not None and numbers.str_only() and len(stores) > 1:

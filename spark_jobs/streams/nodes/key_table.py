@@ -68,7 +68,7 @@ class KeyTable:
         if len(keys) and set(map(type, keys)) != {str}:
             return False
         if len(keys):
-            self.number(keys if type(keys) is np.ndarray else object_array(keys))
+            self.number(as_object_array(keys))
             self.confirm(len(keys))
             self._missed = None  # whether the next batch's keys are among them: a sample says
         return True
@@ -89,8 +89,7 @@ class KeyTable:
     def lookup(self, keys: Any) -> np.ndarray:
         """Per key (a list or an object array) its row, -1 where the table has none (an unhashable key
         raises TypeError)."""
-        keys = keys if type(keys) is np.ndarray else object_array(keys)
-        return self._table.lookup(keys).astype(np.int64, copy=False)
+        return self._table.lookup(as_object_array(keys)).astype(np.int64, copy=False)
 
     def number(
         self,
@@ -213,6 +212,11 @@ def object_array(items: list) -> np.ndarray:
     return np.fromiter(items, object, len(items))
 
 
+def as_object_array(keys: Any) -> np.ndarray:
+    """`keys` as an object array: an object array as it is, a list gathered into one (`object_array`)."""
+    return keys if type(keys) is np.ndarray else object_array(keys)
+
+
 def holds_none_object(objects: np.ndarray) -> bool:
     """Whether an object array holds None, by its pointers in numpy: no object is read, where a pass over a
     list (base.holds_none) takes a reference to each item, a write to each object (a cache miss apiece in
@@ -326,9 +330,7 @@ class KeyNumbers:
             table = self._table = KeyTable.new(max(table_size(keys, 0), SAMPLE))
             if table is None:
                 return None
-        numbering = table.number(
-            keys if type(keys) is np.ndarray else object_array(keys), str_only=str_only, none_keys=none_keys
-        )
+        numbering = table.number(as_object_array(keys), str_only=str_only, none_keys=none_keys)
         if numbering is None:
             if table.pending:  # the table numbered the batch at once and holds keys not numbered here
                 self._table = KeyTable.new(max(2 * self._count, SAMPLE))

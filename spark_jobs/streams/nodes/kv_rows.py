@@ -43,7 +43,15 @@ from typing import Any
 
 import numpy as np
 
-from .key_table import KeyTable, grown, grown_capacity, number_by_first_appearance, object_array, table_size
+from .key_table import (
+    KeyTable,
+    as_object_array,
+    grown,
+    grown_capacity,
+    number_by_first_appearance,
+    object_array,
+    table_size,
+)
 from .store_log import MAX_DELTAS
 
 GROUPS = 32  # the most groups of rows, based in turn
@@ -398,8 +406,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
 
     def _hold_keys(self, new_keys: list | np.ndarray) -> None:
         """Rows `size..` (reserved) named by `new_keys` (a list, or an object array as a KeyTable gives)."""
-        held = new_keys if type(new_keys) is np.ndarray else object_array(new_keys)
-        self.keys[self.size : self.size + len(new_keys)] = held
+        self.keys[self.size : self.size + len(new_keys)] = as_object_array(new_keys)
 
     def live_row_mask(self) -> np.ndarray:
         return self.live[: self.size]

@@ -53,10 +53,10 @@ import numpy as np
 
 from .key_table import (
     KeyTable,
+    as_object_array,
     grown,
     grown_capacity,
     number_by_first_appearance,
-    object_array,
     table_size,
 )
 
@@ -136,9 +136,7 @@ class WindowRows:
     def _hold_keys(self, keys: Any) -> None:
         """Keys (a list or an object array) for the rows `len(self)..` that the caller appends next."""
         size = len(self.dirty)
-        self.key_column(len(keys))[size : size + len(keys)] = (
-            keys if type(keys) is np.ndarray else object_array(keys)
-        )
+        self.key_column(len(keys))[size : size + len(keys)] = as_object_array(keys)
 
     @property
     def index(self) -> dict[Any, int]:
@@ -174,7 +172,7 @@ class WindowRows:
             if numbered_keys is None and table.pending:
                 self._table = None  # keys numbered that the window will not append
             return numbered_keys
-        keys = keys if type(keys) is np.ndarray else object_array(keys)
+        keys = as_object_array(keys)
         number = self._indexed_rows(keys)
         unnumbered = number < 0
         if numbered is not None:
