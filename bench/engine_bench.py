@@ -10,8 +10,13 @@ One StreamTask on one core (this process), fed `--records` records in micro-batc
 it keeps the live task for the next micro-batch; the cyclic garbage collector is paused over the micro-batch
 and runs once after it (counted as processing), as in a Spark worker. Printed per shape and key count:
 records/s of CPU time (processing plus exports), the export's share of that time (over the run, and the
-largest of one micro-batch), and the rate at the largest key count over the rate at the smallest. The key counts take turns `--repeat` times
-and the run with the least CPU time counts: a slow spell of a shared machine then does not decide a ratio.
+largest of one micro-batch), and the rate at the largest key count over the rate at the smallest. The key
+counts take turns `--repeat` times and the run with the least CPU time counts: a slow spell of a shared
+machine then does not decide a ratio.
+
+Each shape that has one also runs its bare loop (`bench/bare_loops.py`: the state updates alone in a dict,
+record by record, the shape's user functions included) over the same records, recorded as side
+"bare_loop": what the per-record work and the memory hierarchy cost plain Python, before any engine work.
 
 Records: K sensor keys drawn at random, each key getting ~4 readings per 2 minutes of event time (the
 event-time step per record is 2 min / 4K), values `{"temperature": t}`, up to 5 s of out-of-order jitter
@@ -56,6 +61,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.bare_loops import bare_loop, enrich  # noqa: E402
 from bench.jobs import hopping_stats, running_count, session_count  # noqa: E402
 from bench.results import Recorder  # noqa: E402
 from spark_jobs.jobs import window_finals  # noqa: E402
@@ -157,7 +163,7 @@ def session_count_topology():
 def stream_table_join_topology():
     builder = StreamsBuilder()
     registry = builder.table(REGISTRY)
-    builder.stream(READINGS).join(registry, lambda reading, sensor: {**reading, **sensor}).to("enriched")
+    builder.stream(READINGS).join(registry, enrich).to("enriched")
     return builder.build()
 
 
@@ -329,6 +335,45 @@ def peer_figures(data: dict[int, tuple], repeat: int) -> list[dict]:
     return rows
 
 
+def time_bare_loop(loop: Callable[[], object]) -> Timer:
+    """One run of a bare loop (bench/bare_loops.py), the cyclic collector off (its state is freed, and
+    collected, after the timer stops)."""
+    with no_cyclic_gc():
+        with Timer() as timer:
+            state = loop()
+        del state
+    gc.collect()
+    return timer
+
+
+def bare_loop_figures(name: str, data: dict[int, tuple], repeat: int) -> list[dict]:
+    """Per key count, the best of `repeat` runs of the shape's bare loop over the same records; none for a
+    shape without one."""
+    rows = []
+    rates = {}
+    for k, (keys, values, timestamps) in data.items():
+        loop = bare_loop(name, keys, values, timestamps)
+        if loop is None:
+            return []
+        best = min((time_bare_loop(loop) for _ in range(repeat)), key=lambda timer: timer.cpu)
+        rates[k] = len(keys) / best.cpu
+        print(f"{name:18s} {k:>9,} keys: {rates[k]:>11,.0f} records/s of CPU time, bare loop", flush=True)
+        rows.append(
+            {
+                "shape": name,
+                "side": "bare_loop",
+                "keys": k,
+                "records": len(keys),
+                "records_per_s": round(rates[k]),
+                "cpu_s": round(best.cpu, 3),
+            }
+        )
+    if len(rates) > 1:
+        lo, hi = min(rates), max(rates)
+        print(f"{name:18s} bare loop's rate at {hi:,} keys / at {lo:,} keys: {rates[hi] / rates[lo]:.2f}")
+    return rows
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
@@ -466,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name:18s} rate at {hi:,} keys / rate at {lo:,} keys: {rates[hi] / rates[lo]:.2f}",
                 flush=True,
             )
+        figures += bare_loop_figures(name, data, args.repeat)
     if args.peer and "count" in args.shape_names:
         figures += peer_figures(data, args.repeat)
     settings = {
@@ -478,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         "skipped": skipped,
         "cores_used": 1,
         "peer": "bytewax count_window, 1 worker, in process" if args.peer else None,
+        "bare_loop": "the state updates alone in a dict, record by record (bench/bare_loops.py)",
     }
     recorder.write(settings, figures)
     return 0

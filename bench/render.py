@@ -31,6 +31,7 @@ SIDE_LABELS = {
     "native": "native Spark (our query's settings)",
     "native_untuned": "native Spark (session defaults)",
     "peer": "bytewax",
+    "bare_loop": "bare loop",
 }
 # Spark charts: each side in the same style on every chart, native dashed.
 SIDE_STYLES = {
@@ -77,7 +78,7 @@ SHAPE_ORDER = [
 ]
 
 
-SIDE_ORDER = ["ours", "native", "native_untuned", "peer", "enrichment", "one_input"]
+SIDE_ORDER = ["ours", "native", "native_untuned", "peer", "bare_loop", "enrichment", "one_input"]
 
 
 def _side_order(side: str) -> tuple[int, str]:
@@ -128,21 +129,28 @@ def engine_table(records: list[dict]) -> list[str]:
     runs = RunIndex()
     ours = {(f.key[0], f.key[2]): f for f in figures if f.key[1] == "ours"}
     peers = {(f.key[0], f.key[2]): f for f in figures if f.key[1] == "peer"}
+    bare = {(f.key[0], f.key[2]): f for f in figures if f.key[1] == "bare_loop"}
     lines = [
-        "| shape | keys | records/s (CPU) | export share (largest micro-batch) | vs fewest keys | bytewax records/s | run |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| shape | keys | records/s (CPU) | export share (largest micro-batch) | vs fewest keys "
+        "| bare loop records/s (vs fewest keys) | bytewax records/s | run |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     fewest: dict[str, float] = {}
+    fewest_bare: dict[str, float] = {}
     for (shape, keys), f in sorted(ours.items(), key=lambda item: (_shape_order(item[0][0]), item[0][1])):
         rate = f.row["records_per_s"]
         base = fewest.setdefault(shape, rate)
         peer = peers.get((shape, keys))
+        loop = bare.get((shape, keys))
         share = f"{f.row.get('export_share', 0):.1%} ({f.row.get('export_share_max_micro_batch', 0):.1%})"
-        refs = runs.ref(f.record) + (
-            f" {runs.ref(peer.record)}" if peer and peer.record is not f.record else ""
-        )
+        loop_cell = "–"
+        if loop:
+            loop_rate = loop.row["records_per_s"]
+            loop_cell = f"{_rate(loop_rate)} ({_ratio(loop_rate, fewest_bare.setdefault(shape, loop_rate))})"
+        cited = [f.record] + [other.record for other in (loop, peer) if other]
+        refs = " ".join(dict.fromkeys(runs.ref(record) for record in cited))
         lines.append(
-            f"| {shape} | {keys:,} | {_rate(rate)} | {share} | {_ratio(rate, base)} | "
+            f"| {shape} | {keys:,} | {_rate(rate)} | {share} | {_ratio(rate, base)} | {loop_cell} | "
             f"{_rate(peer.row['records_per_s']) if peer else '–'} | {refs} |"
         )
     return [*lines, "", *runs.lines()]
@@ -385,6 +393,8 @@ def charts(records: list[dict]) -> dict[str, str]:
     shape_colors: dict[str, str] = {}
     for f in latest(records, "engine"):
         shape, side, keys = f.key
+        if side == "bare_loop":  # in the table: a chart of twelve lines would be unreadable
+            continue
         color = shape_colors.setdefault(shape, COLORS[len(shape_colors) % len(COLORS)])
         name = shape if side == "ours" else f"{shape} ({SIDE_LABELS.get(side, side)})"
         styles[name] = (color, side != "ours")  # a peer: its shape's color, dashed

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from bench import engine_bench, render
+from bench import bare_loops, engine_bench, render
 from bench.results import RESULTS_DIR_ENV, Recorder, git_state, read_records, results_dir
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -119,6 +119,8 @@ FIXTURE = [
             _engine("count", 200, 1_000_000),
             _engine("count", 250000, 500_000),
             _engine("count", 200, 200_000, "peer"),
+            _engine("count", 200, 4_000_000, "bare_loop"),
+            _engine("count", 250000, 1_000_000, "bare_loop"),
         ],
         "python bench/engine_bench.py",
     ),
@@ -152,8 +154,8 @@ def test_the_engine_table_shows_the_latest_run_per_shape_and_key_count():
     lines = render.engine_table(FIXTURE)
     rows = [line for line in lines if line.startswith("| count")]
     assert rows == [
-        "| count | 200 | 1,000,000 | 10.0% (20.0%) | 1.00 | 200,000 | [1] |",
-        "| count | 250,000 | 500,000 | 10.0% (20.0%) | 0.50 | – | [1] |",
+        "| count | 200 | 1,000,000 | 10.0% (20.0%) | 1.00 | 4,000,000 (1.00) | 200,000 | [1] |",
+        "| count | 250,000 | 500,000 | 10.0% (20.0%) | 0.50 | 1,000,000 (0.25) | – | [1] |",
     ]
     assert lines[-1].startswith("- [1] 2026-01-02T00:00:00Z, commit 0123456789, 2 cores, load 1.0 → 2.0")
     assert lines[-1].endswith("`python bench/engine_bench.py`")
@@ -229,11 +231,15 @@ def test_the_engine_benchmark_records_every_shape_and_key_count(tmp_path):
         == 0
     )
     (record,) = read_records(tmp_path)
-    got = {(f["shape"], f["keys"]) for f in record["figures"]}
-    assert got == {(s, k) for s in ("count", "running_count", "stream_table_join") for k in (20, 300)}
-    for figure in record["figures"]:
+    shapes = ("count", "running_count", "stream_table_join")
+    ours = [f for f in record["figures"] if f["side"] == "ours"]
+    assert {(f["shape"], f["keys"]) for f in ours} == {(s, k) for s in shapes for k in (20, 300)}
+    for figure in ours:
         assert figure["records"] == 3000 and figure["records_per_s"] > 0
         assert 0 <= figure["export_share"] <= figure["export_share_max_micro_batch"] <= 1
+    bare = [f for f in record["figures"] if f["side"] == "bare_loop"]
+    assert {(f["shape"], f["keys"]) for f in bare} == {(s, k) for s in shapes for k in (20, 300)}
+    assert all(f["records"] == 3000 and f["records_per_s"] > 0 for f in bare)
     assert record["settings"]["micro_batch"] == 1000
 
 
@@ -242,3 +248,45 @@ def test_an_unknown_shape_is_a_usage_error(capsys):
         engine_bench.main(["--shapes", "nope"])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.startswith("error: unknown shapes ['nope']")
+
+
+@pytest.mark.parametrize("shape", sorted(bare_loops.LOOPS) + ["stream_table_join"])
+def test_a_bare_loop_keeps_the_state_the_shape_keeps(shape):
+    # The reference must do the shape's work: every key's count, every window's user aggregate, every
+    # reading joined; else its rate would flatter it.
+    keys = ["a", "b", "a", "c", "a"]
+    values = [{"temperature": t} for t in (10.0, 20.0, 30.0, 5.0, 1.0)]
+    timestamps = [0, 299_999, 300_000, 600_000, 600_001]
+    out = bare_loops.bare_loop(shape, keys, values, timestamps)()
+    expected = {
+        "count": {("a", 0): 2, ("b", 0): 1, ("c", 600_000): 1, ("a", 600_000): 1},
+        "running_count": {"a": 3, "b": 1, "c": 1},
+        "stream_table_join": [
+            {"temperature": t, "site": site, "threshold": 25.0}
+            for t, site in zip(
+                (10.0, 20.0, 30.0, 5.0, 1.0), ("site-0", "site-1", "site-0", "site-2", "site-0"), strict=True
+            )
+        ],
+    }
+    if shape in expected:
+        assert out == expected[shape]
+        return
+    # hopping: each reading in the windows [start, start + 10 min) of starts 5 minutes apart holding it
+    stats = {key: (count, total, high) for key, (count, total, high) in _hopping_stats(out).items()}
+    assert stats == {
+        ("a", -300_000): (1, 10.0, 10.0),
+        ("a", 0): (2, 40.0, 30.0),
+        ("a", 300_000): (2, 31.0, 30.0),
+        ("a", 600_000): (1, 1.0, 1.0),
+        ("b", -300_000): (1, 20.0, 20.0),
+        ("b", 0): (1, 20.0, 20.0),
+        ("c", 300_000): (1, 5.0, 5.0),
+        ("c", 600_000): (1, 5.0, 5.0),
+    }
+
+
+def _hopping_stats(state: dict) -> dict:
+    """(count, sum, max) per window from a hopping bare loop's state (dicts for the user's, tuples else)."""
+    return {
+        window: (v["count"], v["sum"], v["max"]) if isinstance(v, dict) else v for window, v in state.items()
+    }
