@@ -398,7 +398,7 @@ class AggregateRows(NumberedRows):
         """Rows for `new_keys` (a list or an object array), with the initial values (a KeyTable or index
         already numbered them)."""
         first, end = self.size, self.size + len(new_keys)
-        self._reserve(end)
+        self._reserve(end, len(new_keys))
         for state in self.layout.columns:
             self.columns[state.name][first:end] = state.initial
         self._add_keys(new_keys)
@@ -407,8 +407,9 @@ class AggregateRows(NumberedRows):
         """Rows `size..` (reserved) named by `new_keys`."""
         self.keys[self.size : self.size + len(new_keys)] = as_object_array(new_keys)
 
-    def _reserve(self, rows: int) -> None:
-        capacity = grown_capacity(rows, len(self.dirty))
+    def _reserve(self, rows: int, added: int) -> None:
+        """Room for `rows` rows, `added` of them a batch appended at once (`grown_capacity`)."""
+        capacity = grown_capacity(rows, len(self.dirty), added)
         if capacity is None:
             return
         for name, column in self.columns.items():

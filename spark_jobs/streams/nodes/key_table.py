@@ -245,10 +245,16 @@ def number_by_first_appearance(keys: list, first: int) -> tuple[np.ndarray, np.n
     return numbers[firsts], np.fromiter(first_of, object, len(first_of))
 
 
-def grown_capacity(rows: int, capacity: int) -> int | None:
+def grown_capacity(rows: int, capacity: int, added: int = 0) -> int | None:
     """The capacity a store of numbered rows grows to for `rows` rows (doubling, so that appends cost
-    amortized O(1)); None when `capacity` holds them already."""
-    return None if rows <= capacity else max(rows, 2 * capacity, 16)
+    amortized O(1)); None when `capacity` holds them already. `added`: the rows of a batch appended at once
+    (new keys), room being made for GROWTH_BATCHES such batches, as for a key table (`table_size`): a
+    store filling up with many keys grows once, where doubling copies its key column at each growth, a
+    reference taken to each key (a write to the object, a cache miss apiece among many keys), and one
+    dropped from the old column."""
+    if rows <= capacity:
+        return None
+    return max(rows, 2 * capacity, rows + (GROWTH_BATCHES - 1) * added, 16)
 
 
 def grown(column: np.ndarray, size: int, capacity: int) -> np.ndarray:
@@ -286,7 +292,7 @@ class KeyNumbers:
     def _hold(self, new_keys: np.ndarray) -> None:
         """Numbers `len(self)..` for `new_keys` (an object array), in order."""
         end = self._count + len(new_keys)
-        capacity = grown_capacity(end, len(self.keys))
+        capacity = grown_capacity(end, len(self.keys), len(new_keys))
         if capacity is not None:
             self.keys = grown(self.keys, self._count, capacity)
         self.keys[self._count : end] = new_keys

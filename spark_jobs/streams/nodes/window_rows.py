@@ -134,9 +134,13 @@ class WindowRows:
         return self._keys
 
     def _hold_keys(self, keys: Any) -> None:
-        """Keys (a list or an object array) for the rows `len(self)..` that the caller appends next."""
+        """Keys (a list or an object array) for the rows `len(self)..` that the caller appends next: a
+        batch of them, which the column makes room for as a batch (`grown_capacity`)."""
         size = len(self.dirty)
-        self.key_column(len(keys))[size : size + len(keys)] = as_object_array(keys)
+        capacity = grown_capacity(size + len(keys), len(self._keys), len(keys))
+        if capacity is not None:
+            self._keys = grown(self._keys, size, capacity)
+        self._keys[size : size + len(keys)] = as_object_array(keys)
 
     @property
     def index(self) -> dict[Any, int]:
