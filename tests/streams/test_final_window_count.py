@@ -232,7 +232,7 @@ def _reverse_buffer_rows(task: StreamTask) -> None:
     buckets = suppress.buffer.buckets
     for window, rows in list(buckets.items()):
         reloaded = entry_rows(suppress.buffer.entry_columns)
-        for key, fields in reversed(list(zip(rows.keys, zip(*rows.columns, strict=True), strict=True))):
+        for key, fields in reversed(list(zip(rows.keys, map(rows.fields, range(len(rows))), strict=True))):
             reloaded.append(key, fields)
         reloaded.dirty[:] = bytes(len(reloaded))  # as an import leaves them
         reloaded.saved = len(reloaded)

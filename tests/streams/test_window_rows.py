@@ -51,7 +51,7 @@ class _Name(str):
 
 
 def live(rows: WindowRows) -> dict:
-    return {key: tuple(column[row] for column in rows.columns) for key, row in rows.live()}
+    return {key: rows.fields(row) for key, row in rows.live()}
 
 
 def round_trip(saved: dict) -> dict:
@@ -397,14 +397,17 @@ def test_a_struct_field_of_one_value_in_every_row_is_saved_once() -> None:
 
 def test_an_int64_column_of_one_value_and_a_sparse_column_of_none_are_saved_once() -> None:
     """A value that every row of an int64 column holds is saved once, a sparse list column that holds None
-    in every row as None; either loads back as a value per row, in a base and in a delta, and is saved in
-    full once its rows differ."""
+    in every row as None (and held without a list); either loads back as a value per row, in a base and in
+    a delta, and is saved in full once its rows differ."""
     kinds = (INT64, OBJECT, INT64)  # a changing int64, a sparse list column, a fixed int64
     store, copy = WindowRows(kinds, fixed=1, sparse=(1,)), WindowRows(kinds, fixed=1, sparse=(1,))
     store.extend(["a", "b", "c"], [np.array([5, 5, 5]), [None] * 3, np.array([0, 0, 0])])
+    # no list of a None per row while every row holds None: no container for the cyclic collector to scan
+    assert not any(type(column) is list for column in store.columns)
     saved = round_trip(store.save(changed_only=False))
     assert [list(column) if column is not None else None for column in saved["columns"]] == [[5], None, [0]]
     copy.load(saved, "w.0")
+    assert not any(type(column) is list for column in copy.columns)
     assert live(copy) == live(store) == {key: (5, None, 0) for key in "abc"}
     store.put_rows(np.array([0, 2]), [np.array([7, 7]), [None, None]])
     store.extend(["d", "e"], [np.array([7, 7]), [None, None], np.array([0, 0])])

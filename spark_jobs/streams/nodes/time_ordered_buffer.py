@@ -380,7 +380,7 @@ class TimeOrderedKeyValueBuffer:
                         bucket.index,
                         bucket.key_column(len(keys) - i),  # room for a row per put left (WindowRows)
                         bucket.dirty,
-                        *bucket.columns,
+                        *bucket.dense_columns(),
                         len(window_start_bytes(window[0])) if track else 0,
                     )
                 bucket_window = window
@@ -501,6 +501,7 @@ class TimeOrderedKeyValueBuffer:
             held = list(map(index.get, last_row))
             new_keys = [key for key, row in zip(last_row, held, strict=True) if row is None]
             c_ts, c_size, c_new, c_old, c_hdr, c_base, c_prior = bucket.columns
+            headers_held = c_hdr is not None  # else every row's headers are None (a sparse column)
             put_rows = list(last_row.values())
             if len(new_keys) < len(last_row):  # keys the window holds: their fields replaced
                 kept = [(row, put) for row, put in zip(held, put_rows, strict=True) if row is not None]
@@ -514,7 +515,8 @@ class TimeOrderedKeyValueBuffer:
                     if not structs:
                         c_new[row] = values[put]
                         c_old[row] = olds[put]
-                    c_hdr[row] = None
+                    if headers_held:
+                        c_hdr[row] = None
                     bucket.dirty[row] = 1
             if new_keys:
                 first_row = dict(zip(keys[::-1], rows[::-1], strict=True))  # each key's first put
@@ -717,7 +719,7 @@ class TimeOrderedKeyValueBuffer:
                     windows += [window] * len(window_inners)
                     key_bytes_ += self._window_key_bytes(window_inners, window[0], end)
                     for merged, column in zip(columns, window_rows.columns, strict=True):
-                        merged += column
+                        merged += repeat(None, len(window_inners)) if column is None else column
             ts, size, new, old, hdr = columns[:5]
             order = sorted(range(len(inners)), key=key_bytes_.__getitem__)  # unique within an end
             left += len(order)
@@ -740,7 +742,7 @@ class TimeOrderedKeyValueBuffer:
                 out.olds += map(old.__getitem__, order)
             out.timestamps += map(ts.__getitem__, order)
             if out.headers is not None:
-                out.headers += map(hdr.__getitem__, order)
+                out.headers += repeat(None, len(order)) if hdr is None else map(hdr.__getitem__, order)
             out.src += repeat(row, len(order))
         if left:
             self.samples += 1
@@ -881,7 +883,7 @@ class TimeOrderedKeyValueBuffer:
         row = None if rows is None else rows.index.get(key[0])
         if row is None:
             return None
-        ts, size, new, old, hdr, base, prior = (column[row] for column in rows.columns)
+        ts, size, new, old, hdr, base, prior = rows.fields(row)
         return (None, None, new, old, prior, ts, hdr, size, None, base)
 
     @staticmethod

@@ -99,12 +99,18 @@ class WindowRows:
         self._keys = np.empty(0, object)
         self.columns: list[Any] = [_new_column(kind) for kind in kinds]
         self.changing = len(kinds) - fixed  # the columns before it can change
+        if any(n >= self.changing for n in sparse):
+            raise ValueError("a sparse column is a changing one")
         # columns the saved form leaves out: their owner derives them from another store after a load, or
         # never reads them (a load leaves the rows' values as they were, and gives new rows a placeholder:
         # 0 or None)
         self.unsaved = unsaved
-        # list columns that mostly hold None in every row (a buffer's headers): saved as None while they do
+        # list columns that mostly hold None in every row (a buffer's headers): saved as None while they do,
+        # and held as None instead of a list (`_densify`): a list of a None per row is a container that the
+        # cyclic collector scans item by item after each micro-batch
         self.sparse = sparse
+        for n in sparse:
+            self.columns[n] = None
         # by row: 1 where put since the last export (0 else, so numpy views it as bools: np.flatnonzero
         # of bools runs without a branch per row, of uint8 with one, mispredicted at scattered puts); its
         # length is the rows'
@@ -231,8 +237,12 @@ class WindowRows:
         row = len(self)
         self.index[key] = row
         self.key_column(1)[row] = key
+        for n in self.sparse:  # a sparse column held as None: its list, for a value that is not None
+            if self.columns[n] is None and fields[n] is not None:
+                self.columns[n] = [None] * row
         for column, value in zip(self.columns, fields, strict=True):
-            column.append(value)
+            if column is not None:
+                column.append(value)
         self.dirty.append(1)
 
     def extend(self, keys: Any, columns: list, pickled_keys: bytes | None = None) -> None:
@@ -251,8 +261,11 @@ class WindowRows:
                 table.confirm(len(keys))
             else:
                 self._table = None
+        self._densify(columns)
         self._hold_keys(keys)
         for column, values in zip(self.columns, columns, strict=True):
+            if column is None:  # a sparse column of None, and so are the values
+                continue
             if type(values) is np.ndarray:
                 column.frombytes(values.astype(np.int64, copy=False).tobytes())
             else:
@@ -262,15 +275,35 @@ class WindowRows:
     def put_rows(self, rows: np.ndarray, columns: list) -> None:
         """Replace the changing fields of existing rows (their numbers in `rows`) and flag them put; per
         changing column its values, an int64 ndarray, a list, or StructValues for a struct column."""
+        self._densify(columns)
         changed = [
             (column, values)
             for column, values in zip(self.columns[: self.changing], columns, strict=True)
-            if not (type(column) is list and _none_over_none(column, values))
+            if column is not None and not (type(column) is list and _none_over_none(column, values))
         ]
         row_list = self._row_list(rows, [column for column, _ in changed])
         for column, values in changed:
             _assign(column, rows, row_list, values)
         np.frombuffer(self.dirty, np.bool_)[rows] = True
+
+    def _densify(self, values_by_column: list) -> None:
+        """A sparse column held as None (every row None) made its list of a None per row, where the values
+        to be written into it (`values_by_column`: per column from the first on) are not all None."""
+        for n in self.sparse:
+            if self.columns[n] is None and n < len(values_by_column) and not _all_none(values_by_column[n]):
+                self.columns[n] = [None] * len(self)
+
+    def fields(self, row: int) -> tuple:
+        """A row's fields, by column (None in a sparse column held as None)."""
+        return tuple(None if column is None else column[row] for column in self.columns)
+
+    def dense_columns(self) -> list:
+        """The columns, a sparse one held as None made its list first: for a loop that writes rows' fields
+        one by one (a header that is not None among them)."""
+        for n in self.sparse:
+            if self.columns[n] is None:
+                self.columns[n] = [None] * len(self)
+        return self.columns
 
     def _row_list(self, rows: np.ndarray, columns: list | None = None) -> list[int] | None:
         """The row numbers as a list, for the list columns' stores (None when every changing column, or
@@ -315,7 +348,7 @@ class WindowRows:
         self.dirty[:] = bytes(size)
         unsaved = self.unsaved
         changing = [
-            None if n in self.sparse and self._all_none(column) else column
+            None if n in self.sparse and _all_none(column) else column
             for n, column in enumerate(columns[: self.changing])
             if n not in unsaved
         ]
@@ -351,11 +384,6 @@ class WindowRows:
             ],
         }
 
-    def _all_none(self, column: list) -> bool:
-        """Whether a list column holds None in every row (the last row looked at first: a column of other
-        values is mostly not compared at all)."""
-        return not column or (column[-1] is None and column.count(None) == len(column))
-
     def base(self, with_keys: bool = True) -> dict[str, Any]:
         """The saved form of every row (what `save` writes as a base), leaving the export state alone. It
         holds the live columns, not copies (a copy of every column is a large part of a snapshot): pickle it
@@ -367,7 +395,7 @@ class WindowRows:
             else _saved_int64s(np.frombuffer(column, np.int64), column)
             if type(column) is array
             else None
-            if n in self.sparse and self._all_none(column)
+            if n in self.sparse and _all_none(column)
             else column
             for n, column in enumerate(self.columns)
             if n not in unsaved
@@ -388,8 +416,12 @@ class WindowRows:
             saved = {**saved, "columns": self._loadable(saved["columns"], name, len(new_keys), len(new_keys))}
             self._hold_keys(new_keys)  # copied: stores loaded from one import share key lists
             for n, values in enumerate(self._with_placeholders(saved["columns"], len(new_keys), True)):
+                if columns[n] is None and _all_none(values):  # a sparse column of None: held as None
+                    continue
                 if owned and type(values) is type(columns[n]):
                     columns[n] = values
+                elif columns[n] is None:
+                    columns[n] = list(values)
                 else:
                     columns[n].extend(values)
             self._index = None  # a key table over the empty window catches up at its next use
@@ -416,6 +448,7 @@ class WindowRows:
                 if len(values) != expected:
                     raise ValueError(f"state part {name!r}: {len(values)} values for {expected} rows")
             values_by_column = self._with_placeholders(values_by_column, len(rows), False)
+            self._densify(values_by_column)
             self._hold_keys(new_keys)
             for column, values in zip(
                 columns[self.changing :], values_by_column[self.changing :], strict=True
@@ -424,6 +457,8 @@ class WindowRows:
             older = positions[:kept]  # scattered back; the new rows are appended as they come
             row_list = self._row_list(older)
             for column, values in zip(columns[: self.changing], values_by_column, strict=False):
+                if column is None:  # a sparse column of None, and so are the values
+                    continue
                 if values is None:  # unsaved: placeholders for the new rows, the others left as they were
                     column.extend(_placeholders(column, added))
                     continue
@@ -448,6 +483,8 @@ class WindowRows:
         for n, column in enumerate(self.columns):
             if n in self.unsaved:
                 continue
+            if column is None:  # a sparse column of None: saved as a list column
+                column = [None] * len(self)
             if type(column) is array:
                 saved.append(_saved_int64s(np.frombuffer(column, np.int64)[rows]))
             elif type(column) is StructColumn:
@@ -470,8 +507,11 @@ class WindowRows:
             raise ValueError(f"state part {name!r}: rows out of the window's {len(self)}")
         positions = np.arange(len(self))[rows] if type(rows) is slice else rows
         row_list = None
+        self._densify(self._with_placeholders(loadable, count, False))
         saved_columns = [column for n, column in enumerate(self.columns) if n not in self.unsaved]
         for column, values in zip(saved_columns, loadable, strict=True):
+            if column is None:  # a sparse column of None, and so are the values
+                continue
             if type(column) is array:
                 values = np.frombuffer(values, np.int64)
             elif type(column) is list and type(rows) is slice:
@@ -485,7 +525,8 @@ class WindowRows:
         """Rows for `keys` whose fields a load sets next: placeholders (0 or None) until then."""
         self._hold_keys(keys)
         for column in self.columns:
-            column.extend(_placeholders(column, len(keys)))
+            if column is not None:  # a sparse column of None holds the placeholders
+                column.extend(_placeholders(column, len(keys)))
         self.dirty += bytes(len(keys))
         self._index, self._table = None, None
 
@@ -498,7 +539,9 @@ class WindowRows:
     def clear_rows(self) -> None:
         """No row (a load that starts the window again)."""
         self._keys = np.empty(0, object)
-        self.columns = [_new_column(_kind(column)) for column in self.columns]
+        self.columns = [
+            None if n in self.sparse else _new_column(_kind(column)) for n, column in enumerate(self.columns)
+        ]
         self.dirty = bytearray()
         self.saved = 0
         self.key_chunks = []
@@ -641,6 +684,17 @@ def _assign(column: Any, rows: np.ndarray, row_list: list[int] | None, values: A
         if type(values) is np.ndarray:
             values = values.tolist()
         deque(map(column.__setitem__, row_list, values), maxlen=0)
+
+
+def _all_none(values: Any) -> bool:
+    """Whether a list column, or values to write into one, hold None in every row (None: a sparse column
+    held as None). The last row is looked at first: a column of other values is mostly not compared at
+    all."""
+    if values is None:
+        return True
+    if type(values) is not list and type(values) is not tuple:  # a saved delta's gathered rows: a tuple
+        return False
+    return not values or (values[-1] is None and values.count(None) == len(values))
 
 
 def _none_over_none(column: list, values: Any) -> bool:
