@@ -438,3 +438,15 @@ def test_none_put_over_a_list_column_replaces_what_its_rows_held() -> None:
     store.put_rows(np.array([1]), [np.array([6]), [None], [None]])
     assert live(store)["b"] == (6, None, None)
     assert list(round_trip(store.save(changed_only=True))["rows"]) == [0, 1, 2]
+
+
+def test_none_for_a_list_columns_values_is_none_in_every_row() -> None:
+    """A list column's values given as None put or append None in every row concerned, over rows that held
+    values too."""
+    kinds = (INT64, OBJECT)
+    store = WindowRows(kinds)
+    store.extend(["a", "b"], [np.array([1, 2]), [{"v": 1}, {"v": 2}]])
+    store.put_rows(np.array([1]), [np.array([3]), None])
+    store.extend(["c"], [np.array([4]), None])
+    assert live(store) == {"a": (1, {"v": 1}), "b": (3, None), "c": (4, None)}
+    assert list(round_trip(store.save(changed_only=True))["columns"][1]) == [{"v": 1}, None, None]

@@ -200,14 +200,14 @@ class FinalWindowAggregate:
             buffer.put_window_rows(
                 window,
                 buffer_row[put],
-                [ts[put], np.zeros(len(put), np.int64), new_values[put], old_values[put], [None] * len(put)],
+                [ts[put], np.zeros(len(put), np.int64), new_values[put], old_values[put], None],  # no headers
                 new_keys,
                 [
                     ts[new],
                     np.zeros(len(new), np.int64),
                     new_values[new],
                     old_values[new],
-                    [None] * len(new),
+                    None,
                     np.zeros(len(new), np.int64),
                     prior_values[new],
                 ],

@@ -532,7 +532,7 @@ class FinalWindowCount:
                 np.zeros(len(groups), np.int64),
                 finals[0],
                 _gather(plan.last_old, groups),
-                [None] * len(groups),
+                None,  # no headers
             ],
             plan_window.new_entries,
             [
@@ -540,7 +540,7 @@ class FinalWindowCount:
                 np.zeros(len(new), np.int64),
                 finals[1],
                 _gather(plan.last_old, new),
-                [None] * len(new),
+                None,
                 np.zeros(len(new), np.int64),
                 [None] * len(new) if plan.prior is None else _gather(plan.prior, new),
             ],

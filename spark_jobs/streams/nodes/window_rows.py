@@ -247,7 +247,8 @@ class WindowRows:
 
     def extend(self, keys: Any, columns: list, pickled_keys: bytes | None = None) -> None:
         """Rows for `keys` (a list or an object array, each new to the window), appended in order; per
-        column its values, an int64 ndarray, a list or StructValues. `pickled_keys`: `dumps_plain` of the
+        column its values, an int64 ndarray, a list (None: None in every row, for a list column) or
+        StructValues. `pickled_keys`: `dumps_plain` of the
         keys' list, made by the caller while the keys are in the CPU's caches (and once for two stores that
         append the same keys), for saves to reuse."""
         first = len(self)
@@ -268,13 +269,14 @@ class WindowRows:
                 continue
             if type(values) is np.ndarray:
                 column.frombytes(values.astype(np.int64, copy=False).tobytes())
-            else:
-                column.extend(values)  # a list, or an int64 array from a list of ints
+            else:  # a list (None: of None), or an int64 array from a list of ints
+                column.extend(repeat(None, len(keys)) if values is None else values)
         self.dirty += b"\x01" * len(keys)
 
     def put_rows(self, rows: np.ndarray, columns: list) -> None:
         """Replace the changing fields of existing rows (their numbers in `rows`) and flag them put; per
-        changing column its values, an int64 ndarray, a list, or StructValues for a struct column."""
+        changing column its values, an int64 ndarray, a list (None: None in every row, for a list column),
+        or StructValues for a struct column."""
         self._densify(columns)
         changed = [
             (column, values)
@@ -283,7 +285,7 @@ class WindowRows:
         ]
         row_list = self._row_list(rows, [column for column, _ in changed])
         for column, values in changed:
-            _assign(column, rows, row_list, values)
+            _assign(column, rows, row_list, repeat(None) if values is None else values)
         np.frombuffer(self.dirty, np.bool_)[rows] = True
 
     def _densify(self, values_by_column: list) -> None:
@@ -701,7 +703,9 @@ def _none_over_none(column: list, values: Any) -> bool:
     """Whether putting `values` into a list column changes nothing: they are all None, and so is every row
     of the column (a buffer's headers and, where nothing reads them, old values). Both checks are C passes
     in memory order, the last row looked at first, where the stores would touch a row each, scattered."""
-    if type(values) is not list or (values and values[-1] is not None) or values.count(None) != len(values):
+    if values is not None and (
+        type(values) is not list or (values and values[-1] is not None) or values.count(None) != len(values)
+    ):
         return False
     return not column or (column[-1] is None and column.count(None) == len(column))
 
