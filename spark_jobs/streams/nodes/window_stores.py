@@ -23,8 +23,26 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..records import Window, Windowed
-from .key_table import KeyNumbers, grown, grown_capacity, object_array
-from .kv_rows import KEY_SEPARATOR, RowParts, SavedByRowParts, joins_keys, loaded_row_keys, saved_keys
+from .key_table import (
+    KeyNumbers,
+    KeyTable,
+    as_object_array,
+    grown,
+    grown_capacity,
+    holds_none_object,
+    number_by_first_appearance,
+    object_array,
+    table_size,
+)
+from .kv_rows import (
+    FEW_KEYS,
+    KEY_SEPARATOR,
+    RowParts,
+    SavedByRowParts,
+    joins_keys,
+    loaded_row_keys,
+    saved_keys,
+)
 from .kv_store import KeyValueStore
 from .late_rows import LateRows
 from .store_log import StoreLog
@@ -197,7 +215,10 @@ class SessionRows(SavedByRowParts):
         # after each micro-batch: a cache miss per key of a large store); rows `size..` hold None
         self.keys = np.empty(0, object)
         self.size = 0
-        self.index: dict[Any, int] = {}  # key -> row
+        # key -> row: in a KeyTable while every key is a str (None: not built, False: a key is not a str,
+        # or pandas is missing), else in a dict (None: built again when needed)
+        self._table: KeyTable | None | bool = None
+        self._index: dict[Any, int] | None = None
         self.sessions: list[tuple | None] = []  # row -> its sessions, () for none, None: held in its fields
         # per row, side by side: its sessions, its first session's start, end and (a count) aggregate
         self._first = array("q")
@@ -216,19 +237,80 @@ class SessionRows(SavedByRowParts):
         """The rows' saved fields as a numpy view, a row of `_FIELDS` per row (not kept: the array grows)."""
         return np.frombuffer(self._first, np.int64).reshape(-1, _FIELDS)
 
-    def new_row(self, key: Any) -> int:
-        """A row (without sessions) for `key`, new to the store."""
-        row = self.index[key] = self.size
-        if row == len(self._dirty):
-            self._reserve(row + 1)
-        self.keys[row] = key
-        self.size = row + 1
-        return row
+    def rows_for(self, keys: Any, numbered: np.ndarray) -> list[int]:
+        """Per key (a list or an object array) its row, or -1 for a key not `numbered` (a mask; a None key
+        is never numbered); the keys numbered that the store does not hold get rows (without sessions), in
+        order of first appearance. Looked up a batch at a time (in the KeyTable while the keys are str): a
+        look-up per record costs several cache misses in a large store, which the batch's pass in C
+        overlaps."""
+        key_objects = as_object_array(keys)
+        table = self._key_table(key_objects)
+        if table is not None:
+            try:
+                numbering = table.number(key_objects, numbered, str_only=True, none_keys=True)
+            except TypeError:
+                self._table = None  # an unhashable key, some keys numbered: built again at its next use
+                raise
+            if numbering is not None:
+                rows, new_keys = numbering
+                table.confirm(len(new_keys))
+                self._add_keys(new_keys)
+                return rows.tolist()
+            self._table = False  # a key that is not a str: the rows are looked up in a dict from now on
+        index = self._key_index()
+        rows = np.fromiter(map(index.get, key_objects, repeat(-1)), np.int64, len(keys))
+        rows[~numbered] = -1
+        unheld = (rows < 0) & numbered
+        if holds_none_object(key_objects):
+            unheld &= np.fromiter(map(is_not, key_objects, repeat(None)), bool, len(keys))
+        if unheld.any():
+            numbers, new_keys = number_by_first_appearance(key_objects[unheld].tolist(), self.size)
+            rows[unheld] = numbers
+            index.update(zip(new_keys.tolist(), range(self.size, self.size + len(new_keys)), strict=True))
+            self._add_keys(new_keys)
+        return rows.tolist()
 
-    def _add_keys(self, keys: list) -> None:
+    def row_of(self, key: Any) -> int | None:
+        """The key's row, None where it has none: in the KeyTable where a batch built it, else in the dict
+        (a store looked up a few records at a time does not import pandas)."""
+        table = self._table or None
+        if table is not None:
+            row = table.row(key) if type(key) is str else -1
+            return None if row < 0 else row
+        return self._key_index().get(key)
+
+    def new_row(self, key: Any) -> int:
+        """A row (without sessions) for `key`, new to the store (`row_of`: in the KeyTable where a batch
+        built it)."""
+        table = self._table or None
+        if table is not None and type(key) is not str:
+            self._table, table = False, None  # the rows are looked up in a dict from now on
+        if table is not None:
+            table.append(key)
+        else:
+            self._key_index()[key] = self.size
+        self._add_keys([key])
+        return self.size - 1
+
+    def _key_table(self, batch: Any = ()) -> KeyTable | None:
+        """The KeyTable, built from the rows' keys at its first use (sized for them and the batch of keys
+        `batch`, `table_size`); None once a key is not a str, or without pandas (the rows are then looked
+        up in a dict)."""
+        if self._table is None:
+            table = KeyTable.new(max(table_size(batch, self.size), 2 * self.size))
+            self._table = table if table is not None and table.add(self.keys[: self.size]) else False
+            self._index = None
+        return self._table or None
+
+    def _key_index(self) -> dict:
+        if self._index is None:
+            self._index = dict(zip(self.keys[: self.size].tolist(), range(self.size), strict=True))
+        return self._index
+
+    def _add_keys(self, keys: list | np.ndarray) -> None:
         end = self.size + len(keys)
         self._reserve(end)
-        self.keys[self.size : end] = object_array(keys)
+        self.keys[self.size : end] = as_object_array(keys)
         self.size = end
 
     def _reserve(self, rows: int) -> None:
@@ -338,7 +420,7 @@ class SessionRows(SavedByRowParts):
         self._more = {renumbered[row]: rest for row, rest in self._more.items() if row in renumbered}
         self._dirty = bytearray(np.frombuffer(self._dirty, np.bool_)[rows].tobytes())
         self.size = len(numbers)
-        self.index = dict(zip(self.keys.tolist(), range(self.size), strict=True))
+        self._table, self._index = None, None
         self.total = int(self._fields()[:, 0].sum())
 
     def clear_rows(self) -> None:
@@ -405,12 +487,14 @@ class SessionRows(SavedByRowParts):
             raise ValueError(f"state part {name!r}: {len(more)} values of further sessions, {at} used")
 
     def append_rows(self, keys: list) -> None:
-        """Rows for `keys` (an import's rows not yet named): the index is built again once loaded."""
+        """Rows for `keys` (an import's rows not yet named): the key table or index is built again once
+        loaded."""
+        self._table, self._index = None, None
         self._add_keys(keys)
 
     def loaded(self) -> None:
         """An import or catch-up wrote the rows directly."""
-        self.index = dict(zip(self.keys[: self.size].tolist(), range(self.size), strict=True))
+        self._table, self._index = None, None
         self.dirty[: self.size] = False
         self.total = int(self._fields()[: self.size, 0].sum())
 
@@ -457,8 +541,17 @@ class SessionStore:
         retention = self.retention
         store_time = self.store_time
         rows = self.rows
+        # the rows of the batch's keys, looked up at once; a key new to the store gets its row before the
+        # loop where a record of it would make one (`_row_making`), else (a record the loop finds late)
+        # -1, and the loop looks the key up (and makes its row, should the record not be late after all).
+        # A batch of fewer than FEW_KEYS records is looked up by the loop, without numpy's cost per call.
+        if len(keys) < FEW_KEYS:
+            numbers: list[int] = [-1] * len(keys)
+        else:
+            key_objects = as_object_array(keys)
+            numbers = rows.rows_for(key_objects, self._row_making(key_objects, timestamps, observed))
         row_of, new_row, sessions, held, put_sessions = (
-            rows.index.get,
+            rows.row_of,
             rows.new_row,
             rows.sessions,
             rows.held,
@@ -479,7 +572,7 @@ class SessionStore:
         ends: list = []
         late = LateRows()
         dropped = 0
-        for i, key, ts in zip(range(len(keys)), keys, timestamps, strict=False):
+        for i, key, ts, row in zip(range(len(keys)), keys, timestamps, numbers, strict=False):
             if key is None:
                 dropped += 1
                 continue
@@ -488,7 +581,8 @@ class SessionStore:
             if expiry and expiry[0] >> ROW_BITS <= store_time - retention:
                 self.store_time = store_time
                 self._expire(changed)
-            row = row_of(key)
+            if row < 0:
+                row = row_of(key)
             entry = () if row is None else sessions[row]
             if entry is None:  # one session, held in the row's fields
                 entry = held(row)
@@ -570,6 +664,21 @@ class SessionStore:
         rows.written(list(changed))
         return out_k, out_v, out_o, out_t, src, late, dropped, observed, (inner_keys, starts, ends)
 
+    def _row_making(self, key_objects: np.ndarray, timestamps: list, observed: int) -> np.ndarray:
+        """Per record whether it gets a row for its key, should the key be new to the store: whether, as
+        a record without sessions to merge with, it is not late (its timestamp at or after the observed time
+        with it, less the retention). A mask for the look-up of the batch (`SessionRows.rows_for`): the
+        loop decides each record, and makes a row the mask missed."""
+        n = len(key_objects)
+        stamps = np.fromiter(timestamps, np.int64, n)
+        observing = stamps
+        if holds_none_object(key_objects):  # a record without key is dropped: it observes no time
+            observing = np.where(
+                np.fromiter(map(is_not, key_objects, repeat(None)), bool, n), stamps, observed
+            )
+        observed_then = np.maximum(np.maximum.accumulate(observing), observed) if n else observing
+        return stamps >= observed_then - self.retention
+
     def _expire(self, changed: set) -> None:
         """Delete the sessions the store's clock expired (the first ones of their keys: sorted by end); the
         rows changed go to `before` with their entries before the change (for the counts; the caller writes
@@ -595,7 +704,7 @@ class SessionStore:
             heappush(expiry, entry[1] << ROW_BITS | row)
 
     def get(self, key: Any, start: int, end: int) -> tuple[Any, int] | None:
-        row = self.rows.index.get(key)
+        row = self.rows.row_of(key)
         entry = () if row is None else self.rows.entry(row)
         for n in range(0, len(entry), 3):
             if entry[n] == start and entry[n + 1] == end and end > self.store_time - self.retention:
