@@ -64,6 +64,31 @@ def test_a_table_numbers_a_list_of_keys_as_their_object_array_a_chunk_at_a_time(
     assert results[0] == results[1] == results[2] == ([11, 12, 10, 13, 12, -1, 14, 10], ["x", "y", "z"])
 
 
+def test_a_large_table_numbers_a_list_of_mostly_new_keys_a_chunk_at_a_time_as_it_numbers_their_array(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr(key_table, "LOOKUP_CHUNK", 3)
+    batch = ["x", "b", "y", "x", None, "z", "y", "w", "a"]
+    held = ["a", "b"]  # alive while the table borrows them, as a window's
+    results = []
+    # a list numbered a chunk at a time (a large table), and whole (a small one); an array, whole
+    for keys, chunked_from in ((batch, 0), (batch, len(held) + 1), (object_array(batch), 0)):
+        monkeypatch.setattr(key_table, "CHUNKED_LOOKUP_KEYS", chunked_from)
+        table = KeyTable.new(0)
+        assert table.add(held)
+        table.number(
+            object_array(["p", "q", "r"])
+        )  # a batch new to the table: the next one is numbered at once
+        table.confirm(3)
+        numbers, new = table.number(keys)
+        results.append((numbers.tolist(), new.tolist(), table.pending))
+        table.confirm(len(new))
+        assert table.lookup(["w", "x", "q"]).tolist() == [8, 5, 3]
+        assert table.number([*batch, "s"], str_only=True, none_keys=True)[1].tolist() == ["s"]
+    expected = ([5, 1, 6, 5, -1, 7, 6, 8, 0], ["x", "y", "z", "w"], 4)  # a None key: -1, not added
+    assert results[0] == results[1] == results[2] == expected
+
+
 def test_a_table_takes_str_keys_only() -> None:
     table = KeyTable.new(0)
     assert not table.add(["a", 1])

@@ -120,15 +120,22 @@ class KeyTable:
         from pandas._libs.hashtable import ObjectVector
 
         new = ObjectVector()
+        new_keys = None  # else those in `new`
         missed = self._missed
         listed = type(keys) is not np.ndarray
+        chunked = listed and self.size >= CHUNKED_LOOKUP_KEYS
         if missed is None:  # the share of a sample of the keys (looked up again below: then in the caches)
             sample = self._table.lookup(object_array(keys[:SAMPLE]) if listed else keys[:SAMPLE])
             missed = float(np.count_nonzero(sample < 0)) / max(len(sample), 1)
         if missed > MOSTLY_NEW:
-            if listed:
-                keys = object_array(keys)
-            labels = self._table.get_labels(keys if numbered is None else keys[numbered], new, self.size, -1)
+            if chunked and numbered is None:
+                keys, labels, new_keys = self._built_and_looked_up(keys, numbering=True)
+            else:
+                if listed:
+                    keys = object_array(keys)
+                labels = self._table.get_labels(
+                    keys if numbered is None else keys[numbered], new, self.size, -1
+                )
             labels = labels.astype(np.int64, copy=False)
             if numbered is None:
                 numbers = labels
@@ -140,8 +147,8 @@ class KeyTable:
                 labelled = keys if numbered is None else keys[numbered]
                 refused = any(map(is_not, labelled[labels < 0], repeat(None)))
         else:
-            if listed and self.size >= CHUNKED_LOOKUP_KEYS:
-                keys, numbers = self._built_and_looked_up(keys)
+            if chunked:
+                keys, numbers, _ = self._built_and_looked_up(keys)
             else:
                 keys = object_array(keys) if listed else keys
                 numbers = self._table.lookup(keys).astype(np.int64, copy=False)
@@ -160,7 +167,8 @@ class KeyTable:
                     return None
                 numbers[missing] = self._table.get_labels(missing_keys, new, self.size, -1)
             refused = False
-        new_keys = new.to_array()
+        if new_keys is None:
+            new_keys = new.to_array()
         self.pending = len(new_keys)
         to_number = len(keys) if numbered is None else int(np.count_nonzero(numbered))
         if to_number:
@@ -169,19 +177,34 @@ class KeyTable:
             return None
         return numbers, new_keys
 
-    def _built_and_looked_up(self, keys: list) -> tuple[np.ndarray, np.ndarray]:
+    def _built_and_looked_up(
+        self, keys: list, numbering: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """`keys` as an object array and per key its row (-1 where none), LOOKUP_CHUNK keys at a time: the
         look-up reads each key's object (its hash) while the array's reference to it (a write to the same
         object) has left it in the CPU's caches, where a batch of many keys made an array whole first has
-        left the caches by the time the look-up reads its first keys again."""
+        left the caches by the time the look-up reads its first keys again. `numbering`: the keys the table
+        does not hold are numbered as they come (`size` + the rank of their first appearance, a null-like
+        key -1) and added, and returned third, in that order (else None)."""
+        from pandas._libs.hashtable import ObjectVector
+
         n = len(keys)
         objects = np.empty(n, object)
         numbers = np.empty(n, np.int64)
+        added: list[np.ndarray] = []
+        count = self.size
         for lo in range(0, n, LOOKUP_CHUNK):
             chunk = object_array(keys[lo : lo + LOOKUP_CHUNK])
             objects[lo : lo + len(chunk)] = chunk
-            numbers[lo : lo + len(chunk)] = self._table.lookup(chunk)
-        return objects, numbers
+            if numbering:
+                new = ObjectVector()
+                numbers[lo : lo + len(chunk)] = self._table.get_labels(chunk, new, count, -1)
+                added.append(new.to_array())
+                count += len(added[-1])
+            else:
+                numbers[lo : lo + len(chunk)] = self._table.lookup(chunk)
+        new_keys = (np.concatenate(added) if added else np.empty(0, object)) if numbering else None
+        return objects, numbers, new_keys
 
     def confirm(self, appended: int) -> None:
         """The window appended its `pending` keys as rows."""
@@ -336,7 +359,7 @@ class KeyNumbers:
             table = self._table = KeyTable.new(max(table_size(keys, 0), SAMPLE))
             if table is None:
                 return None
-        numbering = table.number(as_object_array(keys), str_only=str_only, none_keys=none_keys)
+        numbering = table.number(keys, str_only=str_only, none_keys=none_keys)
         if numbering is None:
             if table.pending:  # the table numbered the batch at once and holds keys not numbered here
                 self._table = KeyTable.new(max(2 * self._count, SAMPLE))

@@ -206,14 +206,13 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
     def rows_for(self, keys: list) -> np.ndarray:
         """Per key its row, -1 for a None key; the other keys new to the store get rows, without entry, in
         order of first appearance."""
-        key_objects = object_array(keys)
-        rows = self._rows_by_table(key_objects) if self._table is not False else None
+        rows = self._rows_by_table(keys) if self._table is not False else None
         if rows is None:
             index = self._key_index()
             rows = np.fromiter(map(index.get, keys, repeat(-1)), np.int64, len(keys))
             new = np.flatnonzero(rows < 0)
             if len(new):
-                candidates = key_objects[new]
+                candidates = object_array(keys)[new]
                 named = np.fromiter(map(is_not, candidates, repeat(None)), bool, len(new))
                 if named.any():
                     numbers, new_keys = number_by_first_appearance(candidates[named].tolist(), self.size)
@@ -223,17 +222,18 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
                     self._append(added)
         return rows
 
-    def _rows_by_table(self, keys: np.ndarray) -> np.ndarray | None:
+    def _rows_by_table(self, keys: list) -> np.ndarray | None:
         """Per key its row through the KeyTable (-1 for None); None where a key is neither a str nor None:
         the table is then dropped and the store looks its keys up in a dict from now on. Only the keys new
-        to the table are checked, as the table holds str keys only."""
+        to the table are checked, as the table holds str keys only. The list of keys is given to the table
+        as it is (a large table makes it an array a chunk at a time, `KeyTable.number`)."""
         table = self._key_table(keys)
         if table is None:
             return None
         rows, new_keys = table.number(keys)
         added = new_keys.tolist()
-        missing = rows < 0  # a null-like key: None, or one the table cannot hold (a float NaN)
-        if set(map(type, added)) - {str} or (missing.any() and any(map(is_not, keys[missing], repeat(None)))):
+        missing = np.flatnonzero(rows < 0).tolist()  # a null-like key: None, or one the table cannot hold
+        if set(map(type, added)) - {str} or any(keys[i] is not None for i in missing):
             self._table = False
             return None
         table.confirm(len(added))
