@@ -571,12 +571,15 @@ def test_both_ways_of_grouping_pairs_give_the_same_groups_and_rows(data, pool, s
 
 @PROPERTY
 @given(
-    bound=st.sampled_from([1, 2, 1 << 16, (1 << 16) + 1, 1 << 20, 1 << 32, (1 << 32) + 1]),
+    bound=st.sampled_from(
+        [1, 2, 1 << 16, (1 << 16) + 1, 1 << 20, 1 << 32, (1 << 32) + 1, 1 << 40, (1 << 62) // 60, 1 << 62]
+    ),
     fractions=st.lists(st.floats(0, 1, exclude_max=True), max_size=60),
 )
 def test_the_sort_of_group_codes_is_numpys_stable_sort(bound, fractions) -> None:
-    """stable_order sorts codes below 2**32 by two 16-bit radix passes: numpy's stable order, ties in
-    input order (codes drawn from few values near the 16-bit boundaries, so that ties and carries occur)."""
+    """stable_order sorts codes below 2**32 by two 16-bit radix passes, wider ones with their positions
+    as low digits where that fits an int64: numpy's stable order, ties in input order (codes drawn from few
+    values near the 16-bit boundaries and the bound, so that ties and carries occur)."""
     import numpy as np
 
     edges = [0, 1, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, bound - 1]

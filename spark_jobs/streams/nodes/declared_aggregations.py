@@ -578,10 +578,15 @@ def _sorted_runs(codes: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray,
 def stable_order(codes: np.ndarray, bound: int) -> np.ndarray:
     """`np.argsort(codes, kind="stable")` of non-negative int64 `codes` below `bound`. numpy sorts 16-bit
     ints by radix (a pass over the data per byte) and wider ones by merging (many passes): codes below 2**32
-    are sorted by their low 16 bits, then stably by their high 16 bits, two radix sorts."""
+    are sorted by their low 16 bits, then stably by their high 16 bits, two radix sorts. Wider codes, where
+    a code times their count fits an int64, are sorted with their positions as the low digits (distinct
+    values: numpy's unstable sort, in SIMD passes, gives the stable order)."""
     if bound <= 1 << 16:
         return np.argsort(codes.astype(np.uint16), kind="stable")
     if bound > 1 << 32:
+        n = len(codes)
+        if bound <= (1 << 62) // max(n, 1):
+            return np.argsort(codes * n + np.arange(n))
         return np.argsort(codes, kind="stable")
     by_low = np.argsort(codes.astype(np.uint16), kind="stable")  # astype keeps the low 16 bits
     high = (codes[by_low] >> 16).astype(np.uint16)

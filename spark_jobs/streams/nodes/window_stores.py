@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..records import Window, Windowed
+from .declared_aggregations import stable_order
 from .key_table import (
     KeyNumbers,
     KeyTable,
@@ -1012,7 +1013,8 @@ class SortedRecords:
         self.starts.append(first)
         self.size = end
         comp = numbers * self.width + (stamps - self.base)
-        by = np.argsort(comp, kind="stable")  # the records come in order of seq: ties stay so
+        # the records come in order of seq: ties stay so
+        by = stable_order(comp, int(comp.max()) + 1 if len(comp) else 0)
         comp = comp[by]
         at = np.searchsorted(self.comp, comp, "right")  # after the records held of an equal key and time
         # one merge for both columns: `at` is sorted (so is `comp`), so the batch's records go to `at` plus
