@@ -674,6 +674,38 @@ def test_a_state_of_an_earlier_layout_is_refused_with_what_to_do() -> None:
         StreamTask.restore(topology, b"STK1" + task.snapshot()[4:])
 
 
+def test_a_session_store_numbers_a_batchs_new_keys_as_its_records_come_in_time() -> None:
+    """A batch's keys are looked up at once and the keys new to the store get rows before the merge, in the
+    order record by record gives them: a key whose records are all late gets no row, a key first seen late
+    gets its row at its first record in time; a key that is not a str (an int) moves the store from its key
+    table to a dict, with the same rows."""
+    builder = StreamsBuilder()
+    windows = SessionWindows.of_inactivity_gap_and_grace(5, 0)
+    builder.stream("s").group_by_key().windowed_by(windows).count().to_stream().to("sessions")
+    topology = builder.build()
+    filler = [(f"f{i}", 100 + i) for i in range(kv_rows.FEW_KEYS + 8)]  # a batch looked up at once
+    first = [*filler, ("late only", 10), ("late first", 20), ("late first", 150), (None, 151), ("x", 152)]
+    second = [(f"f{i}", 160 + i) for i in range(len(filler))]
+    second += [(7, 200), ("y", 201), (None, 1), ("late first", 30), ("late first", 199), ("late only", 40)]
+
+    def run(batches: list) -> tuple:
+        task = StreamTask(topology)
+        outputs: list = []
+        for batch in batches:
+            task.process_batch("s", [key for key, _ in batch], [1] * len(batch), [ts for _, ts in batch])
+            outputs += drain(task)
+        (node,) = [
+            node for node in task.nodes.values() if isinstance(getattr(node, "store", None), SessionStore)
+        ]
+        rows = node.store.rows
+        return outputs, task.metrics()["dropped-records-total"], rows.keys[: rows.size].tolist()
+
+    batched = run([first, second])
+    assert batched == run([[record] for record in first + second])
+    keys = batched[2]
+    assert "late only" not in keys and keys[len(filler) :] == ["late first", "x", 7, "y"]
+
+
 def test_a_session_store_drops_the_rows_of_keys_whose_sessions_all_expired() -> None:
     """Keys whose sessions all expired leave dead rows; once those outnumber the live ones an export
     compacts them away, and sessions keep merging and expiring on the copies that import or catch up."""
