@@ -397,7 +397,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
     def _append(self, new_keys: list | np.ndarray) -> None:
         """Rows without entry for `new_keys` (a table or index already numbered them)."""
         first, end = self.size, self.size + len(new_keys)
-        self._reserve(end)
+        self._reserve(end, len(new_keys))
         self.values[first:end] = 0 if self.counts else None
         self.stamps[first:end] = NO_TIME
         self.live[first:end] = False
@@ -434,8 +434,9 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
     def clear_rows(self) -> None:
         self.keep_rows(np.zeros(0, np.int64))
 
-    def _reserve(self, rows: int) -> None:
-        capacity = grown_capacity(rows, len(self.dirty))
+    def _reserve(self, rows: int, added: int) -> None:
+        """Room for `rows` rows, `added` of them a batch appended at once (`grown_capacity`)."""
+        capacity = grown_capacity(rows, len(self.dirty), added)
         if capacity is None:
             return
         for name in ("keys", "values", "stamps", "live", "dirty"):

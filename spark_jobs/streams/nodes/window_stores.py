@@ -206,8 +206,9 @@ class SessionRows(SavedByRowParts):
     several), so that an export picks changed rows out of arrays (RowParts, nodes/kv_rows.py) instead of
     walking the entries.
 
-    The columns are reserved ahead of the rows (`_reserve`, doubling): rows `size..` of each hold what a
-    new row starts with, so that a new row (most records' keys, at many keys) costs the write of its key."""
+    The columns are reserved ahead of the rows (`_reserve`, `grown_capacity`): rows `size..` of each hold
+    what a new row starts with, so that a new row (most records' keys, at many keys) costs the write of its
+    key."""
 
     def __init__(self, prefix: str, counts: bool) -> None:
         self.prefix = prefix
@@ -310,13 +311,14 @@ class SessionRows(SavedByRowParts):
 
     def _add_keys(self, keys: list | np.ndarray) -> None:
         end = self.size + len(keys)
-        self._reserve(end)
+        self._reserve(end, len(keys))
         self.keys[self.size : end] = as_object_array(keys)
         self.size = end
 
-    def _reserve(self, rows: int) -> None:
-        """Columns for `rows` rows at least: the rows added hold no session, no key, and are unchanged."""
-        capacity = grown_capacity(rows, len(self._dirty))
+    def _reserve(self, rows: int, added: int) -> None:
+        """Columns for `rows` rows at least, `added` of them a batch appended at once (`grown_capacity`):
+        the rows added hold no session, no key, and are unchanged."""
+        capacity = grown_capacity(rows, len(self._dirty), added)
         if capacity is None:
             return
         added = capacity - len(self._dirty)
