@@ -105,9 +105,10 @@ def _data_payload(recs: PartitionRecords, start: int, end: int, with_values: boo
         # record on either side.
         values_json = b"[" + b",".join(recs.values_json[start:end]) + b"]" if with_values else None
         steps = np.diff(np.asarray(recs._lines[start:end], np.int64))  # lines after the chunk's first
+        key_table, key_codes = _chunk_keys(recs, start, end)
         columns = (
-            recs.key_table,
-            recs.key_codes[start:end].astype(_code_type(len(recs.key_table))).tobytes(),
+            key_table,
+            key_codes.astype(_code_type(len(key_table))).tobytes(),
             recs.timestamp_array()[start:end].astype("<i8", copy=False).tobytes(),
             values_json,
             steps.astype(_code_type(int(steps.max(initial=0)) + 1)).tobytes(),
@@ -121,6 +122,20 @@ def _data_payload(recs: PartitionRecords, start: int, end: int, with_values: boo
         recs.lines[start:end],
     )
     return _PYTHON_VALUES + _dump(columns)
+
+
+def _chunk_keys(recs: PartitionRecords, start: int, end: int) -> tuple[list[str], np.ndarray]:
+    """The distinct keys of a partition's records [start, end) and each record's code into them. A
+    partition cut into several chunks gives each chunk its own records' keys, not the partition's whole
+    table: with many keys, most of the table is in every chunk, and the task would decode each of those
+    keys (and make it one object with its equals) once per chunk."""
+    codes = recs.key_codes[start:end]
+    if start == 0 and end == len(recs):
+        return recs.key_table, codes
+    used = np.zeros(len(recs.key_table), np.bool_)
+    used[codes] = True
+    renumbered = np.cumsum(used, dtype=np.int32) - 1  # a used key's place among the used ones
+    return gather(recs.key_table, np.flatnonzero(used)), renumbered[codes]
 
 
 # A chunk's key codes take 1, 2 or 4 bytes each, as its key table needs; the width is bytes / records (a

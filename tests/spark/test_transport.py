@@ -63,6 +63,25 @@ def test_a_chunk_carries_the_keys_of_its_own_partition_only():
     assert sum(len(ordered_input(_partition(chunks, p)).keys) for p in range(4)) == len(records)
 
 
+def test_a_partition_cut_into_chunks_gives_each_chunk_only_its_own_records_keys():
+    # The partition's whole key table in every chunk had the task decode most of its keys once per chunk.
+    n = CHUNK_RECORDS + 500
+    records = [{"key": f"sensor-{(i * 7919) % 30_000}", "timestamp": 1000 + i} for i in range(n)]
+    chunks = data_chunks(read_landing_file("/in/a.jsonl", _file(records), 1), file_mtime=1, with_values=False)
+    assert [c.records for c in chunks] == [CHUNK_RECORDS, 500]
+    start = 0
+    for chunk in chunks:
+        key_table, key_codes, _, _, _ = msgspec.msgpack.decode(memoryview(chunk.payload)[1:])
+        own = [r["key"] for r in records[start : start + chunk.records]]
+        assert sorted(key_table) == sorted(set(own))
+        width = len(key_codes) // chunk.records
+        assert [key_table[c] for c in np.frombuffer(key_codes, {1: "<u1", 2: "<u2", 4: "<i4"}[width])] == own
+        start += chunk.records
+    got = ordered_input(chunks)
+    assert got.keys == [r["key"] for r in records]
+    assert len({id(k) for k in got.keys}) == len(set(got.keys))  # one string object per distinct key
+
+
 def test_files_go_by_modification_time_then_path_and_wall_clocks_come_last():
     a = data_chunks(read_landing_file("/in/b.jsonl", _file([{"key": "x", "timestamp": 1}]), 1), 20)
     b = data_chunks(read_landing_file("/in/a.jsonl", _file([{"key": "y", "timestamp": 2}]), 1), 20)
