@@ -83,11 +83,15 @@ SHAPES = {
     "running_count": ("bench.jobs.running_count", {}, "running_count"),
 }
 SIDES = ("ours", "native", "native_untuned")
+# The module of the Python process that names a stateful processor's state variables (process_role).
+STATEFUL_DRIVER_WORKER = "transform_with_state_driver_worker"
 
 
 def process_role(process, root) -> str | None:
     """What a process of a run's tree is: the driver (the run's own process), the JVM, pyspark's daemon
-    (a Python child of the JVM, forking the workers) or a Python worker (the daemon's child); None for a
+    (a Python child of the JVM, forking the workers), the Python process in which the driver's JVM has a
+    `transformWithStateInPandas` query's processor name its state variables as the query starts (another
+    child of the JVM, gone once it has) or a Python worker (the daemon's child); None for a
     command the JVM runs (Hadoop's local file system runs chmod for the checkpoint's files): until it
     executes, such a child shares the JVM's memory and reports the JVM's resident size as its own, after
     that it takes a megabyte. Not counted (on either side), so a sample taken at that moment does not count
@@ -104,6 +108,8 @@ def process_role(process, root) -> str | None:
     if name.startswith("java"):
         return "jvm"
     if parent_is_jvm:
+        if any(part.endswith(STATEFUL_DRIVER_WORKER) for part in process.cmdline()):
+            return "python_driver_worker"
         return "python_daemon"
     return "python_workers"
 

@@ -61,3 +61,42 @@ def test_every_side_runs_with_the_jvm_heap_given(monkeypatch, tmp_path):
     for command in commands:
         assert command[command.index("--driver-memory") + 1] == "600m"
     assert spark_bench.parse_args([]).driver_memory == spark_bench.DRIVER_MEMORY
+
+
+class _Process:
+    def __init__(self, pid, name, parent, cmdline=()):
+        self.pid, self._name, self._parent, self._cmdline = pid, name, parent, list(cmdline)
+
+    def name(self):
+        return self._name
+
+    def ppid(self):
+        return self._parent
+
+    def cmdline(self):
+        return self._cmdline
+
+
+def test_the_python_children_of_the_jvm_are_told_apart(monkeypatch):
+    """The daemon that forks the workers and the process in which the driver names a stateful processor's
+    state variables are both Python children of the JVM: they may run at the same time, and are two roles."""
+    tree = {
+        1: _Process(1, "python", 0),
+        2: _Process(2, "java", 1),
+        3: _Process(3, "python", 2, ["python", "-m", "pyspark.daemon", "pyspark.worker"]),
+        4: _Process(4, "python", 3, ["python", "-m", "pyspark.daemon", "pyspark.worker"]),
+        5: _Process(
+            5, "python", 2, ["python", "-m", "pyspark.sql.streaming.transform_with_state_driver_worker"]
+        ),
+        6: _Process(6, "chmod", 2, ["chmod", "644", "x"]),
+    }
+    monkeypatch.setattr(spark_bench.psutil, "Process", lambda pid: tree[pid])
+    roles = {pid: spark_bench.process_role(process, tree[1]) for pid, process in tree.items()}
+    assert roles == {
+        1: "driver",
+        2: "jvm",
+        3: "python_daemon",
+        4: "python_workers",
+        5: "python_driver_worker",
+        6: None,
+    }
