@@ -365,7 +365,7 @@ class FinalWindowCount:
                 max_ts = np.frombuffer(rows.columns[1], np.int64)
                 ts0[in_window[old]] = max_ts[found[old]]
                 del max_ts  # an array exporting its buffer cannot grow
-                _put(old0, in_window[old], _gather(rows.columns[0], found[old]))
+                _put_gathered(old0, in_window[old], rows.columns[0], found[old])
             if same_rows:  # a key's entry is in its count row
                 held = found >= 0
                 new_entries = new_counts
@@ -623,6 +623,15 @@ def _put(target: Any, at: np.ndarray, values: Any) -> None:
         target[at] = values
     else:
         deque(map(target.__setitem__, at.tolist(), values), maxlen=0)
+
+
+def _put_gathered(target: Any, at: np.ndarray, source: Any, source_at: np.ndarray) -> None:
+    """target[at] = source[source_at]; into a list in one pass, each value taken once (a gathered list
+    between them would take and drop each value once more: a cache miss apiece where they are scattered)."""
+    if type(target) is np.ndarray:
+        target[at] = _gather(source, source_at)
+    else:
+        _put(target, at, map(source.__getitem__, source_at.tolist()))
 
 
 def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
