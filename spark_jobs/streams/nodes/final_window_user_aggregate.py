@@ -30,7 +30,7 @@ import numpy as np
 
 from .aggregations import Aggregation, TimeWindowAggregateNode
 from .base import Batch
-from .final_window_count import FinalWindowCount, _Groups, _Pairs, final_suppress
+from .final_window_count import FinalWindowCount, _Groups, _Pairs, _put, final_suppress
 from .suppress import SuppressNode
 
 _NO_ROW = object()  # a group's value while its key has no live row in the count's window
@@ -125,16 +125,23 @@ class FinalWindowUserAggregate(FinalWindowCount):
         """Each group's fold over its pairs: the initializer for each group whose key has no row (new to the
         window), then the aggregator once per pair, each key's calls in the node's order of its pairs;
         across groups the initializer's calls come first. The pairs are folded in the order that scatters
-        the loop's reads over fewer objects (`_fold_order`). Only each group's first old value, last old
-        value and last result are kept: the aggregates between are freed as the fold goes, as the node's
-        loop frees them. A None result (a tombstone) ends the fold: the batch is replayed through the node
+        the loop's reads over fewer objects (`_fold_order`). Only each group's first old value (where the
+        buffer keeps priors, else None), last old value and last result are kept: the aggregates between
+        are freed as the fold goes, as the node's loop frees them. A None result (a tombstone) ends the fold: the batch is replayed through the node
         (`_Tombstone`)."""
         initializer, aggregator = self.count.aggregation.initializer, self.count.aggregation.aggregator
         order = self._fold_order(group, pairs, places)
         folded_groups = group if order is None else group[order]
         rec = (pairs.rec if order is None else pairs.rec[order]).tolist()
-        first_old = [initializer() if old is _NO_ROW else old for old in old0]
-        current = first_old.copy()  # per group its aggregate so far
+        # per group its aggregate so far, in `old0` itself: a copy would take each old value once more, and
+        # drop it once more after the fold (a cache miss apiece, the old values scattered over the heap)
+        current = old0
+        new_groups = np.flatnonzero(places.row < 0)  # no row: the initializer's value, in group order
+        initial = [initializer() for _ in range(len(new_groups))]
+        _put(current, new_groups, initial)
+        # the first old values: a copy for the buffer's priors where it keeps them (None else); a replay
+        # finds them in the store, or in `initial` (`_first_olds`)
+        first_old = None if self.suppress.buffer.drops_priors else current.copy()
         last_old: list = [None] * len(old0)
         # each record's key and value fetched in C as the loop reaches it, not gathered before: a pass of
         # its own would touch each of them once more (a cache miss apiece where the fold goes by key)
@@ -146,7 +153,8 @@ class FinalWindowUserAggregate(FinalWindowCount):
             if agg is None:
                 rest = list(folding)
                 done = folded_groups[: len(rec) - len(rest)].tolist()
-                raise _Tombstone(self._replay_steps(group, done, current, first_old, last_old, rest))
+                first = self._first_olds(set(done), pairs, places, new_groups, initial)
+                raise _Tombstone(self._replay_steps(group, done, current, first, last_old, rest))
         if not self.suppress.buffer.keeps_olds:  # not read: the last old values are freed with the batch
             last_old = [None] * len(old0)
         return current, last_old, first_old
@@ -172,8 +180,25 @@ class FinalWindowUserAggregate(FinalWindowCount):
         np.minimum.at(key_rank, key, rank[group])  # per key: its first group's place
         return np.argsort(key_rank[key], kind="stable")
 
+    def _first_olds(
+        self, groups: set[int], pairs: _Pairs, places: _Groups, new_groups: np.ndarray, initial: list
+    ) -> dict:
+        """Per group of `groups` its value before the batch: the initializer's where it had no row
+        (`initial`, one per group of `new_groups`), else its row's in the count's store (nothing of the
+        batch is put yet)."""
+        store = self.count.store
+        initial = dict(zip(new_groups.tolist(), initial, strict=True))
+        first = {}
+        for g in groups:
+            row = int(places.row[g])
+            if row < 0:
+                first[g] = initial[g]
+            else:
+                first[g] = store.rows(int(pairs.start[places.first[g]])).columns[0][row]
+        return first
+
     def _replay_steps(
-        self, group: np.ndarray, folded: list[int], current: list, first_old: list, last_old: list, rest: list
+        self, group: np.ndarray, folded: list[int], current: list, first_old: dict, last_old: list, rest: list
     ) -> list[tuple]:
         """(old, new) per pair, in the node's order (`group`: per pair its group), for the node to replay
         after a fold's pair gave None: the pairs folded (`folded`: their groups, in the fold's order, the
