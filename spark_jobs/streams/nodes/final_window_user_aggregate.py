@@ -30,8 +30,9 @@ import numpy as np
 
 from .aggregations import Aggregation, TimeWindowAggregateNode
 from .base import Batch
-from .final_window_count import FinalWindowCount, _Groups, _Pairs, _put, final_suppress
+from .final_window_count import FinalWindowCount, _Groups, _Pairs, _put, _same_rows, final_suppress
 from .suppress import SuppressNode
+from .time_ordered_buffer import NEW_COLUMN
 
 _NO_ROW = object()  # a group's value while its key has no live row in the count's window
 
@@ -121,14 +122,17 @@ class FinalWindowUserAggregate(FinalWindowCount):
 
     def _results(
         self, old0: list, sizes: np.ndarray, group: np.ndarray, pairs: _Pairs, places: _Groups
-    ) -> tuple[list, list, list]:
+    ) -> tuple[list, list, list | None]:
         """Each group's fold over its pairs: the initializer for each group whose key has no row (new to the
         window), then the aggregator once per pair, each key's calls in the node's order of its pairs;
         across groups the initializer's calls come first. The pairs are folded in the order that scatters
         the loop's reads over fewer objects (`_fold_order`). Only each group's first old value (where the
-        buffer keeps priors, else None), last old value and last result are kept: the aggregates between
-        are freed as the fold goes, as the node's loop frees them. A None result (a tombstone) ends the fold: the batch is replayed through the node
-        (`_Tombstone`)."""
+        buffer keeps priors, else None), last old value (where the buffer keeps old values) and last
+        result are kept: the aggregates between are freed as the fold goes, as the node's loop frees them.
+        Where the buffer keeps neither, nothing reads the old aggregates but the aggregator: the stores
+        release them before the fold (`_release_olds`), so each is freed as the fold replaces it, in the
+        CPU's caches, not when the store's put replaces it. A None result (a tombstone) ends the fold: the
+        batch is replayed through the node (`_Tombstone`)."""
         initializer, aggregator = self.count.aggregation.initializer, self.count.aggregation.aggregator
         order = self._fold_order(group, pairs, places)
         folded_groups = group if order is None else group[order]
@@ -139,25 +143,81 @@ class FinalWindowUserAggregate(FinalWindowCount):
         new_groups = np.flatnonzero(places.row < 0)  # no row: the initializer's value, in group order
         initial = [initializer() for _ in range(len(new_groups))]
         _put(current, new_groups, initial)
-        # the first old values: a copy for the buffer's priors where it keeps them (None else); a replay
-        # finds them in the store, or in `initial` (`_first_olds`)
-        first_old = None if self.suppress.buffer.drops_priors else current.copy()
-        last_old: list = [None] * len(old0)
+        buffer = self.suppress.buffer
+        first_old = None if buffer.drops_priors else current.copy()  # the priors' (a new entry's first)
+        # where the buffer keeps old values or priors, the old aggregates stay (the loop keeps the last old
+        # values); else nothing reads them but the aggregator, and the stores release them
+        olds_kept = buffer.keeps_olds or first_old is not None
+        released = [] if olds_kept else self._release_olds(pairs, places)
+        last_old: list | None = [None] * len(old0) if olds_kept else None
         # each record's key and value fetched in C as the loop reaches it, not gathered before: a pass of
         # its own would touch each of them once more (a cache miss apiece where the fold goes by key)
         keys, values = map(self._keys.__getitem__, rec), map(self._values.__getitem__, rec)
         folding = zip(folded_groups.tolist(), keys, values, strict=True)
-        for g, key, value in folding:
-            last_old[g] = agg = current[g]
-            current[g] = agg = aggregator(key, value, agg)
-            if agg is None:
-                rest = list(folding)
-                done = folded_groups[: len(rec) - len(rest)].tolist()
-                first = self._first_olds(set(done), pairs, places, new_groups, initial)
-                raise _Tombstone(self._replay_steps(group, done, current, first, last_old, rest))
-        if not self.suppress.buffer.keeps_olds:  # not read: the last old values are freed with the batch
+        dead = None  # the group whose result was None, and its old value
+        try:
+            if last_old is None:
+                for g, key, value in folding:
+                    agg = current[g]
+                    current[g] = new = aggregator(key, value, agg)
+                    if new is None:
+                        dead = g, agg
+                        break
+            else:
+                for g, key, value in folding:
+                    last_old[g] = agg = current[g]
+                    current[g] = new = aggregator(key, value, agg)
+                    if new is None:
+                        dead = g, agg
+                        break
+        except BaseException:
+            self._give_back(released, current)
+            raise
+        if dead is not None:
+            rest = list(folding)
+            done = folded_groups[: len(rec) - len(rest)].tolist()
+            current[dead[0]] = dead[1]  # the row's value until the node replays the batch
+            self._give_back(released, current)
+            if last_old is None:  # none kept: the puts between a group's first and last carry its last value
+                last_old = {g: current[g] for g in done}
+            current[dead[0]] = None
+            first = dict(zip(new_groups.tolist(), initial, strict=True))
+            raise _Tombstone(self._replay_steps(group, done, current, first, last_old, rest))
+        if last_old is None or not buffer.keeps_olds:  # not read: the buffer's old values are None
             last_old = [None] * len(old0)
         return current, last_old, first_old
+
+    def _release_olds(self, pairs: _Pairs, places: _Groups) -> list[tuple]:
+        """The held groups' old values released by the stores (WindowRows.release: the count's rows, and
+        the buffer's new values where its rows are the count's), `current` holding them for the fold;
+        per window released, (its count rows, its buffer rows, the rows, the groups) for `_give_back`. A
+        window whose buffer rows are not the count's is left as it is (its buffer would keep the values)."""
+        held = np.flatnonzero(places.row >= 0)
+        released: list[tuple] = []
+        if not len(held):
+            return released
+        size = self.count.windows.size
+        window = places.window[held]
+        for groups in np.split(held, np.flatnonzero(window[1:] != window[:-1]) + 1):
+            start = int(pairs.start[places.first[groups[0]]])
+            rows = self.count.store.rows(start)
+            entries = self.suppress.buffer.window_rows((start, start + size))
+            if entries is None or not _same_rows(rows, entries):
+                continue
+            row_list = places.row[groups].tolist()
+            rows.release(0, row_list)
+            entries.release(NEW_COLUMN, row_list)
+            released.append((rows, entries, row_list, groups.tolist()))
+        return released
+
+    @staticmethod
+    def _give_back(released: list[tuple], current: list) -> None:
+        """The rows released by `_release_olds` hold their groups' values in `current` (a fold that did not
+        end: before a replay, or on an error from the user's functions; the old values of the groups folded
+        are gone then, so the rows hold the values so far, as the node's loop leaves the rows it got to)."""
+        for rows, entries, row_list, groups in released:
+            rows.give_back(0, row_list, map(current.__getitem__, groups))
+            entries.give_back(NEW_COLUMN, row_list, map(current.__getitem__, groups))
 
     def _fold_order(self, group: np.ndarray, pairs: _Pairs, places: _Groups) -> np.ndarray | None:
         """The order of the pairs to fold in (None: as they come, by record), each key's pairs in their
@@ -180,32 +240,19 @@ class FinalWindowUserAggregate(FinalWindowCount):
         np.minimum.at(key_rank, key, rank[group])  # per key: its first group's place
         return np.argsort(key_rank[key], kind="stable")
 
-    def _first_olds(
-        self, groups: set[int], pairs: _Pairs, places: _Groups, new_groups: np.ndarray, initial: list
-    ) -> dict:
-        """Per group of `groups` its value before the batch: the initializer's where it had no row
-        (`initial`, one per group of `new_groups`), else its row's in the count's store (nothing of the
-        batch is put yet)."""
-        store = self.count.store
-        initial = dict(zip(new_groups.tolist(), initial, strict=True))
-        first = {}
-        for g in groups:
-            row = int(places.row[g])
-            if row < 0:
-                first[g] = initial[g]
-            else:
-                first[g] = store.rows(int(pairs.start[places.first[g]])).columns[0][row]
-        return first
-
     def _replay_steps(
-        self, group: np.ndarray, folded: list[int], current: list, first_old: dict, last_old: list, rest: list
+        self, group: np.ndarray, folded: list[int], current: list, first: dict, last_old: Any, rest: list
     ) -> list[tuple]:
         """(old, new) per pair, in the node's order (`group`: per pair its group), for the node to replay
         after a fold's pair gave None: the pairs folded (`folded`: their groups, in the fold's order, the
         last one the None) by their groups' first and last values (`_run`), the `rest` (group, key, value)
-        folded pair by pair, in the fold's order, the initializer again after each None."""
+        folded pair by pair, in the fold's order, the initializer again after each None. The node reads a
+        step's old value only where it calls the initializer (a key without a row): `first` holds the
+        initializer's values by group, None stands for the others'. `last_old`: by group, the old value of
+        its last put (where the buffer keeps none, the fold kept none either: the group's last value, which
+        nothing reads but the row's next put)."""
         initializer, aggregator = self.count.aggregation.initializer, self.count.aggregation.aggregator
-        runs = {g: _run(first_old[g], last_old[g], current[g], n) for g, n in Counter(folded).items()}
+        runs = {g: _run(first.get(g), last_old[g], current[g], n) for g, n in Counter(folded).items()}
         current[folded[-1]] = _NO_ROW
         for g, key, value in rest:
             agg = current[g]

@@ -273,6 +273,20 @@ class WindowRows:
                 column.extend(repeat(None, len(keys)) if values is None else values)
         self.dirty += b"\x01" * len(keys)
 
+    def release(self, column: int, rows: list[int]) -> None:
+        """Drop a list column's references to the values of `rows` (row numbers), None in their place, for
+        a caller that holds those values and puts the rows again (`put_rows`) or gives them back
+        (`give_back`) before anything reads them: a value it replaces in the meantime is freed there, while
+        it is in the CPU's caches, not by the put that replaces it (a cache miss apiece where the values
+        are scattered). The rows are not flagged."""
+        deque(map(self.columns[column].__setitem__, rows, repeat(None)), maxlen=0)
+
+    def give_back(self, column: int, rows: list[int], values: Any) -> None:
+        """Values for rows released (`release`) and not put: the rows hold them, flagged put (they need not
+        be the values released: an export then saves what they hold)."""
+        deque(map(self.columns[column].__setitem__, rows, values), maxlen=0)
+        np.frombuffer(self.dirty, np.bool_)[rows] = True
+
     def put_rows(self, rows: np.ndarray, columns: list) -> None:
         """Replace the changing fields of existing rows (their numbers in `rows`) and flag them put; per
         changing column its values, an int64 ndarray, a list (None: None in every row, for a list column),
