@@ -119,7 +119,7 @@ class _Plan(NamedTuple):
     group: np.ndarray  # per pair: its (window, key) group
     windows: list[_PlanWindow]  # in order of first appearance
     final: Any  # per group: the count after the batch (an aggregate's: a list)
-    last_old: Any  # per group: the old value its last put forwarded
+    last_old: Any  # per group: the old value its last put forwarded (None: the buffer keeps none)
     final_ts: np.ndarray  # per group: the row's maximum timestamp after the batch
     count_row: np.ndarray  # per group: its row in the count's window, -1 if new
     buffer_row: np.ndarray  # per group: its row in the buffer's window, -1 if new
@@ -458,9 +458,9 @@ class FinalWindowCount:
         self, old0: Any, sizes: np.ndarray, group: np.ndarray, pairs: _Pairs, places: _Groups
     ) -> tuple[Any, Any, Any]:
         """Per group, from `old0` (its value before the batch), the value after the batch, the old value
-        its last put forwarded and the one its first put forwarded; `sizes`: its pairs, `group`: per pair
-        its group, `places`: where the groups' rows stand (nodes/final_window_user_aggregate.py for an
-        aggregation's)."""
+        its last put forwarded and the one its first put forwarded (an aggregation's: None where the buffer
+        keeps no old values, no priors); `sizes`: its pairs, `group`: per pair its group, `places`: where
+        the groups' rows stand (nodes/final_window_user_aggregate.py for an aggregation's)."""
         final = old0 + sizes
         return final, final - 1, old0
 
@@ -531,7 +531,7 @@ class FinalWindowCount:
                 plan.final_ts[groups],
                 np.zeros(len(groups), np.int64),
                 finals[0],
-                _gather(plan.last_old, groups),
+                None if plan.last_old is None else _gather(plan.last_old, groups),
                 None,  # no headers
             ],
             plan_window.new_entries,
@@ -539,7 +539,7 @@ class FinalWindowCount:
                 plan.final_ts[new],
                 np.zeros(len(new), np.int64),
                 finals[1],
-                _gather(plan.last_old, new),
+                None if plan.last_old is None else _gather(plan.last_old, new),
                 None,
                 np.zeros(len(new), np.int64),
                 [None] * len(new) if plan.prior is None else _gather(plan.prior, new),

@@ -122,7 +122,7 @@ class FinalWindowUserAggregate(FinalWindowCount):
 
     def _results(
         self, old0: list, sizes: np.ndarray, group: np.ndarray, pairs: _Pairs, places: _Groups
-    ) -> tuple[list, list, list | None]:
+    ) -> tuple[list, list | None, list | None]:
         """Each group's fold over its pairs: the initializer for each group whose key has no row (new to the
         window), then the aggregator once per pair, each key's calls in the node's order of its pairs;
         across groups the initializer's calls come first. The pairs are folded in the order that scatters
@@ -183,9 +183,7 @@ class FinalWindowUserAggregate(FinalWindowCount):
             current[dead[0]] = None
             first = dict(zip(new_groups.tolist(), initial, strict=True))
             raise _Tombstone(self._replay_steps(group, done, current, first, last_old, rest))
-        if last_old is None or not buffer.keeps_olds:  # not read: the buffer's old values are None
-            last_old = [None] * len(old0)
-        return current, last_old, first_old
+        return current, last_old if buffer.keeps_olds else None, first_old
 
     def _release_olds(self, pairs: _Pairs, places: _Groups) -> list[tuple]:
         """The held groups' old values released by the stores (WindowRows.release: the count's rows, and
