@@ -30,7 +30,15 @@ import numpy as np
 
 from .aggregations import Aggregation, TimeWindowAggregateNode
 from .base import Batch
-from .final_window_count import FinalWindowCount, _Groups, _Pairs, _put, _same_rows, final_suppress
+from .final_window_count import (
+    FinalWindowCount,
+    _by_row,
+    _Groups,
+    _Pairs,
+    _put,
+    _same_rows,
+    final_suppress,
+)
 from .suppress import SuppressNode
 from .time_ordered_buffer import NEW_COLUMN
 
@@ -202,7 +210,9 @@ class FinalWindowUserAggregate(FinalWindowCount):
             entries = self.suppress.buffer.window_rows((start, start + size))
             if entries is None or not _same_rows(rows, entries):
                 continue
-            row_list = places.row[groups].tolist()
+            # in row order: the columns, and mostly the values (made in the previous fold's order), in order
+            groups, found = _by_row(groups, places.row[groups])
+            row_list = found.tolist()
             rows.release(0, row_list)
             entries.release(NEW_COLUMN, row_list)
             released.append((rows, entries, row_list, groups.tolist()))
