@@ -253,7 +253,7 @@ def test_a_session_aggregates_output_takes_the_keys_and_windows_it_gives_with_it
     keys = ["x", "y", "x", "y", "x", None, "z"]
     task.process_batch("a", keys, [1, 2, 3, 4, 5, 6, 7], [0, 1, 10, 3, 5, 6, 30])
     columns = task._pending_output()
-    assert [given[0] is columns[1] for given in task.windowed_key_columns] == [True]  # the list drained
+    assert [keys is columns[1] for keys, _ in task.key_splits] == [True]  # the list drained
     assert None in columns[2]  # merged sessions retracted
     split = OutputBatch.from_columns(columns, 0)
     drained = task.drain_output()

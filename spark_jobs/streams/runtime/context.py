@@ -99,14 +99,14 @@ class TaskContext:
         """A node's word that `keys`, a key column it outputs, holds keys of type str only: an output batch
         whose keys are that very list then finds no windowed key among them without reading each key
         (at many keys, a cache miss per row). Only until the task's next batch."""
-        self._task.str_key_columns.append(keys)
+        self._task.key_splits.append((keys, (keys, None, None)))
 
     def windowed_key_column(self, keys: list, inner: list, starts: list, ends: list) -> None:
         """A node's word that `keys`, a key column it outputs, holds `Windowed` keys only, whose keys, window
         starts and window ends are `inner`, `starts` and `ends` (lists of its length): an output batch whose
         keys are that very list takes those as its columns instead of splitting each key (at many keys, a
         cache miss per row). Only until the task's next batch."""
-        self._task.windowed_key_columns.append((keys, inner, starts, ends))
+        self._task.key_splits.append((keys, (inner, starts, ends)))
 
     def join_state(self, node_name: str) -> Any:
         """The join buffers that the two sides of a stream-stream join share (owned by the left side)."""

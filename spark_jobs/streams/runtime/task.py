@@ -84,14 +84,10 @@ class OutputBatch:
 
     @classmethod
     def from_columns(
-        cls,
-        columns: Columns | None,
-        first_seq: int,
-        str_keys: bool = False,
-        windowed_split: tuple[list, list, list] | None = None,
+        cls, columns: Columns | None, first_seq: int, split: tuple[list, Any, Any] | None = None
     ) -> OutputBatch:
-        """`str_keys`: the key column is known to hold str keys only (no `Windowed` key to split);
-        `windowed_split`: it holds `Windowed` keys only, whose keys, window starts and window ends these are."""
+        """`split`: the key column's keys, window starts and window ends, as the node that made it gave them
+        (`StreamTask.key_splits`; starts and ends None: str keys only, no window), else each key is read."""
         if columns is None or not columns[0]:
             return cls([], [], [], [], [], [], [], [])
         topics, keys, values, timestamps, headers = columns
@@ -99,9 +95,9 @@ class OutputBatch:
         if headers is None:
             headers = [None] * n
         W = Windowed
-        key_types = {str} if str_keys or windowed_split is not None else set(map(type, keys))
-        if windowed_split is not None:
-            keys, starts, ends = windowed_split
+        key_types = set(map(type, keys)) if split is None else None
+        if split is not None:
+            keys, starts, ends = split
         elif key_types == {W}:  # all windowed: split with C-level itemgetters
             windows = list(map(_second, keys))
             keys, starts, ends = (
@@ -114,6 +110,8 @@ class OutputBatch:
             ends = [k[1][1] if type(k) is W else None for k in keys]
             keys = [k[0] if type(k) is W else k for k in keys]
         else:
+            starts = None
+        if starts is None:
             starts = [None] * n
             ends = starts.copy()
         return cls(
@@ -213,11 +211,9 @@ class StreamTask:
         self._rows: list[tuple] = []  # rows of sinks running row by row, not yet moved to _segments
         self._collector = self._rows  # where sinks running row by row put their rows
         self._next_seq = 0
-        # key columns of this batch's output that a node said hold str keys only (TaskContext.str_key_column)
-        self.str_key_columns: list[list] = []
-        # key columns of this batch's output of Windowed keys only, each with its keys, window starts and window
-        # ends, as the node that made them gave them (TaskContext.windowed_key_column)
-        self.windowed_key_columns: list[tuple[list, list, list, list]] = []
+        # key columns of this batch's output, each with its split as the node that made it gave it
+        # (TaskContext.str_key_column, windowed_key_column): its keys, window starts and window ends
+        self.key_splits: list[tuple[list, tuple[list, Any, Any]]] = []
         self._closed = False
         self._part_digests: dict[str, bytes] | None = None  # parts of the last export/import, by name
 
@@ -281,8 +277,7 @@ class StreamTask:
             return
         keys, values, timestamps = list(keys), list(values), list(timestamps)
         headers = None if headers is None or all(h is None for h in headers) else list(headers)
-        self.str_key_columns.clear()
-        self.windowed_key_columns.clear()
+        self.key_splits.clear()
         if max(timestamps) > INT64_MAX:
             raise ValueError("timestamps must fit in int64")
         keep = None
@@ -431,16 +426,14 @@ class StreamTask:
     def drain_output(self) -> OutputBatch:
         """Everything emitted since the last drain, in order."""
         columns = self._pending_output()
-        str_keys = columns is not None and any(columns[1] is keys for keys in self.str_key_columns)
         split = None
         if columns is not None:
-            split = next((given[1:] for given in self.windowed_key_columns if columns[1] is given[0]), None)
+            split = next((given for keys, given in self.key_splits if keys is columns[1]), None)
         # the words are about the output drained here: dropped with it, so that the columns they name are
         # not held until the next batch (the cyclic collector would scan such a list's every key after a
         # micro-batch, a cache miss apiece among many keys)
-        self.str_key_columns.clear()
-        self.windowed_key_columns.clear()
-        batch = OutputBatch.from_columns(columns, self._next_seq, str_keys, split)
+        self.key_splits.clear()
+        batch = OutputBatch.from_columns(columns, self._next_seq, split)
         self._segments = []
         self._next_seq += len(batch)
         return batch
