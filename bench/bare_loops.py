@@ -31,6 +31,11 @@ def enrich(reading: dict, sensor: dict) -> dict:
     return {**reading, **sensor}
 
 
+def registry(keys: list) -> dict:
+    """The stream-table join's table: a sensor per distinct key, in key order."""
+    return {key: {"site": f"site-{i % 50}", "threshold": 25.0} for i, key in enumerate(sorted(set(keys)))}
+
+
 def _count(keys: list, values: list, timestamps: list) -> dict:
     state: dict = {}
     get = state.get
@@ -95,10 +100,7 @@ def bare_loop(shape: str, keys: list, values: list, timestamps: list) -> Callabl
     """The bare loop of `shape` over the records, ready to time (a join's table is built here, untimed, as
     the engine bench processes the table before it times the stream); None for a shape without one."""
     if shape == "stream_table_join":
-        table = {
-            key: {"site": f"site-{i % 50}", "threshold": 25.0} for i, key in enumerate(sorted(set(keys)))
-        }
-        loop = _stream_table_join(table)
+        loop = _stream_table_join(registry(keys))
     else:
         loop = LOOPS.get(shape)
         if loop is None:

@@ -61,7 +61,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bare_loops import bare_loop, enrich  # noqa: E402
+from bench.bare_loops import bare_loop, enrich, registry  # noqa: E402
 from bench.jobs import hopping_stats, running_count, session_count  # noqa: E402
 from bench.results import Recorder  # noqa: E402
 from spark_jobs.jobs import window_finals  # noqa: E402
@@ -118,11 +118,10 @@ def readings_feed(data, micro: int) -> Feed:
 def table_then_readings(data, micro: int) -> Feed:
     """The registry (one record per key, timestamped before every reading), then the readings."""
     keys, _, timestamps = data
-    distinct = sorted(set(keys))
+    table = registry(keys)
     first = min(timestamps) - 1
-    registry = [{"site": f"site-{i % 50}", "threshold": 25.0} for i in range(len(distinct))]
     feed = readings_feed(data, micro)
-    feed.before = [(REGISTRY, distinct, registry, [first] * len(distinct))]
+    feed.before = [(REGISTRY, list(table), list(table.values()), [first] * len(table))]
     return feed
 
 
