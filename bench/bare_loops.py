@@ -6,9 +6,9 @@ user functions where the shape has them, and does nothing else: no grace or late
 emission, no export, no garbage collection, one pass over all the records. It is a reference for the engine
 benchmark (`bench/engine_bench.py`), not a peer: what the per-record work costs in Python before any engine
 work, and, at many keys against few, what the memory hierarchy alone costs a processor that reaches each
-key's state through a dict. A shape whose work per record is the user's function (a user aggregate, a
-joiner) cannot lose less than its bare loop loses to the memory hierarchy, since the function reads state
-that is out of the caches at many keys whatever calls it.
+key's state through a dict. Where a shape's work per record is the user's function (a user aggregate, a
+joiner), that function reads state that is out of the caches at many keys whatever calls it: a cost that no
+engine calling it per record removes.
 
 Session windows and the stream-stream join have none: their per-record work (merging sessions, searching
 the other side's window) is the engine's own, not a dict update.
