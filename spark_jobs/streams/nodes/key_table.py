@@ -100,8 +100,9 @@ class KeyTable:
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """Per key (an object array, or a list) its row, or for a key the table does not hold `size` + the
         rank of its first appearance among those; and those keys in that order, now `pending`: rows the
-        window is to append next (`confirm`). A null-like key (None, NaN) is numbered -1 and not added; an
-        unhashable one raises TypeError, some keys possibly added (the table is then to be dropped).
+        window is to append next (`confirm`). A null-like key (None, NaN) is numbered -1 and not added
+        (with `str_only`, and not `none_keys`: a batch the caller refuses, see `_labels`); an unhashable
+        one raises TypeError, some keys possibly added (the table is then to be dropped).
         `numbered`: a mask of the keys to number (None: every key), the others numbered -1 and never added
         (a late record's key, which its window does not append).
 
@@ -121,6 +122,7 @@ class KeyTable:
 
         new = ObjectVector()
         new_keys = None  # else those in `new`
+        skip_nulls = none_keys or not str_only
         missed = self._missed
         listed = type(keys) is not np.ndarray
         chunked = listed and self.size >= CHUNKED_LOOKUP_KEYS
@@ -129,12 +131,14 @@ class KeyTable:
             missed = float(np.count_nonzero(sample < 0)) / max(len(sample), 1)
         if missed > MOSTLY_NEW:
             if chunked and numbered is None:
-                keys, labels, new_keys = self._built_and_looked_up(keys, numbering=True)
+                keys, labels, new_keys = self._built_and_looked_up(
+                    keys, numbering=True, skip_nulls=skip_nulls
+                )
             else:
                 if listed:
                     keys = object_array(keys)
-                labels = self._table.get_labels(
-                    keys if numbered is None else keys[numbered], new, self.size, -1
+                labels = self._labels(
+                    keys if numbered is None else keys[numbered], new, self.size, skip_nulls
                 )
             labels = labels.astype(np.int64, copy=False)
             if numbered is None:
@@ -165,7 +169,7 @@ class KeyTable:
                 if str_only and missing_types - {str}:
                     self.pending = 0
                     return None
-                numbers[missing] = self._table.get_labels(missing_keys, new, self.size, -1)
+                numbers[missing] = self._labels(missing_keys, new, self.size, skip_nulls)
             refused = False
         if new_keys is None:
             new_keys = new.to_array()
@@ -178,14 +182,15 @@ class KeyTable:
         return numbers, new_keys
 
     def _built_and_looked_up(
-        self, keys: list, numbering: bool = False
+        self, keys: list, numbering: bool = False, skip_nulls: bool = True
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """`keys` as an object array and per key its row (-1 where none), LOOKUP_CHUNK keys at a time: the
         look-up reads each key's object (its hash) while the array's reference to it (a write to the same
         object) has left it in the CPU's caches, where a batch of many keys made an array whole first has
         left the caches by the time the look-up reads its first keys again. `numbering`: the keys the table
         does not hold are numbered as they come (`size` + the rank of their first appearance, a null-like
-        key -1) and added, and returned third, in that order (else None)."""
+        key -1 where `skip_nulls`, see `_labels`) and added, and returned third, in that order (else
+        None)."""
         from pandas._libs.hashtable import ObjectVector
 
         n = len(keys)
@@ -198,13 +203,23 @@ class KeyTable:
             objects[lo : lo + len(chunk)] = chunk
             if numbering:
                 new = ObjectVector()
-                numbers[lo : lo + len(chunk)] = self._table.get_labels(chunk, new, count, -1)
+                numbers[lo : lo + len(chunk)] = self._labels(chunk, new, count, skip_nulls)
                 added.append(new.to_array())
                 count += len(added[-1])
             else:
                 numbers[lo : lo + len(chunk)] = self._table.lookup(chunk)
         new_keys = (np.concatenate(added) if added else np.empty(0, object)) if numbering else None
         return objects, numbers, new_keys
+
+    def _labels(self, keys: np.ndarray, new: Any, first: int, skip_nulls: bool) -> np.ndarray:
+        """Per key (an object array) its row, or for a key the table does not hold `first` + the rank of
+        its first appearance among those, which are added and appended to `new` (an ObjectVector), in that
+        order. `skip_nulls`: a null-like key (None, NaN) is numbered -1 and not added, pandas' get_labels,
+        which checks every key for a null (several type checks apiece); else every key is numbered as it
+        is, without that check, a third less per key: for a batch that a null key refuses (`str_only`),
+        where the check of the new keys' types finds one (the table holds str keys only, so a null key is
+        always new), the table then to be dropped if it took keys."""
+        return self._table._unique(keys, new, first, -1, None, skip_nulls, True)[1]
 
     def confirm(self, appended: int) -> None:
         """The window appended its `pending` keys as rows."""
