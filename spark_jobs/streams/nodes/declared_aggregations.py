@@ -437,17 +437,40 @@ class AggregateRows(NumberedRows):
 class _BatchGroups:
     """A batch's kept pairs grouped: per pair its group, and per group its store and row."""
 
-    __slots__ = ("order", "sizes", "stores", "store_groups", "rows", "keys", "store_of_group", "_group")
+    __slots__ = (
+        "order",
+        "sizes",
+        "stores",
+        "store_groups",
+        "rows",
+        "_key_objects",
+        "key_records",
+        "store_of_group",
+        "_group",
+    )
 
-    def __init__(self, order, sizes, stores, store_groups, rows, keys, store_of_group) -> None:
+    def __init__(
+        self, order, sizes, stores, store_groups, rows, key_objects, key_records, store_of_group
+    ) -> None:
         self.order = order  # the pairs sorted by group, in record order within a group
         self.sizes = sizes  # per group: its pairs
         self.stores = stores  # the groups' stores, in group order
         self.store_groups = store_groups  # per store: (first group, end group)
         self.rows = rows  # per group: its row in its store
-        self.keys = keys  # per group: its key (an object array)
+        self._key_objects = key_objects  # per record: its key (an object array)
+        self.key_records = key_records  # per group: its first pair's record, whose key object names it
         self.store_of_group = store_of_group  # per group: its store's index in `stores`
         self._group: np.ndarray | None = None
+
+    @property
+    def keys(self) -> np.ndarray:
+        """Per group: its key (an object array)."""
+        return self._key_objects[self.key_records]
+
+    def keys_of(self, groups: np.ndarray) -> np.ndarray:
+        """The keys of `groups` (group numbers), an object array: gathered for those groups only, as each
+        reference taken is a write to a key object (a cache miss apiece among many keys)."""
+        return self._key_objects[self.key_records[groups]]
 
     @property
     def group(self) -> np.ndarray:
@@ -504,7 +527,7 @@ def group_pairs(
     store_of_group = codes // n_keys
     store_groups = _store_ranges(store_of_group, len(stores))
     first = order[np.cumsum(sizes) - sizes]  # per group: its first pair
-    group_keys = key_objects[rec[first]]
+    key_records = rec[first]
     rows = np.empty(len(first), np.int64)
     for store, (lo, hi) in zip(stores, store_groups, strict=True):
         in_store = lo + np.argsort(first[lo:hi], kind="stable")  # by first appearance
@@ -512,7 +535,9 @@ def group_pairs(
         if numbered is not None:
             first_rec = rec[first[in_store]]
             found = store.rows_by_number(numbered, key_number[first_rec], key_objects, first_rec)
-        rows[in_store] = store.rows_for(group_keys[in_store], str_keys) if found is None else found
+        if found is None:
+            found = store.rows_for(key_objects[key_records[in_store]], str_keys)
+        rows[in_store] = found
     # the groups of each store in row order: the stores' columns, the value objects made per group and the
     # buffer's rows are then written and read in memory order (by a save too), not scattered
     base = np.cumsum([0] + [len(store) for store in stores])
@@ -522,8 +547,8 @@ def group_pairs(
         new_start = np.cumsum(sizes_by_row) - sizes_by_row
         old_start = np.cumsum(sizes) - sizes
         order = order[np.repeat(old_start[by_row] - new_start, sizes_by_row) + np.arange(len(order))]
-        sizes, rows, group_keys = sizes_by_row, rows[by_row], group_keys[by_row]
-    return _BatchGroups(order, sizes, stores, store_groups, rows, group_keys, store_of_group)
+        sizes, rows, key_records = sizes_by_row, rows[by_row], key_records[by_row]
+    return _BatchGroups(order, sizes, stores, store_groups, rows, key_objects, key_records, store_of_group)
 
 
 def _group_by_rows(
@@ -558,7 +583,8 @@ def _group_by_rows(
         stores,
         _store_ranges(store_of_group, len(stores)),
         ids - base[store_of_group],
-        key_objects[rec[first]],
+        key_objects,
+        rec[first],
         store_of_group,
     )
 

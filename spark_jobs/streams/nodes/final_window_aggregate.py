@@ -170,7 +170,7 @@ class FinalWindowAggregate:
                     rows = groups.rows[in_window]
                     buffer_row[in_window] = np.where(rows < held, rows, -1)
                 else:
-                    buffer_row[in_window] = entries.rows_of(groups.keys[in_window], expected)
+                    buffer_row[in_window] = entries.rows_of(groups.keys_of(in_window), expected)
             windows.append((window, in_window, store if same else None, held))
         new_entry = buffer_row < 0
 
@@ -186,7 +186,7 @@ class FinalWindowAggregate:
         windows.sort(key=lambda window: int(first_pair[window[1][0]]))  # opened in order of first put
         for window, in_window, same_rows, held in windows:
             new = in_window[new_entry[in_window]]
-            new_keys = groups.keys[new]
+            new_keys = groups.keys_of(new)
             # where the two stores hold the same rows, the window's new keys are the rows the aggregation
             # appended in this batch, in order: pickled once, for both stores' saves
             pickled_keys = None
