@@ -117,7 +117,7 @@ class KeyTable:
         numbered: a look-up costs less per key than numbering (which also checks each key for a null). Else
         (a table still filling up) the batch is numbered at once: most of its keys would be looked up in
         vain. A list looked up by a large table is made an object array a chunk at a time
-        (`_built_and_looked_up`)."""
+        (`_by_chunk`)."""
         from pandas._libs.hashtable import ObjectVector
 
         new = ObjectVector()
@@ -131,38 +131,34 @@ class KeyTable:
             missed = float(np.count_nonzero(sample < 0)) / max(len(sample), 1)
         if missed > MOSTLY_NEW:
             if chunked and numbered is None:
-                keys, labels, new_keys = self._built_and_looked_up(
-                    keys, numbering=True, skip_nulls=skip_nulls
-                )
+                labels, _, unlabelled, new_keys = self._by_chunk(keys, skip_nulls, numbering=True)
             else:
                 if listed:
                     keys = object_array(keys)
-                labels = self._labels(
-                    keys if numbered is None else keys[numbered], new, self.size, skip_nulls
-                )
-            labels = labels.astype(np.int64, copy=False)
+                labelled = keys if numbered is None else keys[numbered]
+                labels = self._labels(labelled, new, self.size, skip_nulls).astype(np.int64, copy=False)
+                unlabelled = labelled[labels < 0]
             if numbered is None:
                 numbers = labels
             else:
                 numbers = np.full(len(keys), -1, np.int64)
                 numbers[numbered] = labels
-            refused = str_only and len(labels) and labels.min() < 0
-            if refused and none_keys:  # the null-like keys are labelled -1: refused for one that is not None
-                labelled = keys if numbered is None else keys[numbered]
-                refused = any(map(is_not, labelled[labels < 0], repeat(None)))
+            refused = str_only and len(unlabelled) > 0  # the null-like keys, labelled -1 (`skip_nulls`)
+            if refused and none_keys:  # refused for one that is not None
+                refused = any(map(is_not, unlabelled, repeat(None)))
         else:
             if chunked:
-                keys, numbers, _ = self._built_and_looked_up(keys)
+                numbers, missing, missing_keys, _ = self._by_chunk(keys, skip_nulls)
             else:
                 keys = object_array(keys) if listed else keys
                 numbers = self._table.lookup(keys).astype(np.int64, copy=False)
-            unheld = numbers < 0
+                missing = np.flatnonzero(numbers < 0)
+                missing_keys = keys[missing]
             if numbered is not None:
                 numbers[~numbered] = -1
-                unheld &= numbered
-            missing = np.flatnonzero(unheld)
+                asked = numbered[missing]
+                missing, missing_keys = missing[asked], missing_keys[asked]
             if len(missing):
-                missing_keys = keys[missing]
                 missing_types = set(map(type, missing_keys))
                 if none_keys:
                     missing_types.discard(type(None))
@@ -181,35 +177,42 @@ class KeyTable:
             return None
         return numbers, new_keys
 
-    def _built_and_looked_up(
-        self, keys: list, numbering: bool = False, skip_nulls: bool = True
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """`keys` as an object array and per key its row (-1 where none), LOOKUP_CHUNK keys at a time: the
-        look-up reads each key's object (its hash) while the array's reference to it (a write to the same
-        object) has left it in the CPU's caches, where a batch of many keys made an array whole first has
-        left the caches by the time the look-up reads its first keys again. `numbering`: the keys the table
-        does not hold are numbered as they come (`size` + the rank of their first appearance, a null-like
-        key -1 where `skip_nulls`, see `_labels`) and added, and returned third, in that order (else
+    def _by_chunk(
+        self, keys: list, skip_nulls: bool, numbering: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """Per key of a list its row, -1 where none, and the keys without one (their positions, and the
+        keys, an object array), LOOKUP_CHUNK keys at a time: each chunk is made an object array, looked up,
+        and its keys without a row taken, while the array's references to them (a write to each object)
+        have left them in the CPU's caches, where a batch of many keys made an array whole first has left
+        the caches by the time the look-up reads its first keys again (and then again as the array goes,
+        its references dropped). `numbering`: the keys the table does not hold are numbered as they come
+        (`size` + the rank of their first appearance; a null-like key -1 where `skip_nulls`, see
+        `_labels`: the keys without a row then) and added, and returned fourth, in that order (else
         None)."""
         from pandas._libs.hashtable import ObjectVector
 
         n = len(keys)
-        objects = np.empty(n, object)
         numbers = np.empty(n, np.int64)
+        unheld: list[np.ndarray] = [np.empty(0, np.int64)]
+        unheld_keys: list[np.ndarray] = [np.empty(0, object)]
         added: list[np.ndarray] = []
         count = self.size
         for lo in range(0, n, LOOKUP_CHUNK):
             chunk = object_array(keys[lo : lo + LOOKUP_CHUNK])
-            objects[lo : lo + len(chunk)] = chunk
             if numbering:
                 new = ObjectVector()
-                numbers[lo : lo + len(chunk)] = self._labels(chunk, new, count, skip_nulls)
+                rows = self._labels(chunk, new, count, skip_nulls)
                 added.append(new.to_array())
                 count += len(added[-1])
             else:
-                numbers[lo : lo + len(chunk)] = self._table.lookup(chunk)
+                rows = self._table.lookup(chunk)
+            numbers[lo : lo + len(chunk)] = rows
+            at = np.flatnonzero(rows < 0)
+            if len(at):
+                unheld.append(at + lo)
+                unheld_keys.append(chunk[at])
         new_keys = (np.concatenate(added) if added else np.empty(0, object)) if numbering else None
-        return objects, numbers, new_keys
+        return numbers, np.concatenate(unheld), np.concatenate(unheld_keys), new_keys
 
     def _labels(self, keys: np.ndarray, new: Any, first: int, skip_nulls: bool) -> np.ndarray:
         """Per key (an object array) its row, or for a key the table does not hold `first` + the rank of
