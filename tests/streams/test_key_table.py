@@ -91,6 +91,33 @@ def test_a_large_table_numbers_a_list_of_mostly_new_keys_a_chunk_at_a_time_as_it
     assert results[0] == results[1] == results[2] == expected
 
 
+def test_a_large_table_numbers_only_the_keys_asked_for_of_a_list_of_mostly_new_keys_a_chunk_at_a_time(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr(key_table, "LOOKUP_CHUNK", 3)
+    batch = ["x", "b", "y", "x", "v", "z", "y", "w", "a"]
+    numbered = np.array([1, 1, 0, 1, 0, 0, 1, 1, 1], bool)  # a chunk ("x", "v", "z") of one key asked for
+    held = ["a", "b"]  # alive while the table borrows them, as a window's
+    results = []
+    # a list numbered a chunk at a time (a large table), and whole (a small one)
+    for chunked_from in (0, len(held) + 1):
+        monkeypatch.setattr(key_table, "CHUNKED_LOOKUP_KEYS", chunked_from)
+        table = KeyTable.new(0)
+        assert table.add(held)
+        table.number(
+            object_array(["p", "q", "r"])
+        )  # a batch new to the table: the next one is numbered at once
+        table.confirm(3)
+        numbers, new = table.number(batch, numbered, str_only=True)
+        results.append((numbers.tolist(), new.tolist(), table.pending))
+        table.confirm(len(new))
+        assert table.lookup(["y", "v", "z"]).tolist() == [6, -1, -1]  # not asked for: not added
+        # a None key asked for refuses the batch
+        assert table.number([*batch, None], np.append(numbered, True), str_only=True) is None
+    expected = ([5, 1, -1, 5, -1, -1, 6, 7, 0], ["x", "y", "w"], 3)
+    assert results[0] == results[1] == expected
+
+
 def test_a_table_takes_str_keys_only() -> None:
     table = KeyTable.new(0)
     assert not table.add(["a", 1])

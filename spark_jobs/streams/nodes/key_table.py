@@ -126,38 +126,37 @@ class KeyTable:
         missed = self._missed
         listed = type(keys) is not np.ndarray
         chunked = listed and self.size >= CHUNKED_LOOKUP_KEYS
+        if listed and not chunked:
+            keys = object_array(keys)
         if missed is None:  # the share of a sample of the keys (looked up again below: then in the caches)
-            sample = self._table.lookup(object_array(keys[:SAMPLE]) if listed else keys[:SAMPLE])
+            sample = self._table.lookup(object_array(keys[:SAMPLE]) if chunked else keys[:SAMPLE])
             missed = float(np.count_nonzero(sample < 0)) / max(len(sample), 1)
         if missed > MOSTLY_NEW:
-            if chunked and numbered is None:
-                labels, _, unlabelled, new_keys = self._by_chunk(keys, skip_nulls, numbering=True)
+            if chunked:
+                numbers, _, unlabelled, new_keys = self._by_chunk(keys, skip_nulls, numbered, numbering=True)
             else:
-                if listed:
-                    keys = object_array(keys)
                 labelled = keys if numbered is None else keys[numbered]
                 labels = self._labels(labelled, new, self.size, skip_nulls).astype(np.int64, copy=False)
                 unlabelled = labelled[labels < 0]
-            if numbered is None:
-                numbers = labels
-            else:
-                numbers = np.full(len(keys), -1, np.int64)
-                numbers[numbered] = labels
+                if numbered is None:
+                    numbers = labels
+                else:
+                    numbers = np.full(len(keys), -1, np.int64)
+                    numbers[numbered] = labels
             refused = str_only and len(unlabelled) > 0  # the null-like keys, labelled -1 (`skip_nulls`)
             if refused and none_keys:  # refused for one that is not None
                 refused = any(map(is_not, unlabelled, repeat(None)))
         else:
             if chunked:
-                numbers, missing, missing_keys, _ = self._by_chunk(keys, skip_nulls)
+                numbers, missing, missing_keys, _ = self._by_chunk(keys, skip_nulls, numbered)
             else:
-                keys = object_array(keys) if listed else keys
                 numbers = self._table.lookup(keys).astype(np.int64, copy=False)
-                missing = np.flatnonzero(numbers < 0)
+                unheld = numbers < 0
+                if numbered is not None:
+                    numbers[~numbered] = -1
+                    unheld &= numbered
+                missing = np.flatnonzero(unheld)
                 missing_keys = keys[missing]
-            if numbered is not None:
-                numbers[~numbered] = -1
-                asked = numbered[missing]
-                missing, missing_keys = missing[asked], missing_keys[asked]
             if len(missing):
                 missing_types = set(map(type, missing_keys))
                 if none_keys:
@@ -178,7 +177,7 @@ class KeyTable:
         return numbers, new_keys
 
     def _by_chunk(
-        self, keys: list, skip_nulls: bool, numbering: bool = False
+        self, keys: list, skip_nulls: bool, numbered: np.ndarray | None, numbering: bool = False
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """Per key of a list its row, -1 where none, and the keys without one (their positions, and the
         keys, an object array), LOOKUP_CHUNK keys at a time: each chunk is made an object array, looked up,
@@ -188,9 +187,8 @@ class KeyTable:
         its references dropped). `numbering`: the keys the table does not hold are numbered as they come
         (`size` + the rank of their first appearance; a null-like key -1 where `skip_nulls`, see
         `_labels`: the keys without a row then) and added, and returned fourth, in that order (else
-        None)."""
-        from pandas._libs.hashtable import ObjectVector
-
+        None). `numbered`: a mask of the keys to number (None: every key), the others -1, never numbered
+        (nor among the keys without a row)."""
         n = len(keys)
         numbers = np.empty(n, np.int64)
         unheld: list[np.ndarray] = [np.empty(0, np.int64)]
@@ -199,20 +197,37 @@ class KeyTable:
         count = self.size
         for lo in range(0, n, LOOKUP_CHUNK):
             chunk = object_array(keys[lo : lo + LOOKUP_CHUNK])
-            if numbering:
-                new = ObjectVector()
-                rows = self._labels(chunk, new, count, skip_nulls)
-                added.append(new.to_array())
-                count += len(added[-1])
+            asked = None if numbered is None else numbered[lo : lo + len(chunk)]
+            if numbering and asked is not None and not asked.all():
+                rows = np.full(len(chunk), -1, np.int64)
+                rows[asked] = self._rows(chunk[asked], numbering, count, skip_nulls, added)
             else:
-                rows = self._table.lookup(chunk)
+                rows = self._rows(chunk, numbering, count, skip_nulls, added)
+                if asked is not None:
+                    rows[~asked] = -1
+            if numbering:
+                count += len(added[-1])
             numbers[lo : lo + len(chunk)] = rows
-            at = np.flatnonzero(rows < 0)
+            at = np.flatnonzero(rows < 0 if asked is None else (rows < 0) & asked)
             if len(at):
                 unheld.append(at + lo)
                 unheld_keys.append(chunk[at])
         new_keys = (np.concatenate(added) if added else np.empty(0, object)) if numbering else None
         return numbers, np.concatenate(unheld), np.concatenate(unheld_keys), new_keys
+
+    def _rows(
+        self, keys: np.ndarray, numbering: bool, first: int, skip_nulls: bool, added: list[np.ndarray]
+    ) -> np.ndarray:
+        """Per key (an object array) its row, -1 where none; `numbering`: the keys the table does not hold
+        numbered from `first` on and added (`_labels`), appended to `added`, an object array."""
+        if not numbering:
+            return self._table.lookup(keys)
+        from pandas._libs.hashtable import ObjectVector
+
+        new = ObjectVector()
+        rows = self._labels(keys, new, first, skip_nulls)
+        added.append(new.to_array())
+        return rows
 
     def _labels(self, keys: np.ndarray, new: Any, first: int, skip_nulls: bool) -> np.ndarray:
         """Per key (an object array) its row, or for a key the table does not hold `first` + the rank of
