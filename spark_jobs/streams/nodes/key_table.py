@@ -114,7 +114,8 @@ class KeyTable:
 
         Where the table held most of the previous batch's keys (or of a sample of this batch's, after it
         caught up with its rows), the batch is looked up first and only the keys the table does not hold are
-        numbered: a look-up costs less per key than numbering (which also checks each key for a null). Else
+        numbered: a look-up costs no more per key than numbering (which, where null keys are numbered -1,
+        also checks each key for a null: `_labels`), and a batch then refused adds no key. Else
         (a table still filling up) the batch is numbered at once: most of its keys would be looked up in
         vain. A list looked up by a large table is made an object array a chunk at a time
         (`_by_chunk`)."""
