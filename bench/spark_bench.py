@@ -3,7 +3,8 @@
     python bench/spark_bench.py [--shapes count,hopping_user,hopping_builtin,running_count]
                                 [--keys 200 100000 1000000] [--events N] [--minutes M]
                                 [--max-files-per-trigger N]
-                                [--partitions N] [--driver-memory SIZE] [--untuned] [--repeat N]
+                                [--partitions N] [--driver-memory SIZE] [--java-options=OPTIONS]
+                                [--untuned] [--repeat N]
                                 [--results-dir DIR]
 
 Each run is its own process (`python bench/spark_bench.py --one SIDE ...`: its own local[2] JVM and
@@ -35,7 +36,7 @@ is at-least-once.
 Every side's JVM runs with the same heap (`--driver-memory`, `spark.driver.memory`: in local mode the one
 JVM is driver and executor). Spark's default (1 GB) lets G1 grow the heap with short-lived garbage up to
 its cap; both sides run as fast with 512 MB (the state lives in RocksDB, off the heap), and a heap, once
-grown, stays with the JVM.
+grown, stays with the JVM. `--java-options` gives every side's JVM the same further options.
 
 Native's settings: every setting our query gives itself (`TopologyRuntime.query_settings`, taken from the
 same code, not copied), on top of the same session defaults (RocksDB state store). `--untuned` also runs
@@ -50,6 +51,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -330,14 +332,21 @@ def parquet_rows(output: Path) -> int:
     return sum(pq.ParquetFile(path).metadata.num_rows for path in output.rglob("*.parquet"))
 
 
+def submit_args(driver_memory: str, java_options: str) -> str:
+    """PYSPARK_SUBMIT_ARGS of a run: the JVM's heap and options are fixed when it starts, from
+    spark-submit's arguments (a SparkConf given to the session is read only once the JVM runs)."""
+    words = ["--driver-memory", driver_memory]
+    if java_options:
+        words += ["--driver-java-options", java_options]
+    return shlex.join([*words, "pyspark-shell"])
+
+
 def one_run(args) -> int:
     """--one SIDE: a single run in this process's own local[2] session; prints its result as JSON."""
     began = time.monotonic()
     from spark_jobs.spark.session import local_spark_session, stop_session
 
-    # The JVM's heap is fixed when it starts, from spark-submit's arguments (a SparkConf given to the
-    # session is read only once the JVM runs).
-    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {args.driver_memory} pyspark-shell"
+    os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args(args.driver_memory, args.java_options)
 
     spark = local_spark_session(
         f"spark-bench-{args.one}",
@@ -374,6 +383,8 @@ def run_in_own_process(side: str, shape: str, input_dir: Path, args) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--one", side, "--shape", shape]
     command += ["--input", str(input_dir), "--scratch", str(scratch), "--partitions", str(args.partitions)]
     command += ["--driver-memory", args.driver_memory]
+    if args.java_options:
+        command.append(f"--java-options={args.java_options}")
     return timed_process(command, scratch, args.max_files_per_trigger, f"{shape} {side}")
 
 
@@ -500,6 +511,11 @@ def parse_args(argv):
         default=DRIVER_MEMORY,
         help=f"every side's JVM heap, spark.driver.memory (default {DRIVER_MEMORY}; at least 450m)",
     )
+    parser.add_argument(
+        "--java-options",
+        default="",
+        help="every side's JVM options (spark-submit --driver-java-options), e.g. -XX:+UseSerialGC",
+    )
     parser.add_argument("--untuned", action="store_true", help="also run native without our query's settings")
     parser.add_argument(
         "--sides",
@@ -564,6 +580,7 @@ def main(argv: list[str] | None = None) -> int:
         "master": "local[2]",
         "shuffle_partitions": SHUFFLE_PARTITIONS,
         "driver_memory": args.driver_memory,
+        "java_options": args.java_options,
         "ours": {
             "partitions": args.partitions,
             "jobs": {s: [SHAPES[s][0], SHAPES[s][1]] for s in args.shape_names},

@@ -4,6 +4,7 @@ tree, split by kind of process, as `timed_process` records them."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 
 import pytest
@@ -51,16 +52,30 @@ def test_a_tree_sharing_pages_copy_on_write_peaks_lower_in_pss_than_in_rss(tmp_p
     assert result["peak_pss_mb"] >= 64
 
 
-def test_every_side_runs_with_the_jvm_heap_given(monkeypatch, tmp_path):
+def test_every_side_runs_with_the_jvm_heap_and_options_given(monkeypatch, tmp_path):
     commands = []
     monkeypatch.setattr(spark_bench, "timed_process", lambda command, *rest: commands.append(command) or {})
-    args = spark_bench.parse_args(["--driver-memory", "600m"])
+    options = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+    args = spark_bench.parse_args(["--driver-memory", "600m", f"--java-options={options}"])
     for side in spark_bench.SIDES:
         spark_bench.run_in_own_process(side, "count", tmp_path, args)
     assert len(commands) == len(spark_bench.SIDES)
     for command in commands:
-        assert command[command.index("--driver-memory") + 1] == "600m"
-    assert spark_bench.parse_args([]).driver_memory == spark_bench.DRIVER_MEMORY
+        one = spark_bench.parse_args(command[2:])
+        assert (one.driver_memory, one.java_options) == ("600m", options)
+    defaults = spark_bench.parse_args([])
+    assert (defaults.driver_memory, defaults.java_options) == (spark_bench.DRIVER_MEMORY, "")
+
+
+def test_a_run_hands_its_heap_and_jvm_options_to_spark_submit():
+    assert shlex.split(spark_bench.submit_args("512m", "")) == ["--driver-memory", "512m", "pyspark-shell"]
+    assert shlex.split(spark_bench.submit_args("512m", "-XX:+UseSerialGC -Xss1m")) == [
+        "--driver-memory",
+        "512m",
+        "--driver-java-options",
+        "-XX:+UseSerialGC -Xss1m",
+        "pyspark-shell",
+    ]
 
 
 class _Process:
