@@ -1,10 +1,11 @@
 """A checkpoint keeps its job, options, partition count and task groups; an output folder keeps its
 checkpoint and records the job that made it; a missing input is an error; partitions spread evenly over
-Spark's tasks."""
+Spark's tasks; a run's query settings and its Python workers' environment."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -19,6 +20,7 @@ from spark_jobs.spark.runtime import (
     balanced_task_groups,
     shuffle_partition_of_int,
 )
+from spark_jobs.spark.worker_memory import WORKER_ENVIRONMENT
 
 JOB = "spark_jobs.jobs.sensor_alerts"
 
@@ -141,3 +143,12 @@ def test_a_local_checkpoint_is_written_through_the_file_system_based_manager(spa
         assert CHECKPOINT_FILE_MANAGER not in _runtime(spark, tmp_path).query_settings()
     finally:
         spark.conf.unset(CHECKPOINT_FILE_MANAGER)
+
+
+@pytest.mark.spark
+def test_the_python_workers_of_a_run_get_the_worker_memory_environment(spark, tmp_path):
+    _runtime(spark, tmp_path)  # a runtime gives the session's workers their environment as it is made
+    names = sorted(WORKER_ENVIRONMENT)
+    in_worker = spark.sparkContext.parallelize([0], 1).map(lambda _: {n: os.environ.get(n) for n in names})
+    # What this process sets wins (the JVM and its workers inherit it).
+    assert in_worker.first() == {n: os.environ.get(n, WORKER_ENVIRONMENT[n]) for n in names}
