@@ -8,6 +8,7 @@ from __future__ import annotations
 import pickle
 import random
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -139,3 +140,67 @@ def test_a_closed_window_leaves_the_copy_that_catches_up() -> None:
     assert state(copy) == state(task)
     (store,) = (node.store for node in copy.nodes.values() if hasattr(node, "store"))
     assert 0 not in store._rows
+
+
+def test_aggregates_pickled_as_they_were_put_load_with_every_later_put_of_their_rows() -> None:
+    """A put may give a window's aggregates pickled already (the fused user aggregate pickles them as its
+    fold makes them): the export saves those chunks as they are, and the values of rows put otherwise
+    since, or before, as it gathers them; a copy that catches up, and an import, hold each row's last value,
+    whatever the order of the puts."""
+    from array import array
+
+    from spark_jobs.streams.nodes.time_window_store import TimeWindowStore
+    from spark_jobs.streams.nodes.window_rows import INT64, OBJECT, dumps_plain
+
+    def chunk(rows, values):
+        return array(INT64, rows), dumps_plain(values)
+
+    def put(store, rows, values, pickled, new_keys=()):
+        held = len(rows) - len(new_keys)
+        store.put_batch(
+            0,
+            np.array(rows[:held], np.int64),
+            [values[:held], np.zeros(held, np.int64)],
+            list(new_keys),
+            [values[held:], np.zeros(len(new_keys), np.int64)],
+            None,
+            [chunk(rows, values)] if pickled else None,
+        )
+
+    def exported(store, parts):
+        """The export's parts (through pickle, as the runtime stores them) and the parts it removed,
+        `parts` kept up to date."""
+        export_parts, names = store.export_parts(True)
+        removed = [name for name in parts if name not in names]
+        written = pickle.loads(pickle.dumps(export_parts))
+        parts.update(written)
+        for name in removed:
+            del parts[name]
+        return written, removed
+
+    store, copy, parts = TimeWindowStore(10, (OBJECT, INT64)), TimeWindowStore(10, (OBJECT, INT64)), {}
+    put(store, [0, 1, 2], [{"a": 1}, {"b": 1}, {"c": 1}], True, ["a", "b", "c"])
+    copy.apply_parts(*exported(store, parts))
+    put(store, [2], [{"c": 2}], False)  # put, then pickled: the later value
+    put(store, [0, 1, 2], [{"a": 2}, {"b": 2}, {"c": 3}], True)
+    put(store, [1], [{"b": 3}], False)  # pickled, then put
+    put(store, [0], [{"a": 3}], True)  # pickled twice: the later chunk
+    snapshot = store.state_parts()  # a snapshot leaves the next export as it was
+    assert store.rows(0).changes() == 3
+    written, removed = exported(store, parts)
+    deltas = [saved for name, (saved, _) in written.items() if name.startswith("0w.")]
+    assert [type(delta["columns"][0]) for delta in deltas] == [dict]  # the chunks, and what was gathered
+    copy.apply_parts(written, removed)
+    expected = [{"a": 3}, {"b": 3}, {"c": 3}]
+    assert copy.rows(0).columns[0] == store.rows(0).columns[0] == expected
+    imported = TimeWindowStore(10, (OBJECT, INT64))
+    imported.apply_parts(dict(parts), [])
+    assert imported.rows(0).columns[0] == expected
+    from_snapshot = TimeWindowStore(10, (OBJECT, INT64))
+    from_snapshot.apply_parts(pickle.loads(pickle.dumps(snapshot)), [])
+    assert from_snapshot.rows(0).columns[0] == expected
+    for n in range(10):  # puts without an export keep chunks of at most about twice the rows
+        put(store, [0, 1, 2], [{"a": n}, {"b": n}, {"c": n}], True)
+        assert store.rows(0).pickled_rows <= 2 * 3 + 3
+    copy.apply_parts(*exported(store, parts))
+    assert copy.rows(0).columns[0] == [{"a": 9}, {"b": 9}, {"c": 9}]

@@ -9,8 +9,10 @@ per-change export, and the rows of every entry for the state reader.
 
 Saved form: each window's rows as `WindowParts` saves them (below): its keys in parts of their own, its rows'
 fields as a store of numbered rows whose groups' bases are written in turn (RowParts, nodes/kv_rows.py), so
-that no export rewrites a large window whole; a closed window's parts all go. A windowed declared
-aggregation's windows are saved the same way (nodes/declared_aggregations.py).
+that no export rewrites a large window whole; a closed window's parts all go. A delta's aggregates are
+the chunks pickled as they were put (`put_batch`'s `pickled_values`), then those gathered at the export
+(WindowRows.saved_columns). A windowed declared aggregation's windows are saved the same way
+(nodes/declared_aggregations.py).
 """
 
 from __future__ import annotations
@@ -104,7 +106,14 @@ class TimeWindowStore:
     # Parts: per window its WindowParts' (below).
 
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
-        return export_windows(self._saved, changed_only)
+        saved = [self._saved[start].store for start in self._rows]
+        for window in saved:  # each window's aggregates pickled as they were put, for its delta
+            window.pickled = window.rows.take_pickled_values()
+        try:
+            return export_windows(self._saved, changed_only)
+        finally:
+            for window in saved:
+                window.pickled = None
 
     def state_parts(self) -> dict[str, Any]:
         return windows_state_parts(self._saved)
@@ -132,16 +141,22 @@ class TimeWindowStore:
         new_keys: list,
         new_columns: list,
         pickled_keys: Any,
+        pickled_values: list | None = None,
     ) -> None:
         """Replace the rows `rows` of the window `start` by `columns`, then append `new_keys` with
         `new_columns` (WindowRows.put_rows, WindowRows.extend), the window opened if need be and flagged
-        changed for the next export."""
+        changed for the next export. `pickled_values`: every one of those rows' aggregates pickled by the
+        caller as it made them, in chunks (WindowRows.add_pickled_values), for the next export to save as
+        they are."""
         window_rows = self.open(start)
         self.touch(start)
+        hot = pickled_values is not None
+        if hot:
+            window_rows.add_pickled_values(pickled_values)
         if len(rows):
-            window_rows.put_rows(rows, columns)
+            window_rows.put_rows(rows, columns, hot)
         if len(new_keys):
-            window_rows.extend(new_keys, new_columns, pickled_keys)
+            window_rows.extend(new_keys, new_columns, pickled_keys, hot)
 
 
 class WindowParts:
@@ -237,11 +252,14 @@ class SavedWindow:
     (a numpy view of the rows' bytearray, made per use: a bytearray whose buffer is viewed cannot grow), the
     rest WindowRows' own."""
 
-    __slots__ = ("rows",)
+    __slots__ = ("rows", "pickled")
     keys_apart = True
 
     def __init__(self, rows: WindowRows) -> None:
         self.rows = rows
+        # over an export: the rows' pickled aggregates (WindowRows.take_pickled_values), which its delta
+        # saves as they are (its bases save every row's value as it is)
+        self.pickled: tuple | None = None
 
     @property
     def size(self) -> int:
@@ -263,7 +281,8 @@ class SavedWindow:
         return self.rows.changes()
 
     def saved_columns(self, rows: Any) -> list:
-        return self.rows.saved_columns(rows)
+        # a delta's rows are an index array, a base's a slice
+        return self.rows.saved_columns(rows, None if type(rows) is slice else self.pickled)
 
     def load_columns(self, rows: Any, columns: list, name: str) -> None:
         self.rows.load_columns(rows, columns, name)

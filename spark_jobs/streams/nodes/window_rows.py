@@ -37,6 +37,13 @@ tuple of their bytes (`key_chunks`): a caller that appends many keys at once whi
 caches pickles them then (the fused count + final suppress, once for both stores), the others are pickled
 by the save that first needs them; a base reuses every chunk, so a key is pickled once while its window
 lives: pickling the keys at the export, from memory, dominates the export of a large window.
+
+An aggregation's values (a list column, the first) are pickled the same way where a caller makes many of
+them at once: a put may give them pickled in chunks of (rows, values) (`add_pickled_values`, the fused
+user aggregate pickling what its fold just made), which flags its rows `hot` instead of `dirty`; an export
+by row groups saves a delta's first column as those chunks, then the values of the rows flagged in `dirty`
+(put otherwise, before or after their chunk), gathered: a load applies them in that order, so each row
+takes its last value (`saved_columns`, `load_columns`). A base gathers every value as ever.
 """
 
 from __future__ import annotations
@@ -82,6 +89,9 @@ class WindowRows:
         "dirty",
         "saved",
         "key_chunks",
+        "hot",
+        "pickled_values",
+        "pickled_rows",
     )
 
     def __init__(
@@ -119,6 +129,14 @@ class WindowRows:
         # (first row, end row, the pickled list of their keys), ascending, not overlapping: what saves of
         # those rows reuse (see `_saved_keys`)
         self.key_chunks: list[tuple[int, int, bytes]] = []
+        # by row: 1 where a put since the last export gave the first column's value pickled already, in
+        # `pickled_values`, and left `dirty` as it was (None: no such row); may be shorter than the rows
+        self.hot: bytearray | None = None
+        # (rows as an int64 array, the pickled list of their first column's values), in the order they were
+        # put: a caller that makes the values pickles them while they are in the CPU's caches (the fused
+        # user aggregate), where an export would read each one from memory (see `take_pickled_values`)
+        self.pickled_values: list[tuple[array, bytes]] = []
+        self.pickled_rows = 0  # the rows the chunks hold, one per value
 
     def __len__(self) -> int:  # rows, dead ones too: what a base saves
         return len(self.dirty)
@@ -245,12 +263,13 @@ class WindowRows:
                 column.append(value)
         self.dirty.append(1)
 
-    def extend(self, keys: Any, columns: list, pickled_keys: bytes | None = None) -> None:
+    def extend(self, keys: Any, columns: list, pickled_keys: bytes | None = None, hot: bool = False) -> None:
         """Rows for `keys` (a list or an object array, each new to the window), appended in order; per
         column its values, an int64 ndarray, a list (None: None in every row, for a list column) or
         StructValues. `pickled_keys`: `dumps_plain` of the
         keys' list, made by the caller while the keys are in the CPU's caches (and once for two stores that
-        append the same keys), for saves to reuse."""
+        append the same keys), for saves to reuse. `hot`: the first column's values are pickled already,
+        in chunks the caller gave `add_pickled_values`: the rows are flagged hot instead of put."""
         first = len(self)
         if pickled_keys is not None:
             self.key_chunks.append((first, first + len(keys), pickled_keys))
@@ -271,7 +290,9 @@ class WindowRows:
                 column.frombytes(values.astype(np.int64, copy=False).tobytes())
             else:  # a list (None: of None), or an int64 array from a list of ints
                 column.extend(repeat(None, len(keys)) if values is None else values)
-        self.dirty += b"\x01" * len(keys)
+        self.dirty += (b"\x00" if hot else b"\x01") * len(keys)
+        if hot:
+            self._flag_hot(slice(first, first + len(keys)))
 
     def release(self, column: int, rows: list[int]) -> None:
         """Drop a list column's references to the values of `rows` (row numbers), None in their place, for
@@ -287,10 +308,11 @@ class WindowRows:
         deque(map(self.columns[column].__setitem__, rows, values), maxlen=0)
         np.frombuffer(self.dirty, np.bool_)[rows] = True
 
-    def put_rows(self, rows: np.ndarray, columns: list) -> None:
+    def put_rows(self, rows: np.ndarray, columns: list, hot: bool = False) -> None:
         """Replace the changing fields of existing rows (their numbers in `rows`) and flag them put; per
         changing column its values, an int64 ndarray, a list (None: None in every row, for a list column),
-        or StructValues for a struct column."""
+        or StructValues for a struct column. `hot`: the first column's values are pickled already, in
+        chunks the caller gave `add_pickled_values`: the rows are flagged hot instead of put."""
         self._densify(columns)
         changed = [
             (column, values)
@@ -300,7 +322,49 @@ class WindowRows:
         row_list = self._row_list(rows, [column for column, _ in changed])
         for column, values in changed:
             _assign(column, rows, row_list, repeat(None) if values is None else values)
-        np.frombuffer(self.dirty, np.bool_)[rows] = True
+        if hot:
+            self._flag_hot(rows)
+        else:
+            np.frombuffer(self.dirty, np.bool_)[rows] = True
+
+    def add_pickled_values(self, chunks: list[tuple[array, bytes]]) -> None:
+        """Chunks of (rows, pickled list of their first column's values) for rows that the caller puts
+        next, flagged hot (`put_rows`, `extend`): an export saves them as they are, and a load applies
+        them in order, so a row in two chunks takes its later value. A row put again otherwise (flagged
+        in `dirty`) has its value gathered by the export, which a load applies after the chunks. Chunks
+        that come to hold more values than twice the rows (puts without an export: an engine that does not
+        export) are dropped, their rows flagged in `dirty`: the export gathers them."""
+        if self.pickled_rows > 2 * len(self):
+            self._drop_pickled_values()
+        self.pickled_values += chunks
+        self.pickled_rows += sum(len(at) for at, _ in chunks)
+
+    def _flag_hot(self, rows: Any) -> None:
+        hot = self.hot
+        if hot is None:
+            hot = self.hot = bytearray(len(self))
+        elif len(hot) < len(self):
+            hot += bytes(len(self) - len(hot))
+        np.frombuffer(hot, np.bool_)[rows] = True
+
+    def take_pickled_values(self) -> tuple[list[tuple[array, bytes]], np.ndarray] | None:
+        """For an export: the chunks of pickled values (`add_pickled_values`) and, by row, whether it is
+        flagged in `dirty` (its value to be gathered: put otherwise, before or after its chunk); the hot
+        rows are flagged in `dirty` then, as every row the export saves. None when no row is hot."""
+        if self.hot is None:
+            return None
+        gathered = np.frombuffer(self.dirty, np.bool_).copy()
+        chunks = self.pickled_values
+        self._drop_pickled_values()
+        return chunks, gathered
+
+    def _drop_pickled_values(self) -> None:
+        """The hot rows flagged in `dirty`, their chunks dropped."""
+        if self.hot is not None:
+            dirty = np.frombuffer(self.dirty, np.bool_)
+            dirty[: len(self.hot)] |= np.frombuffer(self.hot, np.bool_)
+            del dirty  # a bytearray exporting its buffer cannot grow
+        self.hot, self.pickled_values, self.pickled_rows = None, [], 0
 
     def _densify(self, values_by_column: list) -> None:
         """A sparse column held as None (every row None) made its list of a None per row, where the values
@@ -332,8 +396,13 @@ class WindowRows:
         return rows.tolist()
 
     def changes(self) -> int:
-        """Rows put since the last export (numpy's count: bytearray.count compares byte by byte)."""
-        return int(np.count_nonzero(np.frombuffer(self.dirty, np.bool_)))
+        """Rows put since the last export, hot ones too (numpy's count: bytearray.count compares byte by
+        byte)."""
+        dirty = np.frombuffer(self.dirty, np.bool_)
+        if self.hot is None:
+            return int(np.count_nonzero(dirty))
+        hot = np.frombuffer(self.hot, np.bool_)
+        return int(np.count_nonzero(dirty[: len(hot)] | hot)) + int(np.count_nonzero(dirty[len(hot) :]))
 
     def live_count(self) -> int:
         """How many live entries the rows hold, without building the index."""
@@ -492,16 +561,25 @@ class WindowRows:
 
     # -- saved by row groups (RowParts, nodes/kv_rows.py: a store of numbered rows whose bases are spread) --
 
-    def saved_columns(self, rows: Any) -> list:
+    def saved_columns(self, rows: Any, pickled: tuple | None = None) -> list:
         """The saved form of rows' fields (rows: an index array or a slice), a value per row and saved
-        column (an int64 column's values that are all one value: that value alone)."""
+        column (an int64 column's values that are all one value: that value alone). `pickled`: what
+        `take_pickled_values` gave, for the rows of a delta: the first column is saved as
+        {"pickled": the chunks, "rows": the rows flagged in `dirty`, "values": theirs}, which a load
+        applies in that order (the rows' other values are in the chunks)."""
         saved = []
         for n, column in enumerate(self.columns):
             if n in self.unsaved:
                 continue
             if column is None:  # a sparse column of None: saved as a list column
                 column = [None] * len(self)
-            if type(column) is array:
+            if n == 0 and pickled is not None:
+                chunks, gathered = pickled
+                at = rows[gathered[rows]]
+                saved.append(
+                    {"pickled": chunks, "rows": _int64s(at), "values": _gathered(column, at.tolist())}
+                )
+            elif type(column) is array:
                 saved.append(_saved_int64s(np.frombuffer(column, np.int64)[rows]))
             elif type(column) is StructColumn:
                 saved.append(column.saved(rows))
@@ -515,6 +593,10 @@ class WindowRows:
         """Set rows' fields (rows: an index array or a slice) from their saved form (`saved_columns`);
         ValueError for a saved form that does not fit, checked before any change."""
         count = len(range(*rows.indices(len(self)))) if type(rows) is slice else len(rows)
+        pickled = None
+        if saved and type(saved[0]) is dict and type(self.columns[0]) is list:
+            pickled = self._loadable_pickled(saved[0], name)
+            saved = [[None] * count, *saved[1:]]  # its place checked as a column's; `pickled` applied
         loadable = self._loadable(saved, name, count, count)
         for values in loadable:
             if len(values) != count:
@@ -525,8 +607,12 @@ class WindowRows:
         row_list = None
         self._densify(self._with_placeholders(loadable, count, False))
         saved_columns = [column for n, column in enumerate(self.columns) if n not in self.unsaved]
-        for column, values in zip(saved_columns, loadable, strict=True):
+        for n, (column, values) in enumerate(zip(saved_columns, loadable, strict=True)):
             if column is None:  # a sparse column of None, and so are the values
+                continue
+            if n == 0 and pickled is not None:
+                for at, chunk_values in pickled:
+                    deque(map(column.__setitem__, at, chunk_values), maxlen=0)
                 continue
             if type(column) is array:
                 values = np.frombuffer(values, np.int64)
@@ -536,6 +622,24 @@ class WindowRows:
             elif type(column) is list and row_list is None:
                 row_list = positions.tolist()
             _assign(column, positions, row_list, values)
+
+    def _loadable_pickled(self, saved: dict, name: str) -> list[tuple[list[int], list]]:
+        """A first column saved with pickled chunks (`saved_columns`) as (rows, values) to apply in order,
+        the chunks' then the gathered ones; ValueError where it does not fit the window."""
+        try:
+            chunks = [(at, pickle.loads(data)) for at, data in saved["pickled"]]
+            chunks.append((saved["rows"], saved["values"]))
+            steps = []
+            for at, values in chunks:
+                if type(at) is not array or at.typecode != INT64 or len(at) != len(values):
+                    raise ValueError
+                positions = np.frombuffer(at, np.int64)
+                if len(positions) and not 0 <= positions.min() <= positions.max() < len(self):
+                    raise ValueError
+                steps.append((positions.tolist(), values))
+        except (KeyError, TypeError, ValueError, pickle.UnpicklingError):
+            raise ValueError(f"state part {name!r}: pickled values that do not fit the window") from None
+        return steps
 
     def append_rows(self, keys: list) -> None:
         """Rows for `keys` whose fields a load sets next: placeholders (0 or None) until then."""
@@ -550,6 +654,7 @@ class WindowRows:
         """A load set rows and keys directly: the index and key table are built again at their next use."""
         self._index, self._table = None, None
         self.dirty[:] = bytes(len(self))
+        self.hot, self.pickled_values, self.pickled_rows = None, [], 0
         self.saved = len(self)
 
     def clear_rows(self) -> None:
@@ -562,6 +667,7 @@ class WindowRows:
         self.saved = 0
         self.key_chunks = []
         self._index, self._table = None, None
+        self.hot, self.pickled_values, self.pickled_rows = None, [], 0
 
     def _with_placeholders(self, values_by_column: list, rows: int, base: bool) -> list:
         """The saved values by column with the unsaved columns put back: for a base (`rows`: every row)
