@@ -5,6 +5,7 @@ in order, late records, buffer metrics and exported state, byte for byte."""
 from __future__ import annotations
 
 import contextlib
+import pickle
 from array import array
 
 import numpy as np
@@ -57,9 +58,35 @@ def min_rows(n: int, keys_pickled_from: int = 1):
 def decoded(parts: dict[str, bytes]) -> dict:
     """Each part as its node saved it, its keys one list: the fused pass pickles a batch's new keys for both
     stores as it appends them, so its parts may cut a window's keys into other pickled chunks than the
-    nodes' (WindowRows.key_chunks), which load to the same keys. Numpy arrays (a window store's row numbers,
-    nodes/kv_rows.py) as lists, to compare."""
-    return {name: _plain(KeyListLoader().loads(data)) for name, data in parts.items()}
+    nodes' (WindowRows.key_chunks), which load to the same keys; a fused aggregate pickles its values as it
+    makes them, in chunks (`_unpickled`). Numpy arrays (a window store's row numbers, nodes/kv_rows.py) as
+    lists, to compare."""
+    return {name: _plain(_unpickled(KeyListLoader().loads(data))) for name, data in parts.items()}
+
+
+def _unpickled(part):
+    """A window store's delta whose aggregates were saved pickled in chunks (WindowRows.saved_columns) as
+    the nodes' export saves them: each row's value, the last one the chunks and the gathered values give it
+    in the order a load applies them, gathered into the column's form (one row's value in a list, more
+    rows' in a tuple)."""
+    if type(part) is not tuple or len(part) != 2 or type(part[0]) is not dict:
+        return part
+    saved, gone = part
+    columns = saved.get("columns")
+    if (
+        type(columns) is not list
+        or not columns
+        or type(columns[0]) is not dict
+        or "pickled" not in columns[0]
+    ):
+        return part
+    column = saved["columns"][0]
+    value_of = {}
+    for at, data in column["pickled"]:
+        value_of.update(zip(at, pickle.loads(data), strict=True))
+    value_of.update(zip(column["rows"], column["values"], strict=True))
+    values = [value_of[row] for row in saved["rows"].tolist()]
+    return {**saved, "columns": [values if len(values) == 1 else tuple(values), *saved["columns"][1:]]}, gone
 
 
 def _plain(saved):
@@ -99,13 +126,16 @@ class Pair:
                 del held[name]
         return exports
 
-    def check(self, runs, moves) -> None:
-        """Each batch run by both tasks: the same outputs, metrics and exports; after a batch whose move is
-        True, each task goes on from its exported parts."""
-        for (keys, timestamps, headers), move in zip(runs, moves, strict=False):
+    def check(self, runs, moves, batches_per_export: int = 1) -> None:
+        """Each batch run by both tasks: the same outputs and metrics, and after every `batches_per_export`
+        batches (and the last) the same exports; after an export whose batch's move is True, each task
+        goes on from its exported parts."""
+        for n, ((keys, timestamps, headers), move) in enumerate(zip(runs, moves, strict=False), 1):
             fused, nodes = self.run(keys, timestamps, headers)
             assert fused == nodes
             assert self.fused.metrics() == self.nodes.metrics()
+            if n % batches_per_export and n < min(len(runs), len(moves)):
+                continue
             fused_export, nodes_export = self.exports()
             assert decoded(fused_export.parts) == decoded(nodes_export.parts)
             assert fused_export.removed == nodes_export.removed

@@ -5,12 +5,14 @@ often as the node calls them."""
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.streams import BufferConfig, StreamsBuilder, StreamTask, Suppressed, TimeWindows
+from spark_jobs.streams.nodes import final_window_user_aggregate
 from spark_jobs.streams.nodes.final_window_user_aggregate import FinalWindowUserAggregate
 from spark_jobs.streams.nodes.suppress import SuppressNode
 from spark_jobs.streams.nodes.time_ordered_buffer import OLD_COLUMN
@@ -81,6 +83,17 @@ def aggregate_topology(
     return builder.build()
 
 
+@contextlib.contextmanager
+def pickled_pairs(n: int):
+    """A fold that goes key by key pickles what it finished every `n` pairs or so."""
+    saved = final_window_user_aggregate.PICKLED_PAIRS
+    final_window_user_aggregate.PICKLED_PAIRS = n
+    try:
+        yield
+    finally:
+        final_window_user_aggregate.PICKLED_PAIRS = saved
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kind=st.sampled_from(sorted(AGGREGATIONS)),
@@ -92,15 +105,20 @@ def aggregate_topology(
     moves=st.lists(st.booleans(), min_size=6, max_size=6),
     keys_pickled_from=st.sampled_from([1, 3, 10**9]),
     reads_olds=st.booleans(),
+    chunk=st.sampled_from([1, 3, 512]),
+    batches_per_export=st.sampled_from([1, 1, 2, 3]),
 )
 def test_fused_equals_node_by_node(
-    kind, shape, runs, other_branch, moves, keys_pickled_from, reads_olds
+    kind, shape, runs, other_branch, moves, keys_pickled_from, reads_olds, chunk, batches_per_export
 ) -> None:
+    """`batches_per_export`: a row put by several batches before an export, by the fused pass (its values
+    pickled as the fold makes them), node by node, or both (in either order), saves its last value."""
     size, advance, grace = shape
-    Pair(
-        lambda: aggregate_topology(kind, size, advance, grace, other_branch, reads_olds=reads_olds),
-        keys_pickled_from,
-    ).check(runs, moves)
+    with pickled_pairs(chunk):
+        Pair(
+            lambda: aggregate_topology(kind, size, advance, grace, other_branch, reads_olds=reads_olds),
+            keys_pickled_from,
+        ).check(runs, moves, batches_per_export)
 
 
 def test_a_buffer_keeps_old_values_only_where_a_child_of_the_suppressed_table_reads_them() -> None:

@@ -464,6 +464,11 @@ class FinalWindowCount:
         final = old0 + sizes
         return final, final - 1, old0
 
+    def _pickled_values(self, start: int) -> list | None:
+        """The values `_results` gave the groups of the window `start`, pickled already in chunks
+        (TimeWindowStore.put_batch); None: left to the export (a count's, an int64 column)."""
+        return None
+
     # -- applying the plan --------------------------------------------------------------------------------
 
     def _apply(self, plan: _Plan, keys: list, values: list, timestamps: list) -> Batch:
@@ -503,6 +508,7 @@ class FinalWindowCount:
             plan_window.new_counts,
             [finals[1], plan.final_ts[new]],
             pickled_keys,
+            self._pickled_values(start),
         )
         return store.window(start), finals
 

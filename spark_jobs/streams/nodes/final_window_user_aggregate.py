@@ -12,7 +12,10 @@ keys have a record or two each): then key by key in the order of their rows, whi
 aggregates were made in by the previous fold, and mostly the order they lie in (`_fold_order`). Each
 group's aggregate so far is kept by group number instead of in the store, and only what the
 store and the buffer keep of a batch (a group's last value, the old values of its first and last puts) is
-written.
+written. A fold that goes key by key pickles the aggregates it finished every few hundred pairs, while they
+are in the CPU's caches, and the store's next export saves those chunks as they are: pickled by the
+export, each would be read from memory again (the aggregates a batch of such a window makes outgrow the
+caches).
 
 A result of None is a tombstone: the node's store deletes the row and the key's next record in the
 window starts from the initializer again, in a new row. The fold stops there and the batch is run by the
@@ -22,8 +25,9 @@ rows that die and come back are the node's business.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
-from itertools import repeat
+from itertools import islice, repeat
 from typing import Any
 
 import numpy as np
@@ -41,8 +45,13 @@ from .final_window_count import (
 )
 from .suppress import SuppressNode
 from .time_ordered_buffer import NEW_COLUMN
+from .window_rows import INT64, dumps_plain
 
 _NO_ROW = object()  # a group's value while its key has no live row in the count's window
+# Pairs a fold that goes key by key folds between two pickles of the aggregates it finished (to the next
+# key): few enough that those aggregates, and what the fold read to make them, are still in the CPU's
+# caches (a pickle reads each one again); enough that a pickler's set-up per chunk and window stays small.
+PICKLED_PAIRS = 512
 
 
 def final_window_user_aggregate(node: Any) -> FinalWindowUserAggregate | None:
@@ -79,6 +88,21 @@ class _Replay:
         return new
 
 
+def _pickle_finished(
+    pickled: dict[int, list], finished: list[tuple], current: list
+) -> dict[int, list] | None:
+    """The aggregates of the groups a chunk of the fold finished pickled (`_pickling_plan`), per window
+    start added to `pickled`; None when one cannot be pickled as a plain column (`dumps_plain`: a cycle),
+    which the export's pickle then meets."""
+    try:
+        for start, rows, groups in finished:
+            data = dumps_plain(list(map(current.__getitem__, groups)))
+            pickled.setdefault(start, []).append((rows, data))
+    except Exception:  # noqa: BLE001 - any value the export pickles instead
+        return None
+    return pickled
+
+
 def _run(first: Any, last_old: Any, last_new: Any, n: int) -> list[tuple]:
     """(old, new) of `n` puts of one row that the suppress buffer sees as the fold's: what it keeps of a
     key's puts in a batch is the first old value (the entry's prior value) and the last old and new values
@@ -100,6 +124,8 @@ class FinalWindowUserAggregate(FinalWindowCount):
         suppress.buffer.share_new_values(self.stored_values, self.stored_keys)
         self._keys: list = []
         self._values: list = []
+        # window start -> the chunks of its groups' aggregates the fold pickled, for the count's store
+        self._pickled: dict[int, list[tuple[array, bytes]]] = {}
 
     def process_columns(self, keys, values, olds, timestamps, headers) -> Batch | None:
         self._keys, self._values = keys, values
@@ -109,6 +135,10 @@ class FinalWindowUserAggregate(FinalWindowCount):
             return self._replayed(tombstone, keys, values, olds, timestamps, headers)
         finally:
             self._keys = self._values = []
+            self._pickled = {}
+
+    def _pickled_values(self, start: int) -> list | None:
+        return self._pickled.pop(start, None)
 
     def _replayed(self, tombstone: _Tombstone, keys, values, olds, timestamps, headers) -> Batch | None:
         node = self.count
@@ -140,7 +170,12 @@ class FinalWindowUserAggregate(FinalWindowCount):
         Where the buffer keeps neither, nothing reads the old aggregates but the aggregator: the stores
         release them before the fold (`_release_olds`), so each is freed as the fold replaces it, in the
         CPU's caches, not when the store's put replaces it. A None result (a tombstone) ends the fold: the
-        batch is replayed through the node (`_Tombstone`)."""
+        batch is replayed through the node (`_Tombstone`).
+
+        A fold that goes key by key pickles the aggregates every PICKLED_PAIRS pairs or so, at the end of a
+        key (its groups' aggregates are final then), for the count's store to save as they are
+        (`_pickled_values`): an export that pickled them would read each one from memory (the aggregates a
+        batch makes outgrow the caches). A fold that ends early (a tombstone, an error) keeps none."""
         initializer, aggregator = self.count.aggregation.initializer, self.count.aggregation.aggregator
         order = self._fold_order(group, pairs, places)
         folded_groups = group if order is None else group[order]
@@ -162,22 +197,31 @@ class FinalWindowUserAggregate(FinalWindowCount):
         # its own would touch each of them once more (a cache miss apiece where the fold goes by key)
         keys, values = map(self._keys.__getitem__, rec), map(self._values.__getitem__, rec)
         folding = zip(folded_groups.tolist(), keys, values, strict=True)
+        ends, finished = self._pickling_plan(order, pairs, places)
+        pickled: dict[int, list] | None = {} if finished is not None else None
         dead = None  # the group whose result was None, and its old value
+        folded = 0
         try:
-            if last_old is None:
-                for g, key, value in folding:
-                    agg = current[g]
-                    current[g] = new = aggregator(key, value, agg)
-                    if new is None:
-                        dead = g, agg
-                        break
-            else:
-                for g, key, value in folding:
-                    last_old[g] = agg = current[g]
-                    current[g] = new = aggregator(key, value, agg)
-                    if new is None:
-                        dead = g, agg
-                        break
+            for n, end in enumerate(ends):
+                chunk, folded = islice(folding, end - folded), end
+                if last_old is None:
+                    for g, key, value in chunk:
+                        agg = current[g]
+                        current[g] = new = aggregator(key, value, agg)
+                        if new is None:
+                            dead = g, agg
+                            break
+                else:
+                    for g, key, value in chunk:
+                        last_old[g] = agg = current[g]
+                        current[g] = new = aggregator(key, value, agg)
+                        if new is None:
+                            dead = g, agg
+                            break
+                if dead is not None:
+                    break
+                if pickled is not None:
+                    pickled = _pickle_finished(pickled, finished[n], current)
         except BaseException:
             self._give_back(released, current)
             raise
@@ -191,7 +235,65 @@ class FinalWindowUserAggregate(FinalWindowCount):
             current[dead[0]] = None
             first = dict(zip(new_groups.tolist(), initial, strict=True))
             raise _Tombstone(self._replay_steps(group, done, current, first, last_old, rest))
+        self._pickled = pickled or {}
         return current, last_old if buffer.keeps_olds else None, first_old
+
+    def _pickling_plan(
+        self, order: np.ndarray | None, pairs: _Pairs, places: _Groups
+    ) -> tuple[list[int], list[list[tuple[int, array, list[int]]]] | None]:
+        """Where the fold stops to pickle what it finished (`_results`): the ends of its chunks of pairs
+        (in the fold's order) and per chunk the groups it finished, as (window start, their rows in the
+        count's window, the groups), each window's in the fold's order. Only a fold that goes key by key
+        (`order`) pickles as it goes: one by record finishes its groups' aggregates at its end, out of the
+        caches (`[m], None`)."""
+        m = len(pairs.rec)
+        if order is None:
+            return [m], None
+        key = pairs.key[pairs.rec[order]]  # per pair in the fold's order: its key's number
+        key_starts = np.flatnonzero(key[1:] != key[:-1]) + 1
+        after = np.searchsorted(key_starts, np.arange(PICKLED_PAIRS, m, PICKLED_PAIRS))
+        ends = [*np.unique(key_starts[after[after < len(key_starts)]]).tolist(), m]
+        # the groups in the fold's order (of their first pairs, which the fold's order keeps first), without
+        # a sort: each group at its first pair's place in the fold
+        position = np.empty(m, np.int64)
+        position[order] = np.arange(m)
+        at_place = np.full(m, -1, np.int64)
+        at_place[position[places.first]] = np.arange(len(places.first))
+        groups = at_place[at_place >= 0]
+        place = position[places.first[groups]]
+        rows = self._rows_put(pairs, places)[groups]
+        window = places.window[groups]
+        finished: list[list] = [[] for _ in ends]
+        for w in np.unique(window).tolist():
+            in_window = np.flatnonzero(window == w)
+            start = int(pairs.start[places.first[groups[in_window[0]]]])
+            cuts = np.searchsorted(place[in_window], ends).tolist()  # per chunk: the end of its groups
+            window_groups, window_rows = groups[in_window].tolist(), rows[in_window]
+            lo = 0
+            for n, hi in enumerate(cuts):
+                if hi > lo:
+                    at = array(INT64, window_rows[lo:hi].tobytes())
+                    finished[n].append((start, at, window_groups[lo:hi]))
+                lo = hi
+        return ends, finished
+
+    def _rows_put(self, pairs: _Pairs, places: _Groups) -> np.ndarray:
+        """Per group its row in the count's window once the batch is put: a held group's row, and for the
+        others the rows appended to their window, in order of their first pairs (_Groups)."""
+        rows = places.row.copy()
+        new = np.flatnonzero(rows < 0)
+        if not len(new):
+            return rows
+        new = new[np.lexsort((places.first[new], places.window[new]))]
+        window = places.window[new]
+        run = np.flatnonzero(np.concatenate(([True], window[1:] != window[:-1])))  # each window's first
+        lengths = np.diff(np.append(run, len(new)))
+        held = []
+        for g in new[run].tolist():
+            window_rows = self.count.store.rows(int(pairs.start[places.first[g]]))
+            held.append(0 if window_rows is None else len(window_rows))
+        rows[new] = np.arange(len(new)) - np.repeat(run, lengths) + np.repeat(held, lengths)
+        return rows
 
     def _release_olds(self, pairs: _Pairs, places: _Groups) -> list[tuple]:
         """The held groups' old values released by the stores (WindowRows.release: the count's rows, and
