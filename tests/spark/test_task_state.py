@@ -313,6 +313,7 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
         "task-parts-v8",
         "task-parts-v9",
         "task-parts-v10",
+        "task-parts-v11",
     ],
     ids=[
         "single snapshot",
@@ -326,6 +327,7 @@ def test_a_batch_without_input_rewrites_only_the_parts_that_changed(spark, landi
         "row stores without generations, constant window columns row by row",
         "row store keys as lists",
         "join store keys as lists, tables in hash groups",
+        "window aggregates gathered at the export",
     ],
 )
 def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_path, old_layout):
@@ -333,7 +335,7 @@ def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_p
     spec = JobSpec(SENSOR_ALERTS, {}, 3)
     TopologyRuntime(spark, spec, config)._check_identity()
     record = json.loads((tmp_path / "ckpt" / "job.json").read_text())
-    assert record["state_layout"] == task_state.STATE_LAYOUT == "task-parts-v11"
+    assert record["state_layout"] == task_state.STATE_LAYOUT == "task-parts-v12"
     if old_layout is None:
         del record["state_layout"]  # as the applyInPandasWithState runtime wrote it
     else:
@@ -341,7 +343,7 @@ def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_p
     (tmp_path / "ckpt" / "job.json").write_text(json.dumps(record))
     shown = old_layout or "single-snapshot"
     with pytest.raises(
-        IdentityMismatch, match=f"{shown}.*task-parts-v11.*new checkpoint, with a new output folder"
+        IdentityMismatch, match=f"{shown}.*task-parts-v12.*new checkpoint, with a new output folder"
     ):
         TopologyRuntime(spark, spec, config)._check_identity()
 
