@@ -352,6 +352,7 @@ class WindowRows:
         flagged in `dirty` (its value to be gathered: put otherwise, before or after its chunk); the hot
         rows are flagged in `dirty` then, as every row the export saves. None when no row is hot."""
         if self.hot is None:
+            self._drop_pickled_values()  # chunks of no row put (none to save)
             return None
         gathered = np.frombuffer(self.dirty, np.bool_).copy()
         chunks = self.pickled_values
