@@ -264,16 +264,17 @@ class FinalWindowUserAggregate(FinalWindowCount):
         rows = self._rows_put(pairs, places)[groups]
         window = places.window[groups]
         finished: list[list] = [[] for _ in ends]
-        for w in np.unique(window).tolist():
+        for w in range(int(window.max()) + 1 if len(window) else 0):  # windows: numbered in start order
             in_window = np.flatnonzero(window == w)
+            if not len(in_window):
+                continue
             start = int(pairs.start[places.first[groups[in_window[0]]]])
             cuts = np.searchsorted(place[in_window], ends).tolist()  # per chunk: the end of its groups
-            window_groups, window_rows = groups[in_window].tolist(), rows[in_window]
+            window_groups, window_rows = groups[in_window].tolist(), array(INT64, rows[in_window].tobytes())
             lo = 0
             for n, hi in enumerate(cuts):
                 if hi > lo:
-                    at = array(INT64, window_rows[lo:hi].tobytes())
-                    finished[n].append((start, at, window_groups[lo:hi]))
+                    finished[n].append((start, window_rows[lo:hi], window_groups[lo:hi]))
                 lo = hi
         return ends, finished
 
