@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from .key_table import (
+    SPARSE_TABLE,
     KeyTable,
     as_object_array,
     grown,
@@ -270,7 +271,7 @@ class KeyValueRows(NumberedRows, SavedByRowParts):
         `batch`, `table_size`); None once a key is not a str, or without pandas (the store then looks its
         keys up in a dict)."""
         if self._table is None:
-            table = KeyTable.new(max(table_size(batch, self.size), 2 * self.size))
+            table = KeyTable.new(max(SPARSE_TABLE * table_size(batch, self.size), 2 * self.size))
             self._table = table if table is not None and table.add(self.keys[: self.size].tolist()) else False
         return self._table or None
 
