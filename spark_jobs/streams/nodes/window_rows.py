@@ -41,9 +41,11 @@ lives: pickling the keys at the export, from memory, dominates the export of a l
 An aggregation's values (a list column, the first) are pickled the same way where a caller makes many of
 them at once: a put may give them pickled in chunks of (rows, values) (`add_pickled_values`, the fused
 user aggregate pickling what its fold just made), which flags its rows `hot` instead of `dirty`; an export
-by row groups saves a delta's first column as those chunks, then the values of the rows flagged in `dirty`
-(put otherwise, before or after their chunk), gathered: a load applies them in that order, so each row
-takes its last value (`saved_columns`, `load_columns`). A base gathers every value as ever.
+by row groups saves a delta's first column as those chunks, then the values of its other rows and of the
+rows flagged in `dirty` (put otherwise, before or after their chunk), gathered: a load applies them in that
+order, so each row takes its last value (`saved_columns`, `load_columns`). A delta of every row (a window
+whose rows grew into more groups) gathers the rows not put since the previous export too. A base gathers
+every value as ever.
 """
 
 from __future__ import annotations
@@ -348,13 +350,16 @@ class WindowRows:
         np.frombuffer(hot, np.bool_)[rows] = True
 
     def take_pickled_values(self) -> tuple[list[tuple[array, bytes]], np.ndarray] | None:
-        """For an export: the chunks of pickled values (`add_pickled_values`) and, by row, whether it is
-        flagged in `dirty` (its value to be gathered: put otherwise, before or after its chunk); the hot
-        rows are flagged in `dirty` then, as every row the export saves. None when no row is hot."""
+        """For an export: the chunks of pickled values (`add_pickled_values`) and, by row, whether its value
+        is to be gathered, no chunk holding its last one: flagged in `dirty` (put otherwise, before or after
+        its chunk) or not hot (not in a chunk: saved only by a delta of every row); the hot rows are
+        flagged in `dirty` then, as every row the export saves. None when no row is hot."""
         if self.hot is None:
             self._drop_pickled_values()  # chunks of no row put (none to save)
             return None
-        gathered = np.frombuffer(self.dirty, np.bool_).copy()
+        gathered = np.ones(len(self), np.bool_)  # the rows after the hot ones' are not hot
+        np.logical_not(np.frombuffer(self.hot, np.bool_), out=gathered[: len(self.hot)])
+        gathered |= np.frombuffer(self.dirty, np.bool_)
         chunks = self.pickled_values
         self._drop_pickled_values()
         return chunks, gathered
