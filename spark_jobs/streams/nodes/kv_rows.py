@@ -641,6 +641,12 @@ class RowParts:
         if self.saved_rows != store.size or store.dirty[: store.size].any():
             raise ValueError(f"store {self.prefix!r}: changes not exported, cannot catch up")
         self._start_generation_of(store, parts)
+        for name in removed:  # a base goes when the store's groups change: its group has none until another
+            group, export = self._part_of(name, None)
+            if group is None:
+                self.deltas.discard(export)
+            else:
+                self.base_at[group] = 0
         steps = []
         end = store.size
         for name, (saved, _) in parts.items():
@@ -667,10 +673,6 @@ class RowParts:
                 self.base_at[group] = export
             store.load_columns(rows, saved["columns"], name)
             self.exported = max(self.exported, export)
-        for name in removed:
-            group, export = self._part_of(name, None)
-            if group is None:
-                self.deltas.discard(export)
         if any(map(is_, keys[: store.size], repeat(_HOLE))):
             raise ValueError(f"store {self.prefix!r}: the state parts leave rows without a key")
         store.loaded()
