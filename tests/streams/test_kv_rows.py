@@ -231,7 +231,11 @@ def test_the_first_export_of_a_store_s_rows_writes_them_all_in_one_delta_in_row_
     assert parts["kv.2"][0]["key_count"] == 4 * GROUPS
 
 
-def test_a_small_store_has_one_group_and_a_growing_one_writes_every_base_again_in_more_groups():
+def test_a_small_store_has_one_group_and_a_growing_one_writes_its_rows_again_in_one_delta_and_no_base():
+    """A store that grows into more groups writes what a new store writes: one delta of every row, from
+    row 0 with every key, and no base (the old bases name the old groups: they go); its bases then follow in
+    turn. A copy that catches up forgets the removed bases, so that its own later exports name the parts
+    the exporting copy's name."""
     store, model = KeyValueRows(), {}
     history = History(np.random.default_rng(1))
     lagging = KeyValueRows()
@@ -245,12 +249,33 @@ def test_a_small_store_has_one_group_and_a_growing_one_writes_every_base_again_i
             history.export(store, True)
         assert sorted(history.parts) == ["kv0.0"]  # a group for fewer than 2 * 8 rows
         assert history.parts["kv0.0"][0]["groups"] == 1
+        based = history.imported()  # a copy that holds the base
+        seen = len(history.written)
         put(store, [(f"k{i}", i, i) for i in range(5, 40)], model)  # 40 rows: groups of 8 rows or more
         history.export(store, True)
-        assert sorted(history.written[-1]) == sorted(history.parts) == [f"kv{g}.0" for g in range(4)]
-        assert {saved["groups"] for saved, _ in history.parts.values()} == {4}  # every base again, no delta
+        assert sorted(history.written[-1]) == sorted(history.parts) == ["kv.6"]
+        delta = history.parts["kv.6"][0]
+        assert delta["from"] == 0 and delta["rows"].tolist() == list(range(40))
+        assert delta["key_text"].split("\x00") == [f"k{i}" for i in range(40)]
+        assert store.parts.groups == 4 and not any(store.parts.base_at) and store.parts.deltas == {6}
+        assert contents(history.imported()) == model
+        history.catch_up(based, seen)  # the rows it holds written again, the base gone
         history.catch_up(lagging, 1)
-    assert contents(lagging) == contents(history.imported()) == model
+        for copy in (based, lagging):
+            assert contents(copy) == model and all(copy.get(key) == entry for key, entry in model.items())
+            assert copy.keys[: copy.size].tolist() == store.keys[: store.size].tolist()
+            assert copy.parts.groups == 4 and not any(copy.parts.base_at) and copy.parts.deltas == {6}
+        # the bases in turn, alike from the exporting copy and from a copy that caught up
+        for n in range(7, 7 + 2 * kv_rows.DELTA_RATIO):
+            changes = [(f"k{i}", n, n) for i in range(0, 40, 3)]
+            put(store, changes, model)
+            put(based, changes, {})
+            parts, names = store.export_parts(True)
+            copy_parts, copy_names = based.export_parts(True)
+            assert names == copy_names and list(parts) == list(copy_parts)
+        assert sum(name.endswith(".0") for name in names) >= 2  # bases written since, in the new groups
+        assert {saved["groups"] for name, (saved, _) in parts.items() if name.endswith(".0")} <= {4}
+    assert contents(based) == contents(store) == model
 
 
 def test_a_store_with_few_dead_rows_keeps_them():

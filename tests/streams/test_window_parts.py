@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 import random
+from array import array
 
 import numpy as np
 from hypothesis import given, settings
@@ -15,6 +16,8 @@ from hypothesis import strategies as st
 from spark_jobs.streams import StreamsBuilder, StreamTask, TimeWindows, aggregates
 from spark_jobs.streams.nodes.kv_rows import GROUPS
 from spark_jobs.streams.nodes.store_log import MAX_DELTAS
+from spark_jobs.streams.nodes.time_window_store import TimeWindowStore
+from spark_jobs.streams.nodes.window_rows import INT64, OBJECT, dumps_plain
 
 from .helpers import stores_of_few_rows_in_many_groups  # noqa: F401 - a fixture, autouse
 
@@ -142,42 +145,38 @@ def test_a_closed_window_leaves_the_copy_that_catches_up() -> None:
     assert 0 not in store._rows
 
 
+def put(store: TimeWindowStore, rows: list, values: list, pickled: bool, new_keys: tuple = ()) -> None:
+    """Put `values` into the rows of the window at 0 (its last rows new, of `new_keys`), given pickled
+    already in one chunk where `pickled` (as the fused user aggregate gives them)."""
+    held = len(rows) - len(new_keys)
+    store.put_batch(
+        0,
+        np.array(rows[:held], np.int64),
+        [values[:held], np.zeros(held, np.int64)],
+        list(new_keys),
+        [values[held:], np.zeros(len(new_keys), np.int64)],
+        None,
+        [(array(INT64, rows), dumps_plain(values))] if pickled else None,
+    )
+
+
+def exported(store: TimeWindowStore, parts: dict) -> tuple[dict, list]:
+    """The export's parts (through pickle, as the runtime stores them) and the parts it removed, `parts`
+    kept up to date."""
+    export_parts, names = store.export_parts(True)
+    removed = [name for name in parts if name not in names]
+    written = pickle.loads(pickle.dumps(export_parts))
+    parts.update(written)
+    for name in removed:
+        del parts[name]
+    return written, removed
+
+
 def test_aggregates_pickled_as_they_were_put_load_with_every_later_put_of_their_rows() -> None:
     """A put may give a window's aggregates pickled already (the fused user aggregate pickles them as its
     fold makes them): the export saves those chunks as they are, and the values of rows put otherwise
     since, or before, as it gathers them; a copy that catches up, and an import, hold each row's last value,
     whatever the order of the puts."""
-    from array import array
-
-    from spark_jobs.streams.nodes.time_window_store import TimeWindowStore
-    from spark_jobs.streams.nodes.window_rows import INT64, OBJECT, dumps_plain
-
-    def chunk(rows, values):
-        return array(INT64, rows), dumps_plain(values)
-
-    def put(store, rows, values, pickled, new_keys=()):
-        held = len(rows) - len(new_keys)
-        store.put_batch(
-            0,
-            np.array(rows[:held], np.int64),
-            [values[:held], np.zeros(held, np.int64)],
-            list(new_keys),
-            [values[held:], np.zeros(len(new_keys), np.int64)],
-            None,
-            [chunk(rows, values)] if pickled else None,
-        )
-
-    def exported(store, parts):
-        """The export's parts (through pickle, as the runtime stores them) and the parts it removed,
-        `parts` kept up to date."""
-        export_parts, names = store.export_parts(True)
-        removed = [name for name in parts if name not in names]
-        written = pickle.loads(pickle.dumps(export_parts))
-        parts.update(written)
-        for name in removed:
-            del parts[name]
-        return written, removed
-
     store, copy, parts = TimeWindowStore(10, (OBJECT, INT64)), TimeWindowStore(10, (OBJECT, INT64)), {}
     put(store, [0, 1, 2], [{"a": 1}, {"b": 1}, {"c": 1}], True, ["a", "b", "c"])
     copy.apply_parts(*exported(store, parts))
@@ -204,3 +203,41 @@ def test_aggregates_pickled_as_they_were_put_load_with_every_later_put_of_their_
         assert store.rows(0).pickled_rows <= 2 * 3 + 3
     copy.apply_parts(*exported(store, parts))
     assert copy.rows(0).columns[0] == [{"a": 9}, {"b": 9}, {"c": 9}]
+
+
+def test_a_window_grown_into_more_groups_writes_every_row_in_one_delta_and_its_old_bases_go() -> None:
+    """A window whose rows grow into more groups (groups of one row here) writes one delta of every row,
+    its aggregates the chunks pickled as they were put and the others gathered, the rows not put since too;
+    its bases go, and a copy that catches up with the export exports the same parts as the window's own
+    store from then on."""
+    store, copy, parts = TimeWindowStore(10, (OBJECT, INT64)), TimeWindowStore(10, (OBJECT, INT64)), {}
+    put(store, [0, 1, 2], [{"a": 0}, {"b": 0}, {"c": 0}], True, ("a", "b", "c"))
+    copy.apply_parts(*exported(store, parts))
+    for n in range(1, 5):  # every row put again, not pickled: the bases of its two groups in turn
+        put(store, [0, 1, 2], [{"a": n}, {"b": n}, {"c": n}], False)
+        copy.apply_parts(*exported(store, parts))
+    assert {"0w0.0", "0w1.0"} <= set(parts)
+    put(store, [0, 3, 4], [{"a": 5}, {"d": 5}, {"e": 5}], True, ("d", "e"))  # 5 rows: 4 groups
+    written, removed = exported(store, parts)
+    (delta_name,) = (name for name in written if name.startswith("0w"))
+    delta = written[delta_name][0]
+    assert delta["from"] == 0 and delta["rows"].tolist() == [0, 1, 2, 3, 4]
+    pickled = delta["columns"][0]
+    assert [list(at) for at, _ in pickled["pickled"]] == [[0, 3, 4]] and list(pickled["rows"]) == [1, 2]
+    assert {"0w0.0", "0w1.0"} <= set(removed)
+    assert [name for name in parts if name.startswith("0w")] == [delta_name]  # no base, no older delta
+    expected = [{"a": 5}, {"b": 4}, {"c": 4}, {"d": 5}, {"e": 5}]
+    assert store.rows(0).columns[0] == expected
+    imported = TimeWindowStore(10, (OBJECT, INT64))
+    imported.apply_parts(dict(parts), [])
+    assert imported.rows(0).columns[0] == expected
+    copy.apply_parts(written, removed)
+    assert copy.rows(0).columns[0] == expected
+    for n in range(6, 14):  # the bases in turn again, in the new groups, alike from both
+        put(store, [1, 2, 3], [{"b": n}, {"c": n}, {"d": n}], n % 2 == 0)
+        put(copy, [1, 2, 3], [{"b": n}, {"c": n}, {"d": n}], n % 2 == 0)
+        store_parts, names = store.export_parts(True)
+        copy_parts, copy_names = copy.export_parts(True)
+        assert names == copy_names and list(store_parts) == list(copy_parts)
+    assert any(name.startswith("0w") and name.endswith(".0") for name in names)
+    assert copy.rows(0).columns[0] == store.rows(0).columns[0]

@@ -11,9 +11,9 @@ values, timestamps, live and dirty flags are numpy columns (int64 values for a c
 read and written by row a batch at a time, so that no Python object is made or touched per entry.
 
 Saved form. Row r belongs to group `r % G`, G the store's number of groups (`group_count`: one group per
-MIN_GROUP_ROWS rows, a power of two up to GROUPS; a store that grows past a bound writes every base again
-with the new G, so a small store, a window of a few hundred keys, writes a part or two per export, not
-GROUPS). An export writes one delta of the whole store,
+MIN_GROUP_ROWS rows, a power of two up to GROUPS, so a small store, a window of a few hundred keys, writes a
+part or two per export, not GROUPS; a store that grows past a bound writes its rows again as a new store
+does, below, its old bases gone). An export writes one delta of the whole store,
 `<prefix>.<n>` (n: the export's number), {"from": rows the previous export saw, "keys": the keys of the rows
 added since, "rows": the rows changed, "columns": [values, timestamps, live] of those rows}: a key already
 saved is named by its row, not written again. Each export also writes the bases of a few groups in turn,
@@ -21,13 +21,15 @@ saved is named by its row, not written again. Each export also writes the bases 
 their values, timestamps, live}: as many that a turn over every group takes the exports in which about
 DELTA_RATIO times the store's rows change (and at most MAX_DELTAS exports), so the groups' bases are spread
 over the exports instead of all rewritten in one; the delta leaves out the rows of the groups whose bases
-it comes with. The first export to write any of a store's rows (a new store, or a new generation) writes
-them all in one delta, in row order, and no base: the store's values were mostly made, and lie in memory,
+it comes with. The first export to write any of a store's rows (a new store, a new generation, or a store
+grown into more groups, whose bases and deltas hold its rows by the old groups) writes them all in one
+delta, in row order, from row 0, and no base: the store's values were mostly made, and lie in memory,
 in row order (a batch appends its new rows in order), which every group's base would read one row in G,
 scattered; the bases then follow in turn. A delta goes once every group's base is as new. A part's keys
 are a list, or for a store whose keys are all str, {"key_text": the keys joined by NUL, "key_count": how
 many} in its place (`saved_row_keys`: pickling one string is one C pass, a list of them a step per key). An import
-replays the parts in export order: a base sets its group's rows, a delta the rows it holds; every part
+replays the parts in export order: a base sets its group's rows, a delta the rows it holds, and a catch-up
+forgets the bases removed (its group has none until the next); every part
 names its generation, and a catch-up that meets a newer one starts the store again from its parts. A part is
 `(saved, [])` as the other stores' parts (nodes/store_log.py). `RowParts` keeps this history for any store
 of numbered rows: a declared aggregation's without windows is saved the same way (`KeyedRows`,
@@ -558,15 +560,18 @@ class RowParts:
         self.exported += 1
         export = self.exported
         parts: dict[str, Any] = {}
-        # no part of the store's rows written yet (a new store, or a new generation): one delta of every row
-        fresh = store.size and not self.saved_rows and not self.deltas and not any(self.base_at)
-        regrouped = group_count(store.size) != self.groups  # grown past a bound: every row in a new group
-        if regrouped:
+        if group_count(store.size) != self.groups:  # grown past a bound: every row in a new group
+            # the bases and deltas kept hold the rows by the old groups: the rows are written again as a new
+            # store's, one delta of them all in row order (a base per group would read them strided), and
+            # the bases follow in turn
             self.groups = group_count(store.size)
-            self.base_at[:] = [0] * GROUPS
+            self._forget_history()
+        # no part of the store's rows written yet (a new store, a new generation, new groups): one delta of
+        # every row
+        fresh = store.size and not self.saved_rows and not self.deltas and not any(self.base_at)
         groups = self._groups(store)
         changed = np.arange(store.size) if fresh else np.flatnonzero(store.dirty[: store.size])
-        whole = not changed_only or self._rebase_all or regrouped or (store.size and not self.saved_rows)
+        whole = not changed_only or self._rebase_all or (store.size and not self.saved_rows)
         self._rebase_all = False
         if fresh:  # the delta holds every row, read in row order (see above), where bases read them strided
             rebased = []
@@ -685,7 +690,7 @@ class RowParts:
 
     def _groups_of(self, saved: dict[str, Any], group: int, name: str) -> int:
         """The store's groups as a base saw them (all bases current at once saw the same: a store that
-        changes its groups writes every base again), now the store's."""
+        changes its groups drops its bases, and writes them again in turn), now the store's."""
         groups = saved.get("groups")
         if type(groups) is not int or not 0 <= group < groups <= GROUPS:
             raise ValueError(f"state part {name!r}: group {group} of {groups!r} groups")
