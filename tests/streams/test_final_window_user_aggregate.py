@@ -5,8 +5,8 @@ often as the node calls them."""
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -83,17 +83,6 @@ def aggregate_topology(
     return builder.build()
 
 
-@contextlib.contextmanager
-def pickled_pairs(n: int):
-    """A fold that goes key by key pickles what it finished every `n` pairs or so."""
-    saved = final_window_user_aggregate.PICKLED_PAIRS
-    final_window_user_aggregate.PICKLED_PAIRS = n
-    try:
-        yield
-    finally:
-        final_window_user_aggregate.PICKLED_PAIRS = saved
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kind=st.sampled_from(sorted(AGGREGATIONS)),
@@ -114,7 +103,8 @@ def test_fused_equals_node_by_node(
     """`batches_per_export`: a row put by several batches before an export, by the fused pass (its values
     pickled as the fold makes them), node by node, or both (in either order), saves its last value."""
     size, advance, grace = shape
-    with pickled_pairs(chunk):
+    # a fold that goes key by key pickles what it finished every `chunk` pairs or so
+    with mock.patch.object(final_window_user_aggregate, "PICKLED_PAIRS", chunk):
         Pair(
             lambda: aggregate_topology(kind, size, advance, grace, other_branch, reads_olds=reads_olds),
             keys_pickled_from,

@@ -66,6 +66,16 @@ def test_a_table_numbers_a_list_of_keys_as_their_object_array_a_chunk_at_a_time(
     assert results[0] == results[1] == results[2] == ([11, 12, 10, 13, 12, -1, 14, 10], ["x", "y", "z"])
 
 
+def mostly_missing_table(held: list) -> KeyTable:
+    """A table of `held` (alive while it borrows them, as a window's), then of "p", "q", "r", a batch new to
+    it: the next batch is numbered at once, not looked up first."""
+    table = KeyTable.new(0)
+    assert table.add(held)
+    table.number(object_array(["p", "q", "r"]))
+    table.confirm(3)
+    return table
+
+
 def test_a_large_table_numbers_a_list_of_mostly_new_keys_a_chunk_at_a_time_as_it_numbers_their_array(
     monkeypatch,
 ) -> None:
@@ -76,12 +86,7 @@ def test_a_large_table_numbers_a_list_of_mostly_new_keys_a_chunk_at_a_time_as_it
     # a list numbered a chunk at a time (a large table), and whole (a small one); an array, whole
     for keys, chunked_from in ((batch, 0), (batch, len(held) + 1), (object_array(batch), 0)):
         monkeypatch.setattr(key_table, "CHUNKED_LOOKUP_KEYS", chunked_from)
-        table = KeyTable.new(0)
-        assert table.add(held)
-        table.number(
-            object_array(["p", "q", "r"])
-        )  # a batch new to the table: the next one is numbered at once
-        table.confirm(3)
+        table = mostly_missing_table(held)
         numbers, new = table.number(keys)
         results.append((numbers.tolist(), new.tolist(), table.pending))
         table.confirm(len(new))
@@ -102,12 +107,7 @@ def test_a_large_table_numbers_only_the_keys_asked_for_of_a_list_of_mostly_new_k
     # a list numbered a chunk at a time (a large table), and whole (a small one)
     for chunked_from in (0, len(held) + 1):
         monkeypatch.setattr(key_table, "CHUNKED_LOOKUP_KEYS", chunked_from)
-        table = KeyTable.new(0)
-        assert table.add(held)
-        table.number(
-            object_array(["p", "q", "r"])
-        )  # a batch new to the table: the next one is numbered at once
-        table.confirm(3)
+        table = mostly_missing_table(held)
         numbers, new = table.number(batch, numbered, str_only=True)
         results.append((numbers.tolist(), new.tolist(), table.pending))
         table.confirm(len(new))
