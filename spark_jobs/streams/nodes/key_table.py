@@ -246,7 +246,16 @@ class KeyTable:
         is, without that check, a third less per key: for a batch that a null key refuses (`str_only`),
         where the check of the new keys' types finds one (the table holds str keys only, so a null key is
         always new), the table then to be dropped if it took keys."""
-        return self._table._unique(keys, new, first, -1, None, skip_nulls, True)[1]
+        _, labels = self._table._unique(
+            keys,
+            new,
+            count_prior=first,
+            na_sentinel=-1,
+            na_value=None,
+            ignore_na=skip_nulls,
+            return_inverse=True,
+        )
+        return labels
 
     def confirm(self, appended: int) -> None:
         """The window appended its `pending` keys as rows."""
