@@ -140,7 +140,14 @@ def test_the_generated_outputs_make_every_rule_flag_rows_sometimes():
     """The equivalence above means little if a rule never selects anything on the generated rows."""
     flagged_somewhere = set()
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    # derandomized: the same draws every run, so that the check is of the strategy, not of a run's luck (a
+    # random draw of 60 examples could leave a rule that needs two rows of one key and window unflagged)
+    @settings(
+        max_examples=60,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
     @given(batch=topic_rows(), other=topic_rows(first_seq=1_000_000))
     def check(batch, other):
         with local_topics({OTHER_TOPIC: pa.Table.from_pylist(other, SCHEMA).to_pandas()}):
