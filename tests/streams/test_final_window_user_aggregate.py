@@ -18,7 +18,7 @@ from spark_jobs.streams.nodes.suppress import SuppressNode
 from spark_jobs.streams.nodes.time_ordered_buffer import OLD_COLUMN
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
-from .test_final_window_count import TOPIC, Pair, batches
+from .test_final_window_count import TOPIC, Pair, batches, min_rows
 
 
 def _initial() -> tuple:
@@ -241,3 +241,31 @@ def test_a_buffer_saves_the_keys_of_its_rows_that_are_not_the_aggregations() -> 
     assert restored_suppress.buffer.window_rows((0, 1000)).keys.tolist() == ["a", "b", "c"]
     rows = [[repr(row) for node in t.nodes.values() for row in node.state_rows()] for t in (restored, task)]
     assert rows[0] == rows[1]
+
+
+def test_the_fold_pickles_its_aggregates_only_once_the_store_is_exported() -> None:
+    """A task that never exports (a test driver, an engine run without `export_state`) makes no chunks of
+    pickled aggregates: nothing would save them. From the store's first export on, a fold that goes key by
+    key pickles what it finishes, and the next export saves those chunks as they are."""
+    task = StreamTask(aggregate_topology("aggregate", 20, 5, 100))  # a record in 4 windows: the fold by key
+    (suppress,) = (node for node in task.nodes.values() if isinstance(node, SuppressNode))
+    store = task.nodes[suppress.parent_name].store
+    keys = [f"k{i}" for i in range(50)]
+
+    def run(timestamp: int) -> list:
+        """The batch run (fused), then per window its chunks of pickled aggregates."""
+        with min_rows(1):
+            task.process_batch(TOPIC, keys, list(range(len(keys))), [timestamp] * len(keys))
+        return [store.rows(start).pickled_values for start in (85, 90, 95, 100)]
+
+    assert not store.exported
+    assert run(100) == [[]] * 4 and run(101) == [[]] * 4
+    task.export_state()
+    assert store.exported
+    assert all(run(102))
+    deltas = [
+        KeyListLoader().loads(data)[0]
+        for name, data in task.export_state().parts.items()
+        if "w." in name.rpartition("/")[2]
+    ]
+    assert len(deltas) == 4 and all("pickled" in delta["columns"][0] for delta in deltas)

@@ -15,7 +15,8 @@ store and the buffer keep of a batch (a group's last value, the old values of it
 written. A fold that goes key by key pickles the aggregates it finished every few hundred pairs, while they
 are in the CPU's caches, and the store's next export saves those chunks as they are: pickled by the
 export, each would be read from memory again (the aggregates a batch of such a window makes outgrow the
-caches).
+caches). It does so once the store has been exported (TimeWindowStore.exported): a run that never exports
+would only drop them.
 
 A result of None is a tombstone: the node's store deletes the row and the key's next record in the
 window starts from the initializer again, in a new row. The fold stops there and the batch is run by the
@@ -174,7 +175,7 @@ class FinalWindowUserAggregate(FinalWindowCount):
 
         A fold that goes key by key pickles the aggregates every PICKLED_PAIRS pairs or so, at the end of a
         key (its groups' aggregates are final then), for the count's store to save as they are
-        (`_pickled_values`): an export that pickled them would read each one from memory (the aggregates a
+        (`_pickled_values`), once the store is exported: an export that pickled them would read each one from memory (the aggregates a
         batch makes outgrow the caches). A fold that ends early (a tombstone, an error) keeps none."""
         initializer, aggregator = self.count.aggregation.initializer, self.count.aggregation.aggregator
         order = self._fold_order(group, pairs, places)
@@ -245,9 +246,9 @@ class FinalWindowUserAggregate(FinalWindowCount):
         (in the fold's order) and per chunk the groups it finished, as (window start, their rows in the
         count's window, the groups), each window's in the fold's order. Only a fold that goes key by key
         (`order`) pickles as it goes: one by record finishes its groups' aggregates at its end, out of the
-        caches (`[m], None`)."""
+        caches (`[m], None`); and only for a store that is exported (TimeWindowStore.exported)."""
         m = len(pairs.rec)
-        if order is None:
+        if order is None or not self.count.store.exported:
             return [m], None
         key = pairs.key[pairs.rec[order]]  # per pair in the fold's order: its key's number
         key_starts = np.flatnonzero(key[1:] != key[:-1]) + 1

@@ -40,6 +40,14 @@ class TimeWindowStore:
         self._windows: dict[int, Window] = {}  # start -> the Window object its Windowed keys share
         self._starts: list[int] = []  # heap of the windows' starts
         self._saved: dict[int, WindowParts] = {}  # start -> its rows' export history
+        self._exported = False  # see `exported`
+
+    @property
+    def exported(self) -> bool:
+        """Whether an export has taken the store's parts (`export_parts`): from then on a caller that can
+        pickle its values as it puts them does (`put_batch`'s `pickled_values`), for the deltas of the
+        exports that follow; before, nothing may ever save them (a run that never exports)."""
+        return self._exported
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -106,6 +114,7 @@ class TimeWindowStore:
     # Parts: per window its WindowParts' (below).
 
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+        self._exported = True
         saved = [self._saved[start].store for start in self._rows]
         for window in saved:  # each window's aggregates pickled as they were put, for its delta
             window.pickled = window.rows.take_pickled_values()

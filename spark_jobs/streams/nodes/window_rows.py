@@ -334,8 +334,9 @@ class WindowRows:
         next, flagged hot (`put_rows`, `extend`): an export saves them as they are, and a load applies
         them in order, so a row in two chunks takes its later value. A row put again otherwise (flagged
         in `dirty`) has its value gathered by the export, which a load applies after the chunks. Chunks
-        that come to hold more values than twice the rows (puts without an export: an engine that does not
-        export) are dropped, their rows flagged in `dirty`: the export gathers them."""
+        that come to hold more values than twice the rows (many puts between two exports; a caller pickles
+        none before its store's first export) are dropped, their rows flagged in `dirty`: the export
+        gathers them."""
         if self.pickled_rows > 2 * len(self):
             self._drop_pickled_values()
         self.pickled_values += chunks
