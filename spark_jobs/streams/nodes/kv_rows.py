@@ -554,9 +554,11 @@ class RowParts:
         generation (a copy catching up must learn that its rows are gone)."""
         return range(min(store.size, self.groups) if store.size or not self.generation else 1)
 
-    def export(self, store: Any, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+    def export(self, store: Any, changed_only: bool, pickled: Any = None) -> tuple[dict[str, Any], list[str]]:
         """Parts new or changed since the last export (unless `changed_only`, every base and no delta, or one
-        delta of every row where no part holds any yet), and the names of every current part."""
+        delta of every row where no part holds any yet), and the names of every current part. `pickled`:
+        a window's chunks of pickled values (WindowRows.take_pickled_values), which its delta's columns save
+        (`store.saved_columns(rows, pickled)`); its bases gather every value."""
         self.exported += 1
         export = self.exported
         parts: dict[str, Any] = {}
@@ -590,12 +592,15 @@ class RowParts:
         if min((self.base_at[g] for g in groups), default=export) < export and (
             len(changed) or store.size > self.saved_rows
         ):
+            columns = (
+                store.saved_columns(changed) if pickled is None else store.saved_columns(changed, pickled)
+            )
             delta = {
                 "generation": self.generation,
                 "from": self.saved_rows,
                 **saved_row_keys(store, slice(self.saved_rows, store.size)),
                 "rows": changed,
-                "columns": store.saved_columns(changed),
+                "columns": columns,
             }
             parts[f"{self.prefix}.{export}"] = (delta, [])
             self.deltas.add(export)

@@ -115,14 +115,9 @@ class TimeWindowStore:
 
     def export_parts(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
         self._exported = True
-        saved = [self._saved[start].store for start in self._rows]
-        for window in saved:  # each window's aggregates pickled as they were put, for its delta
-            window.pickled = window.rows.take_pickled_values()
-        try:
-            return export_windows(self._saved, changed_only)
-        finally:
-            for window in saved:
-                window.pickled = None
+        # each window's aggregates pickled as they were put, for its delta
+        pickled = {start: rows.take_pickled_values() for start, rows in self._rows.items()}
+        return export_windows(self._saved, changed_only, pickled)
 
     def state_parts(self) -> dict[str, Any]:
         return windows_state_parts(self._saved)
@@ -191,7 +186,9 @@ class WindowParts:
     def _key_name(self, first: int) -> str:
         return f"{self.prefix}k.{first}"
 
-    def export(self, changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+    def export(self, changed_only: bool, pickled: Any = None) -> tuple[dict[str, Any], list[str]]:
+        """`pickled`: the window's chunks of pickled values (WindowRows.take_pickled_values), which its
+        delta saves as they are (RowParts.export)."""
         parts: dict[str, Any] = {}
         store = self.store
         if not changed_only or len(self.key_firsts) >= MAX_DELTAS:
@@ -202,7 +199,7 @@ class WindowParts:
             parts[self._key_name(first)] = ({"keys": keys}, [])
             self.key_firsts.append(first)
             self.keys_saved = store.size
-        row_parts, names = self.parts.export(store, changed_only)
+        row_parts, names = self.parts.export(store, changed_only, pickled)
         parts.update(row_parts)
         return parts, [*map(self._key_name, self.key_firsts), *names]
 
@@ -261,14 +258,11 @@ class SavedWindow:
     (a numpy view of the rows' bytearray, made per use: a bytearray whose buffer is viewed cannot grow), the
     rest WindowRows' own."""
 
-    __slots__ = ("rows", "pickled")
+    __slots__ = ("rows",)
     keys_apart = True
 
     def __init__(self, rows: WindowRows) -> None:
         self.rows = rows
-        # over an export: the rows' pickled aggregates (WindowRows.take_pickled_values), which its delta
-        # saves as they are (its bases save every row's value as it is)
-        self.pickled: tuple | None = None
 
     @property
     def size(self) -> int:
@@ -289,9 +283,8 @@ class SavedWindow:
     def changes(self) -> int:
         return self.rows.changes()
 
-    def saved_columns(self, rows: Any) -> list:
-        # a delta's rows are an index array, a base's a slice
-        return self.rows.saved_columns(rows, None if type(rows) is slice else self.pickled)
+    def saved_columns(self, rows: Any, pickled: tuple | None = None) -> list:
+        return self.rows.saved_columns(rows, pickled)
 
     def load_columns(self, rows: Any, columns: list, name: str) -> None:
         self.rows.load_columns(rows, columns, name)
@@ -309,13 +302,17 @@ class SavedWindow:
         raise ValueError("state parts of a window: a window's rows are numbered once")
 
 
-def export_windows(histories: dict[int, WindowParts], changed_only: bool) -> tuple[dict[str, Any], list[str]]:
+def export_windows(
+    histories: dict[int, WindowParts], changed_only: bool, pickled: dict[int, Any] | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """Parts new or changed of the windows (every part unless `changed_only`), and the names of every
-    current part."""
+    current part. `pickled`: by window start, its chunks of pickled values (WindowParts.export)."""
     parts: dict[str, Any] = {}
     names: list[str] = []
-    for history in histories.values():
-        window_parts, window_names = history.export(changed_only)
+    for start, history in histories.items():
+        window_parts, window_names = history.export(
+            changed_only, None if pickled is None else pickled.get(start)
+        )
         parts.update(window_parts)
         names += window_names
     return parts, names
