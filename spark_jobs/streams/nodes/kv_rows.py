@@ -518,7 +518,12 @@ class RowParts:
         self.base_at = [0] * GROUPS  # per group: the export of its base (0: none, its rows are in deltas)
         self.deltas: set[int] = set()  # the exports whose deltas are kept
         self.next_base = 0  # the group whose base is written next
-        self._base_credit = 0.0  # the groups whose bases are due (see `_next_bases`)
+        # the groups whose bases are due (see `_next_bases`): less than one after every export (an export adds
+        # at most present groups * (1 / DELTA_RATIO + 1 / MAX_DELTAS) and takes the whole ones). No part holds
+        # it, so a catch-up or an import does not restore it: such a copy's bases run at most one group ahead
+        # of or behind the exporting copy's, which changes the parts it names, never what they load to nor the
+        # bound on the deltas kept (counted from the deltas themselves, which a catch-up restores)
+        self._base_credit = 0.0
         self._rebase_all = False  # the next export writes every base (a new generation)
 
     def _base(self, store: Any, group: int, at: int, groups: int) -> dict[str, Any]:
