@@ -175,8 +175,9 @@ class FinalWindowUserAggregate(FinalWindowCount):
 
         A fold that goes key by key pickles the aggregates every PICKLED_PAIRS pairs or so, at the end of a
         key (its groups' aggregates are final then), for the count's store to save as they are
-        (`_pickled_values`), once the store is exported: an export that pickled them would read each one from memory (the aggregates a
-        batch makes outgrow the caches). A fold that ends early (a tombstone, an error) keeps none."""
+        (`_pickled_values`), once the store is exported: an export that pickled them would read each one
+        from memory (the aggregates a batch makes outgrow the caches). A fold that ends early (a tombstone,
+        an error) keeps none."""
         initializer, aggregator = self.count.aggregation.initializer, self.count.aggregation.aggregator
         order = self._fold_order(group, pairs, places)
         folded_groups = group if order is None else group[order]

@@ -167,8 +167,9 @@ class WindowParts:
     """The export history of a window's rows (a store of numbered rows that RowParts, nodes/kv_rows.py,
     saves; rows never die nor move while the window lives). Its keys, which never change, are saved in parts
     of their own, `<start>k.<first row>`, {"keys": those of the rows appended since the previous export; the
-    first one, `<start>k.0`, even without rows: the part that names the window}, written once (pickled chunks: `saved_key_chunks`, nodes/window_rows.py), and merged into one part,
-    `<start>k.0`, once MAX_DELTAS of them are kept (a copy of their bytes). The rows' fields are saved by
+    first one, `<start>k.0`, even without rows: the part that names the window}, written once (pickled
+    chunks: `saved_key_chunks`, nodes/window_rows.py), and merged into one part, `<start>k.0`, once
+    MAX_DELTAS of them are kept (a copy of their bytes). The rows' fields are saved by
     RowParts under the prefix `<start>w`: a delta per export of the rows changed, and the bases of the
     groups of rows written in turn, spread over the exports, without keys (the store's `keys_apart`). A
     load appends the keys' rows first (`append_keys`: placeholder fields), then replays the rows' parts over
