@@ -269,3 +269,20 @@ def test_the_fold_pickles_its_aggregates_only_once_the_store_is_exported() -> No
         if "w." in name.rpartition("/")[2]
     ]
     assert len(deltas) == 4 and all("pickled" in delta["columns"][0] for delta in deltas)
+
+
+def test_a_task_imported_from_its_parts_pickles_from_its_first_batch() -> None:
+    """The Spark runtime reads a task's state from its parts at every micro-batch (unless a worker keeps the
+    task live) and exports after the batch: a store whose state came from parts is in an export history,
+    and its first batch's fold pickles what it finishes for that export."""
+    topology = aggregate_topology("aggregate", 20, 5, 100)
+    keys = [f"k{i}" for i in range(50)]
+    task = StreamTask(topology)
+    task.process_batch(TOPIC, keys, list(range(len(keys))), [100] * len(keys))
+    imported = StreamTask.import_state(topology, task.export_state().parts)
+    (suppress,) = (node for node in imported.nodes.values() if isinstance(node, SuppressNode))
+    store = imported.nodes[suppress.parent_name].store
+    assert store.exported
+    with min_rows(1):
+        imported.process_batch(TOPIC, keys, list(range(len(keys))), [101] * len(keys))
+    assert all(store.rows(start).pickled_values for start in (85, 90, 95, 100))

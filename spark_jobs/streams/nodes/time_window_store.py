@@ -44,7 +44,9 @@ class TimeWindowStore:
 
     @property
     def exported(self) -> bool:
-        """Whether an export has taken the store's parts (`export_parts`): from then on a caller that can
+        """Whether the store is in an export history: an export has taken its parts (`export_parts`) or
+        its state came from parts (`apply_parts`: the Spark runtime reads a task's state at every
+        micro-batch unless a worker keeps it live, and exports after it). From then on a caller that can
         pickle its values as it puts them does (`put_batch`'s `pickled_values`), for the deltas of the
         exports that follow; before, nothing may ever save them (a run that never exports)."""
         return self._exported
@@ -123,6 +125,7 @@ class TimeWindowStore:
         return windows_state_parts(self._saved)
 
     def apply_parts(self, parts: dict[str, Any], removed: list[str]) -> None:
+        self._exported = True
         apply_window_parts(self._saved, parts, removed, self._new_window, self._drop_window)
         self._starts = sorted(self._rows)
 
