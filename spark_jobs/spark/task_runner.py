@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 
 from spark_jobs.spark.job import JobSpec
 from spark_jobs.spark.task_state import TaskState, new_task_state
 from spark_jobs.spark.topics import LATE_TOPIC, late_table, topic_tables
 from spark_jobs.spark.transport import OrderedInput, RecordOrigins
+from spark_jobs.streams.runtime.selection import record_runs
 
 # A task starts at wall clock 0 (deterministic); only markers move it.
 INITIAL_WALL_CLOCK_MS = 0
@@ -134,23 +134,6 @@ def _count_by_node(late: list) -> dict[str, int]:
     return counts
 
 
-def _run_end(timestamps: np.ndarray, start: int, bound: int, bound_topic: int, topic: int) -> int:
-    """The end of the run of `topic`'s records from `start` that go before the head (`bound`, of
-    `bound_topic`) of another topic: records whose (timestamp, topic) is lower. Looked for in blocks
-    that grow fourfold, so that a run costs a few array operations whatever its length, and a short run
-    (topics taking turns) a small one."""
-    # (t, topic) < (bound, bound_topic): t < bound, or t == bound with the topic declared first
-    limit = bound if topic < bound_topic else bound - 1  # the highest timestamp that still goes first
-    end, block = start, 16
-    while end < len(timestamps):
-        over = np.flatnonzero(timestamps[end : end + block] > limit)
-        if len(over):
-            return end + int(over[0])
-        end += block
-        block *= 4
-    return len(timestamps)
-
-
 def select_records(task, topics: tuple[str, ...], runtime: dict, inp: OrderedInput, last_landed) -> int:
     """Kafka's record selection over a task's input topics, independent of how files were batched
     (docs/semantics.md rule 1 and section 7; KIP-695 task idling with "landed files not yet read" for
@@ -189,23 +172,14 @@ def select_records(task, topics: tuple[str, ...], runtime: dict, inp: OrderedInp
 
     columns = [waiting.get(topic, ([], [], [], RecordOrigins())) for topic in topics]
     heads = [0] * len(topics)
-    # Each topic's timestamps as an array, made when its runs are first looked for.
-    arrays: dict[int, np.ndarray] = {}
+    # The runs of the selection over the records at hand; it stops where a topic that must wait (files
+    # landed, not read yet) has none left: its next record, not at hand, may go first.
+    left = [len(column[2]) for column in columns]
+    waits = [not caught_up(topic) for topic in topics]
     processed = 0
-    while True:
-        live = [i for i in range(len(topics)) if heads[i] < len(columns[i][2])]
-        if not live or any(not caught_up(topics[i]) for i in range(len(topics)) if i not in live):
+    for pick, start, end in record_runs([column[2] for column in columns]):
+        if any(wait and not count for wait, count in zip(waits, left, strict=True)):
             break
-        pick = min(live, key=lambda i: (columns[i][2][heads[i]], i))
-        others = [(columns[i][2][heads[i]], i) for i in live if i != pick]
-        start = heads[pick]
-        # Consecutive records of the picked topic that still go first are processed as one batch.
-        if others:
-            if pick not in arrays:
-                arrays[pick] = np.asarray(columns[pick][2], dtype=np.int64)
-            end = _run_end(arrays[pick], start, *min(others), pick)
-        else:
-            end = len(columns[pick][2])
         keys, values, timestamps, origins = columns[pick]
         task.process_batch(
             topics[pick],
@@ -215,6 +189,7 @@ def select_records(task, topics: tuple[str, ...], runtime: dict, inp: OrderedInp
             origins=origins[start:end],
         )
         heads[pick] = end
+        left[pick] -= end - start
         processed += end - start
     for i, topic in enumerate(topics):
         if heads[i]:

@@ -175,26 +175,3 @@ def test_input_arguments():
     assert parse_inputs(["readings=d"], ("readings",)) == {"readings": "d"}
     with pytest.raises(UserError, match="reads 3 topics"):
         input_dirs(JobSpec(MODULE, {}, 1), "one-folder")
-
-
-@given(
-    timestamps=st.lists(st.integers(0, 40), max_size=400),
-    start=st.integers(0, 400),
-    bound=st.integers(0, 40),
-    topics=st.sampled_from([(0, 1), (1, 0), (0, 2), (2, 1)]),
-)
-def test_a_run_ends_at_the_first_record_that_goes_after_the_other_topics_head(
-    timestamps, start, bound, topics
-):
-    """The run of a topic's records that go before another topic's head: (timestamp, topic) lower than
-    (bound, bound's topic), so a tie goes to the topic declared first; long runs and short ones alike."""
-    import numpy as np
-
-    from spark_jobs.spark.task_runner import _run_end
-
-    topic, bound_topic = topics
-    start = min(start, len(timestamps))
-    end = start
-    while end < len(timestamps) and (timestamps[end], topic) < (bound, bound_topic):
-        end += 1
-    assert _run_end(np.asarray(timestamps, dtype=np.int64), start, bound, bound_topic, topic) == end

@@ -42,6 +42,7 @@ from .gc_pause import no_cyclic_gc
 from .late import LateKeeper, LateRecord
 from .part_keys import KeyListLoader, dump_entries_part, dumps_entries_part
 from .punctuation import PunctuationManager, PunctuationSchedule
+from .selection import record_runs
 
 _first, _second = itemgetter(0), itemgetter(1)
 _NO_OLD = object()  # a serial row that belongs to a batch without an `olds` column
@@ -316,7 +317,8 @@ class StreamTask:
         """Records of several input topics at hand, each `(keys, values, timestamps)` in offset order.
 
         The next record is the head with the lowest timestamp; ties go to the topic declared first
-        (docs/semantics.md section 1). Consecutive records of one topic are processed as one batch.
+        (docs/semantics.md section 1). Consecutive records of one topic are processed as one batch
+        (runtime/selection.py gives those runs).
         """
         declared = {topic: i for i, topic in enumerate(self.topology.source_topics())}
         unknown = [topic for topic in batches if topic not in declared]
@@ -324,24 +326,8 @@ class StreamTask:
             raise ValueError(f"topics {unknown} are not inputs of this topology")
         topics = sorted(batches, key=declared.__getitem__)
         columns = [[list(column) for column in batches[topic]] for topic in topics]
-        heads = [0] * len(topics)
-
-        def wins(p: int, q: int) -> bool:  # does topic p's head go before topic q's?
-            if heads[q] >= len(columns[q][2]):
-                return True
-            tp, tq = columns[p][2][heads[p]], columns[q][2][heads[q]]
-            return tp < tq or (tp == tq and p < q)
-
-        while True:
-            live = [t for t in range(len(topics)) if heads[t] < len(columns[t][2])]
-            if not live:
-                return
-            pick = next(p for p in live if all(wins(p, q) for q in live if q != p))
-            start = heads[pick]
-            heads[pick] += 1
-            while heads[pick] < len(columns[pick][2]) and all(wins(pick, q) for q in live if q != pick):
-                heads[pick] += 1
-            keys, values, timestamps = (column[start : heads[pick]] for column in columns[pick])
+        for pick, start, end in record_runs([column[2] for column in columns]):
+            keys, values, timestamps = (column[start:end] for column in columns[pick])
             self.process_batch(topics[pick], keys, values, timestamps)
 
     def _process_serial(self, runner: Callable, key: Any, value: Any, timestamp: int, headers: Any) -> None:
