@@ -5,9 +5,10 @@
                                  [--profile SHAPE:KEYS]
 
 One StreamTask on one core (this process), fed `--records` records in micro-batches of `--micro-batch`
-(each in calls of `--batch` records to `process_batch`, each call followed by `drain_output` and
-`drain_late`), and after each micro-batch `export_state()`, as the Spark runtime exports what changed before
-it keeps the live task for the next micro-batch; the cyclic garbage collector is paused over the micro-batch
+(each in calls of `--batch` records to `process_batch`, or in one call to `process_topics` where it holds
+several topics, each call followed by `drain_output` and `drain_late`), and after each micro-batch
+`export_state()`, as the Spark runtime exports what changed before it keeps the live task for the next
+micro-batch; the cyclic garbage collector is paused over the micro-batch
 and runs once after it (counted as processing), as in a Spark worker. Printed per shape and key count:
 records/s of CPU time (processing plus exports), the export's share of that time (over the run, and the
 largest of one micro-batch), and the rate at the largest key count over the rate at the smallest. The key
@@ -39,7 +40,11 @@ Shapes (the topologies are the ones `bench/spark_bench.py` runs on Spark, from `
 - stream_table_join: a table of one record per key is processed first (not timed), then the readings
   join it;
 - stream_stream_join: readings joined with a second stream (one record for every nine readings) within
-  1 minute, 2 minutes grace; each micro-batch's readings then its second-stream records.
+  1 minute, 2 minutes grace; each micro-batch's records of both topics are taken by Kafka's record
+  selection (`StreamTask.process_topics`, in runs of one topic, whatever `--batch`), as the Spark runtime
+  takes a multi-input task's records (spark/task_runner.py): fed a topic whole after the other, a
+  micro-batch's second-stream records would come hours of event time behind at 200 keys and almost none
+  would join.
 
 `--peer`: bytewax's tumbling-window `count_window` (same window, allowed lateness = grace, one worker, in
 process) on the count shape's records at each key count, without any export.
@@ -126,9 +131,8 @@ def table_then_readings(data, micro: int) -> Feed:
 
 
 def readings_and_visits(data, micro: int) -> Feed:
-    """Every READINGS_PER_VISIT+1-th record becomes a maintenance visit; each micro-batch feeds its readings,
-    then its visits (each topic in event-time order within the micro-batch, as the runtime's record
-    selection would interleave them only up to the batch)."""
+    """Every READINGS_PER_VISIT+1-th record becomes a maintenance visit; each micro-batch holds its readings
+    and its visits (each in offset order), which the task takes by record selection (`process_topics`)."""
     keys, values, timestamps = data
     feed = Feed(records=len(keys))
     period = READINGS_PER_VISIT + 1
@@ -256,7 +260,12 @@ def run_shape(topology, feed: Feed, batch: int) -> Run:
         # collector paused over the whole of it, export included, and one collection after it, which the
         # processing time counts.
         with Timer() as processing, no_cyclic_gc():
-            for topic, keys, values, timestamps in micro_batch:
+            if len(micro_batch) > 1:  # several topics: taken by record selection, as the runtime does
+                task.process_topics({topic: (keys, values, ts) for topic, keys, values, ts in micro_batch})
+                run.output_records += len(task.drain_output())
+                task.drain_late()
+            else:
+                topic, keys, values, timestamps = micro_batch[0]
                 for lo in range(0, len(keys), batch):
                     hi = lo + batch
                     task.process_batch(topic, keys[lo:hi], values[lo:hi], timestamps[lo:hi])
