@@ -123,12 +123,17 @@ class TimestampCounts:
         self._fresh: list[int] = []  # the timestamps not in a run yet
         self._fresh_oldest = NO_LIMIT  # the lowest of them
 
-    def add_batch(self, timestamps: list[int]) -> None:
-        """A record more at each of `timestamps`, none of which has expired."""
+    def add_batch(self, timestamps: list[int], limit: int) -> None:
+        """A record more at each of `timestamps`, none of which has expired; `limit`: the store's expiry
+        limit now, applied once FRESH_RUN fresh ones gather (`expire` is then due), else left to the next
+        `expire`: dropping the expired ones costs a sort of the fresh ones, which a few timestamps added at
+        a time (topics taking turns) would pay at every batch."""
         if timestamps:
             self._fresh += timestamps
             self._fresh_oldest = min(self._fresh_oldest, min(timestamps))
             self.entries += len(timestamps)
+            if len(self._fresh) >= FRESH_RUN:
+                self.expire(limit)
 
     def expire(self, limit: int) -> None:
         """Drop the timestamps at or below `limit`; the fresh ones make a run once FRESH_RUN gather."""
@@ -1197,10 +1202,22 @@ class Partners(NamedTuple):
 NO_PARTNERS = Partners([], [], [], [])
 
 
+_run_segment = itemgetter(1)  # of a run `(position, segment)` of a join store's records put
+
+
 def join_records(rows: list) -> Iterator[tuple[int, int, Any]]:
     """The records `(timestamp, seq, value)` of a key's flat list (JoinWindowStore.entries), in order."""
     it = iter(rows)
     return zip(it, it, it, strict=True)
+
+
+def _expired_end(rows: list, limit: int) -> int:
+    """Where the records after `limit` start in a key's flat list whose first record is at or before it:
+    the expired records come first, and a scan over them costs what deleting them does."""
+    cut, end = 3, len(rows)
+    while cut < end and rows[cut] <= limit:
+        cut += 3
+    return cut
 
 
 def _insert_record(rows: list, ts: int, seq: int, value: Any) -> None:
@@ -1367,7 +1384,7 @@ class JoinWindowStore:
             n = bisect_left(clocks, next_segment, n)
         self.store_time = store_time
         if keys:
-            self.counts.add_batch(timestamps)
+            self.counts.add_batch(timestamps, store_time - retention)
             self._new_str = self._new_str and str_keys
             if str_keys and len(keys) >= JOINED_KEYS_MIN:
                 ends = [lo for lo, _ in runs[first_run:] if lo > at] + [at + len(keys)]  # in order
@@ -1452,12 +1469,13 @@ class JoinWindowStore:
                     for chunk in segment.chunks:
                         keys.update(_held_keys(chunk))
             new_keys, runs = self._new[0], self._runs
-            bounds = [at for at, _ in runs[1:]] + [len(new_keys)]
-            for (lo, number), hi in zip(runs, bounds, strict=True):
+            # the runs (in order of segment) put in the segments expired since: those before were purged
+            first = bisect_right(runs, purged, key=_run_segment)
+            for r in range(first, len(runs)):
+                lo, number = runs[r]
                 if number > last:
                     break
-                if number > purged:
-                    keys.update(new_keys[lo:hi])
+                keys.update(new_keys[lo : runs[r + 1][0] if r + 1 < len(runs) else len(new_keys)])
             self._cut_expired(keys)
         if self._sorted.size:
             self._sorted.compact_if_due(limit)
@@ -1469,12 +1487,12 @@ class JoinWindowStore:
         entries, limit = self._entries, self.store_time - self.retention
         for key in keys:
             rows = entries.get(key)
-            if rows is None:
+            if rows is None or rows[0] > limit:
                 continue
-            cut = 3 * bisect_right(rows[0::3], limit)
+            cut = _expired_end(rows, limit)
             if cut == len(rows):
                 del entries[key]
-            elif cut:
+            else:
                 del rows[:cut]
 
     def fetch_batch(
@@ -1483,7 +1501,7 @@ class JoinWindowStore:
         """Per key its records with timestamps in [max(0, t - before), max(0, t + after)] for its `t` in
         `timestamps` (a join window), oldest first. `numbers`: the keys' numbers (`numbers_for`), or None."""
         entries, limit = self.entries, self.store_time - self.retention
-        self.counts.expire(limit)  # the records deleted below need no count
+        # the records deleted below need no count: the counts drop expired timestamps by the limit, when read
         # a record's window, clipped at 0 and to the live records: its records are those of the key from
         # the first at or after `time_from` to the last at or before `time_to`
         floor = max(0, limit + 1)
@@ -1509,7 +1527,7 @@ class JoinWindowStore:
             if rows is None:
                 continue
             if rows[0] <= limit:  # expired: deleted for good
-                cut = 3 * bisect_right(rows[0::3], limit)
+                cut = _expired_end(rows, limit)
                 if cut == len(rows):
                     del entries[keys[n]]
                     continue
@@ -1553,9 +1571,10 @@ class JoinWindowStore:
 
     def recount(self) -> None:
         """Count the entries again (after a catch-up)."""
+        limit = self.store_time - self.retention
         self.counts.clear()
-        self.counts.add_batch(list(chain.from_iterable(rows[0::3] for rows in self.entries.values())))
-        self.counts.add_batch(self._sorted.live_stamps(self.store_time - self.retention))
+        self.counts.add_batch(list(chain.from_iterable(rows[0::3] for rows in self.entries.values())), limit)
+        self.counts.add_batch(self._sorted.live_stamps(limit), limit)
 
     # -- saving ---------------------------------------------------------------------------------------------
 
