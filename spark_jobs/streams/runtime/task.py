@@ -327,8 +327,8 @@ class StreamTask:
         topics = sorted(batches, key=declared.__getitem__)
         columns = [[list(column) for column in batches[topic]] for topic in topics]
         for pick, start, end in record_runs([column[2] for column in columns]):
-            keys, values, timestamps = (column[start:end] for column in columns[pick])
-            self.process_batch(topics[pick], keys, values, timestamps)
+            keys, values, timestamps = columns[pick]
+            self.process_batch(topics[pick], keys[start:end], values[start:end], timestamps[start:end])
 
     def _process_serial(self, runner: Callable, key: Any, value: Any, timestamp: int, headers: Any) -> None:
         if timestamp > self.stream_time:
