@@ -1417,13 +1417,19 @@ class JoinWindowStore:
             return
         self._unindexed = []
         limit = self.store_time - self.retention
-        if sum(len(batch[1]) for batch in batches) >= max(SORTED_MIN, self._sorted.size // SORTED_SHARE):
+        records = len(batches[0][1]) if len(batches) == 1 else sum(len(batch[1]) for batch in batches)
+        if records >= SORTED_MIN and records >= self._sorted.size // SORTED_SHARE:
             self._index_sorted(batches, limit)
             return
         entries = self._entries
         get = entries.get
-        for keys, stamps, seqs, values, *_ in _unexpired(batches, limit):
+        # the expired records left out one by one, as they are put one by one (no pass to find them first)
+        for latest, keys, stamps, seqs, values, *_ in batches:
+            if latest <= limit:
+                continue
             for key, ts, seq, value in zip(keys, stamps, seqs, values, strict=True):
+                if ts <= limit:
+                    continue
                 rows = get(key)
                 if rows is None:
                     entries[key] = [ts, seq, value]
@@ -1500,7 +1506,8 @@ class JoinWindowStore:
     ) -> Partners:
         """Per key its records with timestamps in [max(0, t - before), max(0, t + after)] for its `t` in
         `timestamps` (a join window), oldest first. `numbers`: the keys' numbers (`numbers_for`), or None."""
-        entries, limit = self.entries, self.store_time - self.retention
+        self._index()
+        entries, limit = self._entries, self.store_time - self.retention
         # the records deleted below need no count: the counts drop expired timestamps by the limit, when read
         # a record's window, clipped at 0 and to the live records: its records are those of the key from
         # the first at or after `time_from` to the last at or before `time_to`
