@@ -879,6 +879,13 @@ def _int64_column(column: list, lo: int, hi: int) -> np.ndarray:
     return np.fromiter(column if lo == 0 and hi == len(column) else column[lo:hi], np.int64, hi - lo)
 
 
+def _seq_columns(parts: list) -> np.ndarray:
+    """The seqs of batches put (`_seq_column` of each), one after the other, as one int64 array."""
+    if len(parts) == 1:
+        return _seq_column(parts[0], 0, len(parts[0]))
+    return np.fromiter(chain.from_iterable(parts), np.int64, sum(map(len, parts)))
+
+
 def _seq_column(seqs: list, lo: int, hi: int) -> np.ndarray:
     """`seqs[lo:hi]` (increasing) as an int64 array: a run of consecutive seqs (a batch's, as the join node
     numbers them) without reading each."""
@@ -1151,8 +1158,9 @@ class SortedRecords:
 
 def _unexpired(batches: list, limit: int) -> Iterator[tuple]:
     """Each of a join store's unindexed batches (`JoinWindowStore._unindexed`) that has records after
-    `limit`, its expired records left out, in C passes."""
-    for latest, keys, stamps, seqs, values, seq_column, str_keys, numbers in batches:
+    `limit`, its expired records left out, in C passes: `(keys, timestamps, values, seqs as int64s, whether
+    every key is a str, their keys' numbers or None)`."""
+    for latest, keys, stamps, seqs, values, str_keys, numbers in batches:
         if latest <= limit:
             continue
         if min(stamps) <= limit:
@@ -1161,9 +1169,8 @@ def _unexpired(batches: list, limit: int) -> Iterator[tuple]:
                 list(compress(column, live)) for column in (keys, stamps, seqs, values)
             )
             live_mask = np.fromiter(live, bool, len(live))
-            seq_column = seq_column[live_mask]
             numbers = None if numbers is None else numbers[live_mask]
-        yield keys, stamps, seqs, values, seq_column, str_keys, numbers
+        yield keys, stamps, values, _seq_column(seqs, 0, len(seqs)), str_keys, numbers
 
 
 def _joined_keys(keys: list, lo: int, hi: int, pieces: list[tuple[int, int, str]]) -> str:
@@ -1269,12 +1276,14 @@ class JoinWindowStore:
         self.key_ids = KeyNumbers()
         self.sharing: tuple[JoinWindowStore, ...] = (self,)
         # the batches put since the index was last brought up to date: (their max timestamp, keys,
-        # timestamps, seqs, values, seqs as int64s, whether every key is a str, their keys' numbers or None)
-        self._unindexed: list[tuple[int, list, list, list, list, np.ndarray, bool, np.ndarray | None]] = []
+        # timestamps, seqs, values, whether every key is a str, their keys' numbers or None)
+        self._unindexed: list[tuple[int, list, list, Sequence[int], list, bool, np.ndarray | None]] = []
         self.counts = TimestampCounts()  # per timestamp
         self._segments: dict[int, _Segment] = {}  # the segments the parts hold
         self._new: tuple[list, list, list] = ([], [], [])  # keys, timestamps, values put
-        self._new_seqs: list[np.ndarray] = []  # their seqs, as int64 arrays (a batch's: one `arange`)
+        # their seqs, as the batches gave them (a range, where none expired): made an array at the export, as
+        # a batch's of a few records would cost more as an array of its own
+        self._new_seqs: list[Sequence[int]] = []
         self._new_str = True  # every key in `_new` is a str
         # (first, end, their keys joined by NUL) of runs of `_new`'s str keys, joined as they were put, while
         # in the CPU's caches (joined at the export, each key of a large store would be a cache miss again);
@@ -1325,7 +1334,7 @@ class JoinWindowStore:
         if not self.key_ids.stale(held):
             return
         numbered = [store._sorted.kid[: store._sorted.size] for store in self.sharing]
-        numbered += [batch[7] for store in self.sharing for batch in store._unindexed if batch[7] is not None]
+        numbered += [batch[6] for store in self.sharing for batch in store._unindexed if batch[6] is not None]
         live = np.unique(np.concatenate(numbered)) if numbered else np.zeros(0, np.int64)
         key_ids = KeyNumbers()
         keys = self.key_ids.keys
@@ -1334,7 +1343,7 @@ class JoinWindowStore:
             store.key_ids = key_ids
             store._sorted.renumber(live)
             store._unindexed = [
-                (*batch[:7], None if batch[7] is None else np.searchsorted(live, batch[7]))
+                (*batch[:6], None if batch[6] is None else np.searchsorted(live, batch[6]))
                 for batch in store._unindexed
             ]
 
@@ -1357,7 +1366,6 @@ class JoinWindowStore:
         clocks = list(accumulate(timestamps, max, initial=self.store_time))  # the clock before each put
         del clocks[0]  # ... and after it
         store_time = clocks[-1]
-        seq_column = _seq_column(seqs, 0, len(seqs))
         expired: list[int] = []
         if max(map(sub, clocks, timestamps)) >= retention:  # a record as far behind the clock as that
             # each record's lag behind the clock against the retention, in C passes over the batch
@@ -1366,7 +1374,6 @@ class JoinWindowStore:
             kept = list(map(not_, late))
             keys, values = list(compress(keys, kept)), list(compress(values, kept))
             timestamps, seqs = list(compress(timestamps, kept)), list(compress(seqs, kept))
-            seq_column = np.delete(seq_column, expired)
             if numbers is not None:
                 numbers = np.delete(numbers, expired)
         new, runs = self._new, self._runs
@@ -1393,10 +1400,8 @@ class JoinWindowStore:
             new[0].extend(keys)
             new[1].extend(timestamps)
             new[2].extend(values)
-            self._new_seqs.append(seq_column)
-            self._unindexed.append(
-                (max(timestamps), keys, timestamps, seqs, values, seq_column, str_keys, numbers)
-            )
+            self._new_seqs.append(seqs)
+            self._unindexed.append((max(timestamps), keys, timestamps, seqs, values, str_keys, numbers))
         if self._last_expired_segment() > self._purged:
             self._purge()
         return expired
@@ -1443,7 +1448,7 @@ class JoinWindowStore:
         stamps: list = []
         values: list = []
         seq_columns, numbered = [], []
-        for batch_keys, batch_stamps, _, batch_values, seq_column, str_keys, numbers in _unexpired(
+        for batch_keys, batch_stamps, batch_values, seq_column, str_keys, numbers in _unexpired(
             batches, limit
         ):
             if numbers is None:
@@ -1602,7 +1607,7 @@ class JoinWindowStore:
         segment its keys joined by NUL where every one is a str (the pieces joined as they were put,
         `_new_texts`, and the keys between them)."""
         keys, stamps, values = self._new
-        seqs = np.concatenate(self._new_seqs) if keys else None
+        seqs = _seq_columns(self._new_seqs) if keys else None
         runs = self._runs
         chunks: dict[int, _Chunk] = {}
         texts: dict[int, str] = {}
