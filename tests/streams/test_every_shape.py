@@ -206,6 +206,7 @@ def test_a_stream_stream_join_whose_stores_index_every_batch_in_sorted_columns_e
             mock.patch.object(KeyNumbers, "MIN_STALE", 0),
             mock.patch.object(window_stores, "FRESH_RUN", 2),
             mock.patch.object(window_stores, "JOINED_KEYS_MIN", 2),
+            mock.patch.object(window_stores, "SEQ_ARRAY_MIN", 2),
         ):
             return batched(stream_stream_join(outer), records, cuts, owners)
 

@@ -548,7 +548,8 @@ def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(
     keeps no batch all of whose records were a segment past that limit; in its sorted columns, no more
     records a segment past that limit than others. Where SORTED_MIN is 0, the columns take every
     batch of as many records as they hold or more (their values in an array per batch, joined past three),
-    the dict the others: a fetch merges both."""
+    the dict the others: a fetch merges both. Batches of three records or more with some expired keep their
+    seqs in an array, smaller ones in a list."""
     with (
         mock.patch.object(window_stores, "SORTED_MIN", sorted_min),
         mock.patch.object(window_stores, "SORTED_SHARE", 1),
@@ -556,6 +557,7 @@ def test_a_join_store_fetches_every_live_record_and_holds_about_a_retention(
         mock.patch.object(KeyNumbers, "MIN_STALE", 0),
         mock.patch.object(window_stores, "FRESH_RUN", 2),
         mock.patch.object(window_stores, "JOINED_KEYS_MIN", 2),
+        mock.patch.object(window_stores, "SEQ_ARRAY_MIN", 3),
         mock.patch.object(window_stores, "MAX_VALUE_ARRAYS", 3),
     ):
         _check_join_store_fetches(batches, retention)

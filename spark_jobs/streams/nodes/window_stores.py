@@ -880,15 +880,27 @@ def _int64_column(column: list, lo: int, hi: int) -> np.ndarray:
 
 
 def _seq_columns(parts: list) -> np.ndarray:
-    """The seqs of batches put (`_seq_column` of each), one after the other, as one int64 array."""
-    if len(parts) == 1:
-        return _seq_column(parts[0], 0, len(parts[0]))
-    return np.fromiter(chain.from_iterable(parts), np.int64, sum(map(len, parts)))
+    """The seqs of batches put (`_seq_column` of each), one after the other, as one int64 array: those of
+    consecutive batches under SEQ_ARRAY_MIN records read in one pass (an array apiece would cost more)."""
+    columns: list[np.ndarray] = []
+    small: list = []
+    for part in [*parts, None]:
+        if part is not None and type(part) is not np.ndarray and len(part) < SEQ_ARRAY_MIN:
+            small.append(part)
+            continue
+        if small:
+            columns.append(np.fromiter(chain.from_iterable(small), np.int64, sum(map(len, small))))
+            small = []
+        if part is not None:
+            columns.append(_seq_column(part, 0, len(part)))
+    return columns[0] if len(columns) == 1 else np.concatenate(columns)
 
 
-def _seq_column(seqs: list, lo: int, hi: int) -> np.ndarray:
-    """`seqs[lo:hi]` (increasing) as an int64 array: a run of consecutive seqs (a batch's, as the join node
-    numbers them) without reading each."""
+def _seq_column(seqs: Sequence[int], lo: int, hi: int) -> np.ndarray:
+    """`seqs[lo:hi]` (increasing; a list, a range or an int64 array) as an int64 array: a run of consecutive
+    seqs (a batch's, as the join node numbers them) without reading each."""
+    if type(seqs) is np.ndarray:
+        return seqs[lo:hi]
     if hi > lo and seqs[hi - 1] - seqs[lo] == hi - lo - 1:
         return np.arange(seqs[lo], seqs[hi - 1] + 1, dtype=np.int64)
     return _int64_column(seqs, lo, hi)
@@ -970,6 +982,9 @@ SORTED_SHARE = 64
 # Keys of a batch below which a join store joins them at the export rather than as they are put (see
 # `_new_texts`): a few keys' join costs more than the cache misses it saves.
 JOINED_KEYS_MIN = 256
+# Records of a batch from which a join store makes its seqs an int64 array as it puts them, where some of
+# them expired (a range of seqs is one until the export): a few records' seqs cost less in a list.
+SEQ_ARRAY_MIN = 256
 # Expired records below which the sorted columns are not compacted (a compaction moves every live record).
 MIN_EXPIRED = 4096
 # Arrays of values the sorted columns hold (one per batch added) past which they are joined into one.
@@ -1165,10 +1180,9 @@ def _unexpired(batches: list, limit: int) -> Iterator[tuple]:
             continue
         if min(stamps) <= limit:
             live = list(map(limit.__lt__, stamps))
-            keys, stamps, seqs, values = (
-                list(compress(column, live)) for column in (keys, stamps, seqs, values)
-            )
+            keys, stamps, values = (list(compress(column, live)) for column in (keys, stamps, values))
             live_mask = np.fromiter(live, bool, len(live))
+            seqs = _seq_column(seqs, 0, len(seqs))[live_mask]
             numbers = None if numbers is None else numbers[live_mask]
         yield keys, stamps, values, _seq_column(seqs, 0, len(seqs)), str_keys, numbers
 
@@ -1373,7 +1387,11 @@ class JoinWindowStore:
             expired = list(compress(range(len(keys)), late))
             kept = list(map(not_, late))
             keys, values = list(compress(keys, kept)), list(compress(values, kept))
-            timestamps, seqs = list(compress(timestamps, kept)), list(compress(seqs, kept))
+            timestamps = list(compress(timestamps, kept))
+            if len(seqs) >= SEQ_ARRAY_MIN:  # not read one by one
+                seqs = np.delete(_seq_column(seqs, 0, len(seqs)), expired)
+            else:
+                seqs = list(compress(seqs, kept))
             if numbers is not None:
                 numbers = np.delete(numbers, expired)
         new, runs = self._new, self._runs
