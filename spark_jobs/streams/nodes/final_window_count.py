@@ -365,7 +365,7 @@ class FinalWindowCount:
                 max_ts = np.frombuffer(rows.columns[1], np.int64)
                 ts0[in_window[old]] = max_ts[found[old]]
                 del max_ts  # an array exporting its buffer cannot grow
-                _put_gathered(old0, in_window[old], rows.columns[0], found[old])
+                self._old_values(old0, in_window[old], rows, found[old])
             if same_rows:  # a key's entry is in its count row
                 held = found >= 0
                 new_entries = new_counts
@@ -454,6 +454,11 @@ class FinalWindowCount:
         """Per group a value not yet known (a count: its initializer's 0)."""
         return np.zeros(n, np.int64)
 
+    def _old_values(self, old0: Any, groups: np.ndarray, rows: WindowRows, found: np.ndarray) -> None:
+        """old0[groups] = the values of the count's rows `found` of a window (`rows`): the groups' values
+        before the batch, for `_results`."""
+        _put_gathered(old0, groups, rows.columns[0], found)
+
     def _results(
         self, old0: Any, sizes: np.ndarray, group: np.ndarray, pairs: _Pairs, places: _Groups
     ) -> tuple[Any, Any, Any]:
@@ -498,7 +503,7 @@ class FinalWindowCount:
         found = plan.count_row[in_window]
         held = found >= 0
         (groups, rows), new = _by_row(in_window[held], found[held]), in_window[~held]
-        finals = _gather(plan.final, groups), _gather(plan.final, new)
+        finals = self._held_values(plan, start, groups), _gather(plan.final, new)
         if plan.pairs.new_table is not None:  # the batch's one window, new: its keys numbered in the table
             store.open(start).take_table(plan.pairs.new_table)
         store.put_batch(
@@ -511,6 +516,12 @@ class FinalWindowCount:
             self._pickled_values(start),
         )
         return store.window(start), finals
+
+    def _held_values(self, plan: _Plan, start: int, groups: np.ndarray) -> Any:
+        """The values after the batch of the window `start`'s held groups `groups`, for the count's rows
+        and, where they are the buffer's, its entries: `plan.final`'s (an aggregation's may be in place,
+        nodes/final_window_user_aggregate.py)."""
+        return _gather(plan.final, groups)
 
     def _put_entries(
         self,

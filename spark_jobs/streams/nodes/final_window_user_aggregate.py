@@ -27,7 +27,7 @@ rows that die and come back are the node's business.
 from __future__ import annotations
 
 from array import array
-from collections import Counter
+from collections import Counter, deque
 from itertools import islice, repeat
 from typing import Any
 
@@ -41,18 +41,22 @@ from .final_window_count import (
     _Groups,
     _Pairs,
     _put,
+    _put_gathered,
     _same_rows,
     final_suppress,
 )
 from .suppress import SuppressNode
 from .time_ordered_buffer import NEW_COLUMN
-from .window_rows import INT64, dumps_plain
+from .window_rows import IN_PLACE, INT64, WindowRows, dumps_plain
 
 _NO_ROW = object()  # a group's value while its key has no live row in the count's window
 # Pairs a fold that goes key by key folds between two pickles of the aggregates it finished (to the next
 # key): few enough that those aggregates, and what the fold read to make them, are still in the CPU's
 # caches (a pickle reads each one again); enough that a pickler's set-up per chunk and window stays small.
 PICKLED_PAIRS = 512
+# Rows whose old values the fold takes from the stores at a time (`_take_olds`): few enough that the values
+# read are still in the CPU's caches when the stores release them.
+TAKEN_ROWS = 1024
 
 
 def final_window_user_aggregate(node: Any) -> FinalWindowUserAggregate | None:
@@ -89,18 +93,34 @@ class _Replay:
         return new
 
 
-def _pickle_finished(
-    pickled: dict[int, list], finished: list[tuple], current: list
+def _finish_chunk(
+    finished: list[tuple], current: list, pickled: dict[int, list] | None, released: dict[int, tuple]
 ) -> dict[int, list] | None:
-    """The aggregates of the groups a chunk of the fold finished pickled (`_pickling_plan`), per window
-    start added to `pickled`; None when one cannot be pickled as a plain column (`dumps_plain`: a cycle),
-    which the export's pickle then meets."""
+    """What a fold does with the aggregates of the groups a chunk finished (`_pickling_plan`), while they
+    are in the CPU's caches: pickled, per window start added to `pickled` (None: not pickled, see
+    `_pickled`), and the held groups' of a window whose stores released their old values (`released`,
+    `_take_olds`) written into their rows (WindowRows.place, the count's and the buffer's): the puts that
+    follow leave them in place (IN_PLACE)."""
+    for start, rows, groups, held_rows, held_at in finished:
+        values = list(map(current.__getitem__, groups))
+        if pickled is not None:
+            pickled = _pickled(pickled, start, rows, values)
+        if held_rows:
+            count_rows, entries = released[start][:2]
+            count_rows.place(0, held_rows, map(values.__getitem__, held_at))
+            entries.place(NEW_COLUMN, held_rows, map(values.__getitem__, held_at))
+    return pickled
+
+
+def _pickled(pickled: dict[int, list], start: int, rows: array, values: list) -> dict[int, list] | None:
+    """`pickled` with the values of the window `start`'s rows `rows` pickled, added to its chunks; None
+    when one cannot be pickled as a plain column (`dumps_plain`: a cycle), which the export's pickle then
+    meets."""
     try:
-        for start, rows, groups in finished:
-            data = dumps_plain(list(map(current.__getitem__, groups)))
-            pickled.setdefault(start, []).append((rows, data))
+        data = dumps_plain(values)
     except Exception:  # noqa: BLE001 - any value the export pickles instead
         return None
+    pickled.setdefault(start, []).append((rows, data))
     return pickled
 
 
@@ -127,6 +147,8 @@ class FinalWindowUserAggregate(FinalWindowCount):
         self._values: list = []
         # window start -> the chunks of its groups' aggregates the fold pickled, for the count's store
         self._pickled: dict[int, list[tuple[array, bytes]]] = {}
+        # the window starts whose held rows the fold gave their aggregates as it made them (`_finish_chunk`)
+        self._placed: set[int] = set()
 
     def process_columns(self, keys, values, olds, timestamps, headers) -> Batch | None:
         self._keys, self._values = keys, values
@@ -137,9 +159,13 @@ class FinalWindowUserAggregate(FinalWindowCount):
         finally:
             self._keys = self._values = []
             self._pickled = {}
+            self._placed = set()
 
     def _pickled_values(self, start: int) -> list | None:
         return self._pickled.pop(start, None)
+
+    def _held_values(self, plan: Any, start: int, groups: np.ndarray) -> Any:
+        return IN_PLACE if start in self._placed else super()._held_values(plan, start, groups)
 
     def _replayed(self, tombstone: _Tombstone, keys, values, olds, timestamps, headers) -> Batch | None:
         node = self.count
@@ -169,7 +195,7 @@ class FinalWindowUserAggregate(FinalWindowCount):
         buffer keeps priors, else None), last old value (where the buffer keeps old values) and last
         result are kept: the aggregates between are freed as the fold goes, as the node's loop frees them.
         Where the buffer keeps neither, nothing reads the old aggregates but the aggregator: the stores
-        release them before the fold (`_release_olds`), so each is freed as the fold replaces it, in the
+        release them before the fold (`_take_olds`), so each is freed as the fold replaces it, in the
         CPU's caches, not when the store's put replaces it. A None result (a tombstone) ends the fold: the
         batch is replayed through the node (`_Tombstone`).
 
@@ -187,20 +213,22 @@ class FinalWindowUserAggregate(FinalWindowCount):
         current = old0
         new_groups = np.flatnonzero(places.row < 0)  # no row: the initializer's value, in group order
         initial = [initializer() for _ in range(len(new_groups))]
-        _put(current, new_groups, initial)
         buffer = self.suppress.buffer
-        first_old = None if buffer.drops_priors else current.copy()  # the priors' (a new entry's first)
         # where the buffer keeps old values or priors, the old aggregates stay (the loop keeps the last old
         # values); else nothing reads them but the aggregator, and the stores release them
-        olds_kept = buffer.keeps_olds or first_old is not None
-        released = [] if olds_kept else self._release_olds(pairs, places)
+        olds_kept = buffer.keeps_olds or not buffer.drops_priors
+        released = self._take_olds(current, pairs, places, release=not olds_kept)
+        _put(current, new_groups, initial)
+        first_old = None if buffer.drops_priors else current.copy()  # the priors' (a new entry's first)
         last_old: list | None = [None] * len(old0) if olds_kept else None
         # each record's key and value fetched in C as the loop reaches it, not gathered before: a pass of
         # its own would touch each of them once more (a cache miss apiece where the fold goes by key)
         keys, values = map(self._keys.__getitem__, rec), map(self._values.__getitem__, rec)
         folding = zip(folded_groups.tolist(), keys, values, strict=True)
-        ends, finished = self._pickling_plan(order, pairs, places)
-        pickled: dict[int, list] | None = {} if finished is not None else None
+        ends, finished = self._pickling_plan(order, pairs, places, released)
+        # pickled only for a store that is exported (TimeWindowStore.exported): a run that never exports
+        # would only drop the chunks
+        pickled: dict[int, list] | None = {} if finished is not None and self.count.store.exported else None
         dead = None  # the group whose result was None, and its old value
         folded = 0
         try:
@@ -222,8 +250,8 @@ class FinalWindowUserAggregate(FinalWindowCount):
                             break
                 if dead is not None:
                     break
-                if pickled is not None:
-                    pickled = _pickle_finished(pickled, finished[n], current)
+                if finished is not None:
+                    pickled = _finish_chunk(finished[n], current, pickled, released)
         except BaseException:
             self._give_back(released, current)
             raise
@@ -238,18 +266,20 @@ class FinalWindowUserAggregate(FinalWindowCount):
             first = dict(zip(new_groups.tolist(), initial, strict=True))
             raise _Tombstone(self._replay_steps(group, done, current, first, last_old, rest))
         self._pickled = pickled or {}
+        self._placed = set(released) if finished is not None else set()
         return current, last_old if buffer.keeps_olds else None, first_old
 
     def _pickling_plan(
-        self, order: np.ndarray | None, pairs: _Pairs, places: _Groups
-    ) -> tuple[list[int], list[list[tuple[int, array, list[int]]]] | None]:
+        self, order: np.ndarray | None, pairs: _Pairs, places: _Groups, released: dict[int, tuple]
+    ) -> tuple[list[int], list[list[tuple]] | None]:
         """Where the fold stops to pickle what it finished (`_results`): the ends of its chunks of pairs
         (in the fold's order) and per chunk the groups it finished, as (window start, their rows in the
-        count's window, the groups), each window's in the fold's order. Only a fold that goes key by key
-        (`order`) pickles as it goes: one by record finishes its groups' aggregates at its end, out of the
-        caches (`[m], None`); and only for a store that is exported (TimeWindowStore.exported)."""
+        count's window, the groups, and of those the held ones' rows and places among them where the
+        window's stores released their old values (`released`), else empty lists), each window's in the
+        fold's order (`_finish_chunk`). Only a fold that goes key by key (`order`) has chunks: one by
+        record finishes its groups' aggregates at its end, out of the caches (`[m], None`)."""
         m = len(pairs.rec)
-        if order is None or not self.count.store.exported:
+        if order is None:
             return [m], None
         key = pairs.key[pairs.rec[order]]  # per pair in the fold's order: its key's number
         key_starts = np.flatnonzero(key[1:] != key[:-1]) + 1
@@ -273,11 +303,27 @@ class FinalWindowUserAggregate(FinalWindowCount):
             start = int(pairs.start[places.first[groups[in_window[0]]]])
             cuts = np.searchsorted(place[in_window], ends).tolist()  # per chunk: the end of its groups
             window_groups, window_rows = groups[in_window].tolist(), array(INT64, rows[in_window].tobytes())
-            lo = 0
-            for n, hi in enumerate(cuts):
+            if start in released:  # the held groups, by the same cuts: their rows, their places in the chunk
+                held = np.flatnonzero(places.row[groups[in_window]] >= 0)
+                held_cuts = np.searchsorted(held, cuts).tolist()
+                chunk_first = np.array([0, *cuts[:-1]], np.int64)[np.searchsorted(cuts, held, "right")]
+                held_rows, held_at = rows[in_window[held]].tolist(), (held - chunk_first).tolist()
+            else:
+                held_cuts = [0] * len(cuts)
+                held_rows = held_at = []
+            lo = held_lo = 0
+            for n, (hi, held_hi) in enumerate(zip(cuts, held_cuts, strict=True)):
                 if hi > lo:
-                    finished[n].append((start, window_rows[lo:hi], window_groups[lo:hi]))
-                lo = hi
+                    finished[n].append(
+                        (
+                            start,
+                            window_rows[lo:hi],
+                            window_groups[lo:hi],
+                            held_rows[held_lo:held_hi],
+                            held_at[held_lo:held_hi],
+                        )
+                    )
+                lo, held_lo = hi, held_hi
         return ends, finished
 
     def _rows_put(self, pairs: _Pairs, places: _Groups) -> np.ndarray:
@@ -298,13 +344,21 @@ class FinalWindowUserAggregate(FinalWindowCount):
         rows[new] = np.arange(len(new)) - np.repeat(run, lengths) + np.repeat(held, lengths)
         return rows
 
-    def _release_olds(self, pairs: _Pairs, places: _Groups) -> list[tuple]:
-        """The held groups' old values released by the stores (WindowRows.release: the count's rows, and
-        the buffer's new values where its rows are the count's), `current` holding them for the fold;
-        per window released, (its count rows, its buffer rows, the rows, the groups) for `_give_back`. A
-        window whose buffer rows are not the count's is left as it is (its buffer would keep the values)."""
+    def _old_values(self, old0: list, groups: np.ndarray, rows: WindowRows, found: np.ndarray) -> None:
+        """Left to the fold (`_take_olds`): read here, in the plan's order, each old value would be touched
+        from memory once more, scattered, before the fold's release and read of it."""
+
+    def _take_olds(self, current: list, pairs: _Pairs, places: _Groups, release: bool) -> dict[int, tuple]:
+        """The held groups' old values into `current`, window by window in row order (the columns, and
+        mostly the values, made in the previous fold's order, in memory order). With `release`, the stores
+        release them as they are read (WindowRows.take, WindowRows.release: the count's rows, and the
+        buffer's new values where its rows are the count's), a few rows at a time, each value touched by
+        its read and its releases while in the CPU's caches; `current` holds them for the fold, which frees
+        each as it replaces it. Returns by start of each window released (its count rows, its buffer rows,
+        the rows, the groups), for `_give_back` and `_finish_chunk`. A window whose buffer rows are not the count's is only read (its
+        buffer would keep the values)."""
         held = np.flatnonzero(places.row >= 0)
-        released: list[tuple] = []
+        released: dict[int, tuple] = {}
         if not len(held):
             return released
         size = self.count.windows.size
@@ -312,23 +366,27 @@ class FinalWindowUserAggregate(FinalWindowCount):
         for groups in np.split(held, np.flatnonzero(window[1:] != window[:-1]) + 1):
             start = int(pairs.start[places.first[groups[0]]])
             rows = self.count.store.rows(start)
-            entries = self.suppress.buffer.window_rows((start, start + size))
-            if entries is None or not _same_rows(rows, entries):
-                continue
-            # in row order: the columns, and mostly the values (made in the previous fold's order), in order
             groups, found = _by_row(groups, places.row[groups])
-            row_list = found.tolist()
-            rows.release(0, row_list)
-            entries.release(NEW_COLUMN, row_list)
-            released.append((rows, entries, row_list, groups.tolist()))
+            entries = self.suppress.buffer.window_rows((start, start + size)) if release else None
+            if entries is None or not _same_rows(rows, entries):
+                _put_gathered(current, groups, rows.columns[0], found)
+                continue
+            row_list, group_list = found.tolist(), groups.tolist()
+            for lo in range(0, len(row_list), TAKEN_ROWS):
+                part = row_list[lo : lo + TAKEN_ROWS]
+                deque(
+                    map(current.__setitem__, group_list[lo : lo + TAKEN_ROWS], rows.take(0, part)), maxlen=0
+                )
+                entries.release(NEW_COLUMN, part)
+            released[start] = rows, entries, row_list, group_list
         return released
 
     @staticmethod
-    def _give_back(released: list[tuple], current: list) -> None:
-        """The rows released by `_release_olds` hold their groups' values in `current` (a fold that did not
+    def _give_back(released: dict[int, tuple], current: list) -> None:
+        """The rows released by `_take_olds` hold their groups' values in `current` (a fold that did not
         end: before a replay, or on an error from the user's functions; the old values of the groups folded
         are gone then, so the rows hold the values so far, as the node's loop leaves the rows it got to)."""
-        for rows, entries, row_list, groups in released:
+        for rows, entries, row_list, groups in released.values():
             rows.give_back(0, row_list, map(current.__getitem__, groups))
             entries.give_back(NEW_COLUMN, row_list, map(current.__getitem__, groups))
 

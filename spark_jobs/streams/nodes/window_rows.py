@@ -73,6 +73,8 @@ from .key_table import (
 # StructColumn (values that are dicts of the same numeric fields: its kind is their StructFields).
 INT64 = "q"
 OBJECT = ""
+# A list column's values for `put_rows` that the rows hold already (`WindowRows.place`).
+IN_PLACE = object()
 
 
 class WindowRows:
@@ -304,6 +306,19 @@ class WindowRows:
         are scattered). The rows are not flagged."""
         deque(map(self.columns[column].__setitem__, rows, repeat(None)), maxlen=0)
 
+    def take(self, column: int, rows: list[int]) -> list:
+        """A list column's values of `rows`, released (`release`): the caller holds them then, and each
+        value is touched by its read and its release at once, while it is in the CPU's caches."""
+        values = list(map(self.columns[column].__getitem__, rows))
+        self.release(column, rows)
+        return values
+
+    def place(self, column: int, rows: list[int], values: Any) -> None:
+        """Values for rows released (`release`) that the caller made and puts next with IN_PLACE for that
+        column (`put_rows`): written as it makes them, while they are in the CPU's caches (the put would
+        read each one from memory). The rows are flagged by the put."""
+        deque(map(self.columns[column].__setitem__, rows, values), maxlen=0)
+
     def give_back(self, column: int, rows: list[int], values: Any) -> None:
         """Values for rows released (`release`) and not put: the rows hold them, flagged put (they need not
         be the values released: an export then saves what they hold)."""
@@ -313,13 +328,16 @@ class WindowRows:
     def put_rows(self, rows: np.ndarray, columns: list, hot: bool = False) -> None:
         """Replace the changing fields of existing rows (their numbers in `rows`) and flag them put; per
         changing column its values, an int64 ndarray, a list (None: None in every row, for a list column),
-        or StructValues for a struct column. `hot`: the first column's values are pickled already, in
-        chunks the caller gave `add_pickled_values`: the rows are flagged hot instead of put."""
+        or StructValues for a struct column, or IN_PLACE for a list column whose rows hold their values
+        already (`place`). `hot`: the first column's values are pickled already, in chunks the caller gave
+        `add_pickled_values`: the rows are flagged hot instead of put."""
         self._densify(columns)
         changed = [
             (column, values)
             for column, values in zip(self.columns[: self.changing], columns, strict=True)
-            if column is not None and not (type(column) is list and _none_over_none(column, values))
+            if column is not None
+            and values is not IN_PLACE
+            and not (type(column) is list and _none_over_none(column, values))
         ]
         row_list = self._row_list(rows, [column for column, _ in changed])
         for column, values in changed:
