@@ -5,9 +5,11 @@ often as the node calls them."""
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +18,7 @@ from spark_jobs.streams.nodes import final_window_user_aggregate
 from spark_jobs.streams.nodes.final_window_user_aggregate import FinalWindowUserAggregate
 from spark_jobs.streams.nodes.suppress import SuppressNode
 from spark_jobs.streams.nodes.time_ordered_buffer import OLD_COLUMN
+from spark_jobs.streams.nodes.window_rows import WindowRows
 from spark_jobs.streams.runtime.part_keys import KeyListLoader
 
 from .test_final_window_count import TOPIC, Pair, batches, min_rows
@@ -103,12 +106,38 @@ def test_fused_equals_node_by_node(
     """`batches_per_export`: a row put by several batches before an export, by the fused pass (its values
     pickled as the fold makes them), node by node, or both (in either order), saves its last value."""
     size, advance, grace = shape
-    # a fold that goes key by key pickles what it finished every `chunk` pairs or so
-    with mock.patch.object(final_window_user_aggregate, "PICKLED_PAIRS", chunk):
+    # a fold that goes key by key pickles (and writes into the stores) what it finished every `chunk` pairs
+    # or so; a fold takes the old values from the stores `chunk` rows at a time
+    with (
+        mock.patch.object(final_window_user_aggregate, "PICKLED_PAIRS", chunk),
+        mock.patch.object(final_window_user_aggregate, "TAKEN_ROWS", chunk),
+    ):
         Pair(
             lambda: aggregate_topology(kind, size, advance, grace, other_branch, reads_olds=reads_olds),
             keys_pickled_from,
         ).check(runs, moves, batches_per_export)
+
+
+@pytest.mark.parametrize("kind", ["aggregate", "tombstones"])
+@pytest.mark.parametrize("chunk", [1, 3, 512])
+def test_a_fold_by_key_over_held_rows_gives_the_nodes_results(kind, chunk) -> None:
+    """Batches of many keys with a record each in hopping windows (the groups outnumber the records: the
+    fold goes key by key), their rows held from the batches before, in another order: the fold takes the
+    old aggregates from both stores and writes the new ones into their rows as it goes, `chunk` rows and
+    pairs at a time (a tombstone's batch gives the rows back before the nodes replay it), and the outputs,
+    metrics and exports are the nodes', an import between batches included."""
+    placed = []
+    place = WindowRows.place
+    rng = random.Random(chunk)
+    keys = [f"k{i}" for i in range(60)]
+    runs = [(rng.sample(keys, len(keys)), [20 + n] * len(keys), None) for n in range(4)]
+    with (
+        mock.patch.object(final_window_user_aggregate, "PICKLED_PAIRS", chunk),
+        mock.patch.object(final_window_user_aggregate, "TAKEN_ROWS", chunk),
+        mock.patch.object(WindowRows, "place", lambda rows, *a: placed.append(1) or place(rows, *a)),
+    ):
+        Pair(lambda: aggregate_topology(kind, 20, 5, 4)).check(runs, [False, True, False, False])
+    assert placed or kind == "tombstones"  # the fold wrote into held rows
 
 
 def test_a_buffer_keeps_old_values_only_where_a_child_of_the_suppressed_table_reads_them() -> None:
