@@ -404,12 +404,15 @@ class FinalWindowUserAggregate(FinalWindowCount):
         rows = places.row
         unheld = rows < 0  # appended after the held rows, in order of their first pairs
         place = np.where(unheld, places.first + (int(rows.max()) + 1), rows)
+        # the sorts below are of distinct values (a window's places are distinct, and so are the pairs'
+        # numbers): numpy's default sort (SIMD) then gives the one order, several times faster than a
+        # stable sort or lexsort of the same values
         rank = np.empty(len(rows), np.int64)  # per group: its place by window, then row
-        rank[np.lexsort((place, places.window))] = np.arange(len(rows))
+        rank[np.argsort(places.window * (int(place.max()) + 1) + place)] = np.arange(len(rows))
         key = pairs.key[pairs.rec]  # per pair: its key's number
         key_rank = np.full(int(key.max()) + 1, len(rows), np.int64)
         np.minimum.at(key_rank, key, rank[group])  # per key: its first group's place
-        return np.argsort(key_rank[key], kind="stable")
+        return np.argsort(key_rank[key] * len(key) + np.arange(len(key)))  # by key rank, then pair
 
     def _replay_steps(
         self, group: np.ndarray, folded: list[int], current: list, first: dict, last_old: Any, rest: list
