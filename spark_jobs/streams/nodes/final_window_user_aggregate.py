@@ -16,7 +16,9 @@ written. A fold that goes key by key pickles the aggregates it finished every fe
 are in the CPU's caches, and the store's next export saves those chunks as they are: pickled by the
 export, each would be read from memory again (the aggregates a batch of such a window makes outgrow the
 caches). It does so once the store has been exported (TimeWindowStore.exported): a run that never exports
-would only drop them.
+would only drop them. For the same reason the fold takes the old aggregates out of the stores' rows itself,
+a few rows at a time (each read and released while in the caches), and writes the ones it finished into the
+held rows as it goes (with each pickle, where it pickles): the puts that follow leave them there.
 
 A result of None is a tombstone: the node's store deletes the row and the key's next record in the
 window starts from the initializer again, in a new row. The fold stops there and the batch is run by the
@@ -195,15 +197,17 @@ class FinalWindowUserAggregate(FinalWindowCount):
         buffer keeps priors, else None), last old value (where the buffer keeps old values) and last
         result are kept: the aggregates between are freed as the fold goes, as the node's loop frees them.
         Where the buffer keeps neither, nothing reads the old aggregates but the aggregator: the stores
-        release them before the fold (`_take_olds`), so each is freed as the fold replaces it, in the
-        CPU's caches, not when the store's put replaces it. A None result (a tombstone) ends the fold: the
-        batch is replayed through the node (`_Tombstone`).
+        release them as the fold takes them (`_take_olds`), so each is freed as the fold replaces it, in
+        the CPU's caches, not when the store's put replaces it. A None result (a tombstone) ends the fold:
+        the rows released are given back and the batch is replayed through the node (`_Tombstone`).
 
         A fold that goes key by key pickles the aggregates every PICKLED_PAIRS pairs or so, at the end of a
         key (its groups' aggregates are final then), for the count's store to save as they are
         (`_pickled_values`), once the store is exported: an export that pickled them would read each one
         from memory (the aggregates a batch makes outgrow the caches). A fold that ends early (a tombstone,
-        an error) keeps none."""
+        an error) keeps none. At the same points it writes those aggregates into the held rows it released
+        (`_finish_chunk`), which the stores' puts then leave in place (`_held_values`): a gather and a put
+        per store after the fold would read each one from memory."""
         initializer, aggregator = self.count.aggregation.initializer, self.count.aggregation.aggregator
         order = self._fold_order(group, pairs, places)
         folded_groups = group if order is None else group[order]
@@ -355,8 +359,8 @@ class FinalWindowUserAggregate(FinalWindowCount):
         buffer's new values where its rows are the count's), a few rows at a time, each value touched by
         its read and its releases while in the CPU's caches; `current` holds them for the fold, which frees
         each as it replaces it. Returns by start of each window released (its count rows, its buffer rows,
-        the rows, the groups), for `_give_back` and `_finish_chunk`. A window whose buffer rows are not the count's is only read (its
-        buffer would keep the values)."""
+        the rows, the groups), for `_give_back` and `_finish_chunk`. A window whose buffer rows are not the
+        count's is only read (its buffer would keep the values)."""
         held = np.flatnonzero(places.row >= 0)
         released: dict[int, tuple] = {}
         if not len(held):
