@@ -34,7 +34,14 @@ from ..timeutil import INT64_MAX
 from .aggregations import TimeWindowAggregateNode
 from .base import Batch
 from .declared_aggregations import stable_order
-from .key_table import KeyTable, number_by_first_appearance, object_array, same_keys, table_size
+from .key_table import (
+    SPARSE_TABLE,
+    KeyTable,
+    number_by_first_appearance,
+    object_array,
+    same_keys,
+    table_size,
+)
 from .suppress import SuppressNode
 from .time_ordered_buffer import Evicted, TimeOrderedKeyValueBuffer
 from .window_rows import INT64, WindowRows, dumps_plain
@@ -260,8 +267,10 @@ class FinalWindowCount:
         self, keys: list, rec: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, int, int, Any] | None | bool:
         """`_number_keys` of a batch whose pairs are all in one window that the count does not hold, in a
-        new KeyTable sized as the window's would be; False without pandas (numbered in a dict then)."""
-        table = KeyTable.new(max(self._expected_keys(), table_size(keys, 0)))
+        new KeyTable sized for SPARSE_TABLE times the keys the window may come to hold (as many as the
+        largest window's, or the batch's and more for a store filling up, `table_size`); False without
+        pandas (numbered in a dict then)."""
+        table = KeyTable.new(SPARSE_TABLE * max(self._expected_keys(), table_size(keys, 0)))
         if table is None:
             return False
         numbering = table.number(object_array(keys), self._numbered_mask(keys, rec), str_only=True)
@@ -288,7 +297,7 @@ class FinalWindowCount:
         (node by node), found among the keys its table does not hold: no pass over every key looks for it."""
         numbered = self._numbered_mask(keys, rec)  # the records without a pair are numbered -1
         # the list as it is: the key table makes it an object array as it looks it up (KeyTable.number)
-        numbering = rows.number_keys(keys, self._expected_keys(), numbered)
+        numbering = rows.number_keys(keys, self._table_keys(), numbered)
         if numbering is None:
             return None
         number, distinct = numbering
@@ -297,6 +306,12 @@ class FinalWindowCount:
     def _expected_keys(self) -> int:
         """How many keys a window of the count may come to hold: as many as its largest open window."""
         return self.count.store.largest()
+
+    def _table_keys(self) -> int:
+        """The keys a window's KeyTable is sized for: SPARSE_TABLE times those it may come to hold, as a
+        key-value store's table is (nodes/key_table.py: a look-up in a sparser table compares its key with
+        fewer buckets' keys, each a cache miss in a large window)."""
+        return SPARSE_TABLE * self._expected_keys()
 
     def _plan(self, pairs: _Pairs) -> _Plan | None:
         count, suppress = self.count, self.suppress
@@ -329,7 +344,7 @@ class FinalWindowCount:
         prior = None if suppress.buffer.drops_priors else self._no_values(n_groups)
         plan_windows: list[_PlanWindow] = []
         buffer = suppress.buffer
-        expected_keys = self._expected_keys()
+        table_keys = self._table_keys()
         for w in np.argsort(window_first).tolist():  # windows in order of first appearance
             lo, hi = window_groups[w], window_groups[w + 1]
             window_start = int(starts[w])
@@ -356,7 +371,7 @@ class FinalWindowCount:
                 wkeys = new_counts = distinct[key_of_group[in_window] - first_new].tolist()
                 found = None
                 if rows is not None:
-                    found = rows.rows_of(wkeys, expected_keys)
+                    found = rows.rows_of(wkeys, table_keys)
             if found is not None:
                 count_row[in_window] = found
                 old = found >= 0
@@ -380,7 +395,7 @@ class FinalWindowCount:
                     held = np.zeros(len(wkeys), bool)
                     new_entries = wkeys
                 else:
-                    found = entries.rows_of(wkeys, expected_keys)
+                    found = entries.rows_of(wkeys, table_keys)
                     held = found >= 0
                     new_entries = list(compress(wkeys, (~held).tolist()))
             if entries is not None:  # a held entry keeps its prior value (a fixed column): not read
