@@ -66,6 +66,28 @@ def test_a_table_numbers_a_list_of_keys_as_their_object_array_a_chunk_at_a_time(
     assert results[0] == results[1] == results[2] == ([11, 12, 10, 13, 12, -1, 14, 10], ["x", "y", "z"])
 
 
+def test_a_large_table_that_holds_most_of_a_list_numbers_the_keys_it_lacks_chunk_by_chunk_as_one_batch(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr(key_table, "LOOKUP_CHUNK", 3)
+    # new keys in several chunks, one ("x") again in a later chunk, and a None key
+    batch = ["a", "x", "b", "c", None, "y", "x", "a", "z"]
+    held = [f"k{i}" for i in range(10)] + ["a", "b", "c"]  # alive while the table borrows them
+    results = []
+    # a list looked up a chunk at a time (a large table), and whole (a small one); an array, whole
+    for keys, chunked_from in ((batch, 0), (batch, len(held) + 1), (object_array(batch), 0)):
+        monkeypatch.setattr(key_table, "CHUNKED_LOOKUP_KEYS", chunked_from)
+        table = KeyTable.new(0)
+        assert table.add(held)
+        table.number(object_array(["a", "b"]))  # a batch the table held: the next one is looked up first
+        numbers, new = table.number(keys)
+        results.append((numbers.tolist(), new.tolist(), table.pending))
+        table.confirm(len(new))
+        assert table.lookup(["z", "x", "k0"]).tolist() == [15, 13, 0]
+    expected = ([10, 13, 11, 12, -1, 14, 13, 10, 15], ["x", "y", "z"], 3)  # a None key: -1, not added
+    assert results[0] == results[1] == results[2] == expected
+
+
 def mostly_missing_table(held: list) -> KeyTable:
     """A table of `held` (alive while it borrows them, as a window's), then of "p", "q", "r", a batch new to
     it: the next batch is numbered at once, not looked up first."""

@@ -126,7 +126,9 @@ class KeyTable:
         also checks each key for a null: `_labels`), and a batch then refused adds no key. Else
         (a table still filling up) the batch is numbered at once: most of its keys would be looked up in
         vain. A list looked up by a large table is made an object array a chunk at a time
-        (`_by_chunk`)."""
+        (`_by_chunk`); where no key can refuse the batch (not `str_only`), each chunk's keys the table
+        does not hold are numbered with the chunk, while they and the buckets probed for them are in the
+        CPU's caches, not after the whole batch was looked up."""
         from pandas._libs.hashtable import ObjectVector
 
         new = ObjectVector()
@@ -140,9 +142,14 @@ class KeyTable:
         if missed is None:  # the share of a sample of the keys (looked up again below: then in the caches)
             sample = self._table.lookup(object_array(keys[:SAMPLE]) if chunked else keys[:SAMPLE])
             missed = float(np.count_nonzero(sample < 0)) / max(len(sample), 1)
-        if missed > MOSTLY_NEW:
+        # a batch no key refuses, looked up a chunk at a time: each chunk's keys the table lacks are numbered
+        # with it (`_by_chunk`)
+        by_chunk = chunked and not str_only
+        if missed > MOSTLY_NEW or by_chunk:
             if chunked:
-                numbers, _, unlabelled, new_keys = self._by_chunk(keys, skip_nulls, numbered, numbering=True)
+                numbers, _, unlabelled, new_keys = self._by_chunk(
+                    keys, skip_nulls, numbered, numbering=True, looked_up=missed <= MOSTLY_NEW
+                )
             else:
                 labelled = keys if numbered is None else keys[numbered]
                 labels = self._labels(labelled, new, self.size, skip_nulls).astype(np.int64, copy=False)
@@ -186,7 +193,12 @@ class KeyTable:
         return numbers, new_keys
 
     def _by_chunk(
-        self, keys: list, skip_nulls: bool, numbered: np.ndarray | None, numbering: bool = False
+        self,
+        keys: list,
+        skip_nulls: bool,
+        numbered: np.ndarray | None,
+        numbering: bool = False,
+        looked_up: bool = False,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """Per key of a list its row, -1 where none, and the keys without one (their positions, and the
         keys, an object array), LOOKUP_CHUNK keys at a time: each chunk is made an object array, looked up,
@@ -196,8 +208,9 @@ class KeyTable:
         its references dropped). `numbering`: the keys the table does not hold are numbered as they come
         (`size` + the rank of their first appearance; a null-like key -1 where `skip_nulls`, see
         `_labels`: the keys without a row then) and added, and returned fourth, in that order (else
-        None). `numbered`: a mask of the keys to number (None: every key), the others -1, never numbered
-        (nor among the keys without a row)."""
+        None); `looked_up` (with `numbering`): each chunk is looked up first and only its keys the table
+        lacks are numbered (`_rows`). `numbered`: a mask of the keys to number (None: every key), the
+        others -1, never numbered (nor among the keys without a row)."""
         n = len(keys)
         numbers = np.empty(n, np.int64)
         unheld: list[np.ndarray] = [np.empty(0, np.int64)]
@@ -209,9 +222,9 @@ class KeyTable:
             asked = None if numbered is None else numbered[lo : lo + len(chunk)]
             if numbering and asked is not None and not asked.all():
                 rows = np.full(len(chunk), -1, np.int64)
-                rows[asked] = self._rows(chunk[asked], numbering, count, skip_nulls, added)
+                rows[asked] = self._rows(chunk[asked], numbering, count, skip_nulls, added, looked_up)
             else:
-                rows = self._rows(chunk, numbering, count, skip_nulls, added)
+                rows = self._rows(chunk, numbering, count, skip_nulls, added, looked_up)
                 if asked is not None:
                     rows[~asked] = -1
             if numbering:
@@ -225,16 +238,30 @@ class KeyTable:
         return numbers, np.concatenate(unheld), np.concatenate(unheld_keys), new_keys
 
     def _rows(
-        self, keys: np.ndarray, numbering: bool, first: int, skip_nulls: bool, added: list[np.ndarray]
+        self,
+        keys: np.ndarray,
+        numbering: bool,
+        first: int,
+        skip_nulls: bool,
+        added: list[np.ndarray],
+        looked_up: bool = False,
     ) -> np.ndarray:
         """Per key (an object array) its row, -1 where none; `numbering`: the keys the table does not hold
-        numbered from `first` on and added (`_labels`), appended to `added`, an object array."""
+        numbered from `first` on and added (`_labels`), appended to `added`, an object array. `looked_up`:
+        the keys are looked up first and only those the table lacks are numbered (a look-up costs less per
+        key than numbering, which checks each key for a null: for keys the table mostly holds)."""
         if not numbering:
             return self._table.lookup(keys)
         from pandas._libs.hashtable import ObjectVector
 
         new = ObjectVector()
-        rows = self._labels(keys, new, first, skip_nulls)
+        if looked_up:
+            rows = self._table.lookup(keys).astype(np.int64, copy=False)
+            missing = np.flatnonzero(rows < 0)
+            if len(missing):
+                rows[missing] = self._labels(keys[missing], new, first, skip_nulls)
+        else:
+            rows = self._labels(keys, new, first, skip_nulls)
         added.append(new.to_array())
         return rows
 
