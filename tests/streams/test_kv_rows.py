@@ -328,6 +328,16 @@ def test_a_none_key_has_no_row_and_a_key_the_table_cannot_hold_moves_the_store_t
     assert store.keys[: store.size].tolist() == ["a", "b", nan, 5, "c", "d"]
 
 
+def test_a_nan_key_in_a_batch_without_a_none_key_moves_the_store_to_a_dict_too():
+    store = KeyValueRows()
+    assert store.rows_for(["a", "b", "a"]).tolist() == [0, 1, 0]
+    nan = float("nan")  # numbered by the table as any key where no None key asks it to check for nulls
+    assert store.rows_for(["b", nan, "c", nan]).tolist() == [1, 2, 3, 2]
+    assert not store.str_keys()
+    assert store.rows_for(["c", nan, "d"]).tolist() == [3, 2, 4]
+    assert store.keys[: store.size].tolist() == ["a", "b", nan, "c", "d"]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(

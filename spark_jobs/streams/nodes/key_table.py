@@ -108,9 +108,11 @@ class KeyTable:
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """Per key (an object array, or a list) its row, or for a key the table does not hold `size` + the
         rank of its first appearance among those; and those keys in that order, now `pending`: rows the
-        window is to append next (`confirm`). A null-like key (None, NaN) is numbered -1 and not added
-        (with `str_only`, and not `none_keys`: a batch the caller refuses, see `_labels`); an unhashable
-        one raises TypeError, some keys possibly added (the table is then to be dropped).
+        window is to append next (`confirm`). A None key is numbered -1 and not added (with `str_only`,
+        and not `none_keys`: a batch the caller refuses), and so may another null-like key (a NaN), which
+        the table may also number and add like any other (see `_labels`: the caller checks the types of
+        the new keys); an unhashable one raises TypeError, some keys possibly added (the table is then to
+        be dropped).
         `numbered`: a mask of the keys to number (None: every key), the others numbered -1 and never added
         (a late record's key, which its window does not append).
 
@@ -122,8 +124,9 @@ class KeyTable:
 
         Where the table held most of the previous batch's keys (or of a sample of this batch's, after it
         caught up with its rows), the batch is looked up first and only the keys the table does not hold are
-        numbered: a look-up costs no more per key than numbering (which, where null keys are numbered -1,
-        also checks each key for a null: `_labels`), and a batch then refused adds no key. Else
+        numbered: a look-up costs no more per key than numbering (which, where None keys are numbered -1
+        and the batch holds one, also checks each key for a null: `_labels`), and a batch then refused adds
+        no key. Else
         (a table still filling up) the batch is numbered at once: most of its keys would be looked up in
         vain. A list looked up by a large table is made an object array a chunk at a time
         (`_by_chunk`); where no key can refuse the batch (not `str_only`), each chunk's keys the table
@@ -268,18 +271,23 @@ class KeyTable:
     def _labels(self, keys: np.ndarray, new: Any, first: int, skip_nulls: bool) -> np.ndarray:
         """Per key (an object array) its row, or for a key the table does not hold `first` + the rank of
         its first appearance among those, which are added and appended to `new` (an ObjectVector), in that
-        order. `skip_nulls`: a null-like key (None, NaN) is numbered -1 and not added, pandas' get_labels,
-        which checks every key for a null (several type checks apiece); else every key is numbered as it
-        is, without that check, a third less per key: for a batch that a null key refuses (`str_only`),
-        where the check of the new keys' types finds one (the table holds str keys only, so a null key is
-        always new), the table then to be dropped if it took keys."""
+        order. `skip_nulls`: a None key is numbered -1 and not added. pandas' get_labels (`ignore_na`) does
+        so for any null-like key (None, NaN), checking every key for one (several type checks apiece): it
+        is asked of keys among which their pointers, in numpy, find a None (`holds_none_object`), and
+        otherwise every key is numbered as it is, a third less per key. A null-like key that is not None
+        (a NaN) may then be numbered and added like any other: the table holds str keys only, and each
+        caller checks the types of the keys new to it, or knows every key to be a str (a batch a key that
+        is not a str refuses, `str_only`; a key-value store that then drops its table). Without
+        `skip_nulls`, every key is numbered as it is: for a batch that a null key refuses (`str_only`),
+        where the check of the new keys' types finds one (a null key is always new to the table), the
+        table then to be dropped if it took keys."""
         _, labels = self._table._unique(
             keys,
             new,
             count_prior=first,
             na_sentinel=-1,
             na_value=None,
-            ignore_na=skip_nulls,
+            ignore_na=skip_nulls and holds_none_object(keys),
             return_inverse=True,
         )
         return labels
