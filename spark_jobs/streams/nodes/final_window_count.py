@@ -38,7 +38,6 @@ from .key_table import (
     SPARSE_TABLE,
     KeyTable,
     number_by_first_appearance,
-    object_array,
     same_keys,
     table_size,
 )
@@ -273,7 +272,8 @@ class FinalWindowCount:
         table = KeyTable.new(SPARSE_TABLE * max(self._expected_keys(), table_size(keys, 0)))
         if table is None:
             return False
-        numbering = table.number(object_array(keys), self._numbered_mask(keys, rec), str_only=True)
+        # the list as it is: a batch of many keys is made an object array a chunk at a time (KeyTable.number)
+        numbering = table.number(keys, self._numbered_mask(keys, rec), str_only=True)
         if numbering is None:
             return None
         number, distinct = numbering

@@ -27,8 +27,9 @@ import numpy as np
 # Above this share of a batch's keys new to the table, `number` numbers the batch without looking it up.
 MOSTLY_NEW = 0.4
 # A batch given as a list is made an object array and looked up this many keys at a time (`number`), by a
-# table of at least CHUNKED_LOOKUP_KEYS keys: a smaller one's keys stay in the CPU's caches, and one array
-# made whole costs less than the chunks' copies.
+# table of at least CHUNKED_LOOKUP_KEYS keys (or a batch of as many keys, mostly distinct and new, that is to
+# make it one): a smaller one's keys stay in the CPU's caches, and one array made whole costs less than the
+# chunks' copies.
 LOOKUP_CHUNK = 4096
 CHUNKED_LOOKUP_KEYS = 1 << 16
 # Keys looked up to estimate that share when no batch tells it (a table that has just caught up with its rows),
@@ -126,12 +127,11 @@ class KeyTable:
         caught up with its rows), the batch is looked up first and only the keys the table does not hold are
         numbered: a look-up costs no more per key than numbering (which, where None keys are numbered -1
         and the batch holds one, also checks each key for a null: `_labels`), and a batch then refused adds
-        no key. Else
-        (a table still filling up) the batch is numbered at once: most of its keys would be looked up in
-        vain. A list looked up by a large table is made an object array a chunk at a time
-        (`_by_chunk`); where no key can refuse the batch (not `str_only`), each chunk's keys the table
-        does not hold are numbered with the chunk, while they and the buckets probed for them are in the
-        CPU's caches, not after the whole batch was looked up."""
+        no key. Else (a table still filling up) the batch is numbered at once: most of its keys would be
+        looked up in vain. A list looked up by a large table, or numbered into a table that it is to make
+        large, is made an object array a chunk at a time (`_by_chunk`); where no key can refuse the batch
+        (not `str_only`), each chunk's keys the table does not hold are numbered with the chunk, while they
+        and the buckets probed for them are in the CPU's caches, not after the whole batch was looked up."""
         from pandas._libs.hashtable import ObjectVector
 
         new = ObjectVector()
@@ -139,7 +139,16 @@ class KeyTable:
         skip_nulls = none_keys or not str_only
         missed = self._missed
         listed = type(keys) is not np.ndarray
-        chunked = listed and self.size >= CHUNKED_LOOKUP_KEYS
+        # a large table, or one that a large batch of mostly new, mostly distinct keys is to make large
+        chunked = listed and (
+            self.size >= CHUNKED_LOOKUP_KEYS
+            or (
+                missed is not None
+                and missed > MOSTLY_NEW
+                and len(keys) >= CHUNKED_LOOKUP_KEYS
+                and mostly_distinct(keys)
+            )
+        )
         if listed and not chunked:
             keys = object_array(keys)
         if missed is None:  # the share of a sample of the keys (looked up again below: then in the caches)
@@ -304,15 +313,18 @@ def table_size(keys: Any, held: int) -> int:
     (a store filling up with many keys), `held` and GROWTH_BATCHES batches: a table that grows rehashes
     every key it holds, each a cache miss, twice on the way to that size. A store of a few keys keeps a
     small table, and one that holds more keys than a batch (a restored store) is sized by them."""
-    batches = 1
-    if held < len(keys):
-        sample = keys[:SAMPLE]
-        try:
-            if 2 * len(set(sample)) > len(sample):
-                batches = GROWTH_BATCHES
-        except TypeError:  # an unhashable key: the numbering raises it
-            pass
+    batches = GROWTH_BATCHES if held < len(keys) and mostly_distinct(keys) else 1
     return held + batches * len(keys)
+
+
+def mostly_distinct(keys: Any) -> bool:
+    """Whether a batch's first SAMPLE keys are mostly distinct: a batch of many keys (False where one is
+    unhashable: the numbering raises it)."""
+    sample = keys[:SAMPLE]
+    try:
+        return 2 * len(set(sample)) > len(sample)
+    except TypeError:
+        return False
 
 
 def object_array(items: list) -> np.ndarray:
