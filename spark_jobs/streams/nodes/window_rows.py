@@ -322,7 +322,7 @@ class WindowRows:
     def give_back(self, column: int, rows: list[int], values: Any) -> None:
         """Values for rows released (`release`) and not put: the rows hold them, flagged put (they need not
         be the values released: an export then saves what they hold)."""
-        deque(map(self.columns[column].__setitem__, rows, values), maxlen=0)
+        self.place(column, rows, values)
         np.frombuffer(self.dirty, np.bool_)[rows] = True
 
     def put_rows(self, rows: np.ndarray, columns: list, hot: bool = False) -> None:
