@@ -1178,13 +1178,14 @@ def _unexpired(batches: list, limit: int) -> Iterator[tuple]:
     for latest, keys, stamps, seqs, values, str_keys, numbers in batches:
         if latest <= limit:
             continue
+        seq_column = _seq_column(seqs, 0, len(seqs))
         if min(stamps) <= limit:
             live = list(map(limit.__lt__, stamps))
             keys, stamps, values = (list(compress(column, live)) for column in (keys, stamps, values))
             live_mask = np.fromiter(live, bool, len(live))
-            seqs = _seq_column(seqs, 0, len(seqs))[live_mask]
+            seq_column = seq_column[live_mask]
             numbers = None if numbers is None else numbers[live_mask]
-        yield keys, stamps, values, _seq_column(seqs, 0, len(seqs)), str_keys, numbers
+        yield keys, stamps, values, seq_column, str_keys, numbers
 
 
 def _joined_keys(keys: list, lo: int, hi: int, pieces: list[tuple[int, int, str]]) -> str:
