@@ -104,6 +104,8 @@ def _finish_chunk(
     `_take_olds`) written into their rows (WindowRows.place, the count's and the buffer's): the puts that
     follow leave them in place (IN_PLACE)."""
     for start, rows, groups, held_rows, held_at in finished:
+        if pickled is None and not held_rows:  # nothing to pickle (a store not exported) nor to place
+            continue
         values = list(map(current.__getitem__, groups))
         if pickled is not None:
             pickled = _pickled(pickled, start, rows, values)
