@@ -34,10 +34,12 @@ def test_a_table_numbers_only_the_keys_asked_for() -> None:
     assert table.lookup(["y", "z"]).tolist() == [-1, 3]
 
 
-def test_a_table_that_holds_most_of_a_batch_refuses_a_null_key_before_adding_any_key() -> None:
+def test_a_table_that_holds_nearly_all_of_a_batch_refuses_a_null_key_before_adding_any_key() -> None:
     table = KeyTable.new(0)
     assert table.add(["a", "b"])
-    assert table.number(object_array(["a", "b", "a", "b", "new", None]), str_only=True) is None
+    held = ["a", "b"] * 40  # a share of the batch new to the table below NUMBERED_AT_ONCE: looked up first
+    assert 2 / (len(held) + 2) <= key_table.NUMBERED_AT_ONCE
+    assert table.number(object_array([*held, "new", None]), str_only=True) is None
     assert table.pending == 0
     assert table.lookup(["new"]).tolist() == [-1]
     numbers, new = table.number(object_array(["b", "new"]), str_only=True)
@@ -261,7 +263,8 @@ def test_key_numbers_number_str_refuses_a_batch_with_a_new_key_that_is_not_a_str
     assert ids.str_only() and len(ids) == 2
     assert ids.lookup(["a", "b", "x", ("t", 1)]).tolist() == [1, 0, -1, -1]
     assert ids.number_str(object_array(["a", "c", "a", "b"])).tolist() == [1, 2, 1, 0]
-    # the table held most of the last batch: this one is looked up first, refused before any is numbered
+    assert ids.number_str(object_array(["c", "a"])).tolist() == [2, 1]
+    # the table held all of the last batch: this one is looked up first, refused before any is numbered
     assert ids.number_str(object_array(["c", 7])) is None
     assert ids.number_str(object_array(["x", "b"])).tolist() == [3, 0]
     assert ids.keys[: len(ids)].tolist() == ["b", "a", "c", "x"]

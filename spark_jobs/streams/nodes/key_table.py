@@ -24,8 +24,14 @@ from typing import Any
 
 import numpy as np
 
-# Above this share of a batch's keys new to the table, `number` numbers the batch without looking it up.
+# Above this share of a batch's keys new to a table, the batch is to make a small table large (`number`
+# then makes it an object array a chunk at a time).
 MOSTLY_NEW = 0.4
+# Above this share of a batch's keys new to the table, `number` numbers the batch without looking it up
+# first: numbering probes the table once per key, as a look-up does, where a look-up then numbering probes
+# it twice for each key it lacks (in a large table, a cache miss or more apiece). At or below it the batch
+# is looked up first, for a batch a key may refuse to add no key (see `number`).
+NUMBERED_AT_ONCE = 0.05
 # A batch given as a list is made an object array and looked up this many keys at a time (`number`), by a
 # table of at least CHUNKED_LOOKUP_KEYS keys (or a batch of as many keys, mostly distinct and new, that is to
 # make it one): a smaller one's keys stay in the CPU's caches, and one array made whole costs less than the
@@ -123,12 +129,12 @@ class KeyTable:
         were added that no window appends, and the table is to be dropped. `none_keys` (with `str_only`): a
         None key is numbered -1 and not added, rather than refused (a NaN still is).
 
-        Where the table held most of the previous batch's keys (or of a sample of this batch's, after it
-        caught up with its rows), the batch is looked up first and only the keys the table does not hold are
-        numbered: a look-up costs no more per key than numbering (which, where None keys are numbered -1
-        and the batch holds one, also checks each key for a null: `_labels`), and a batch then refused adds
-        no key. Else (a table still filling up) the batch is numbered at once: most of its keys would be
-        looked up in vain. A list looked up by a large table, or numbered into a table that it is to make
+        Where the table held nearly all of the previous batch's keys (or of a sample of this batch's, after
+        it caught up with its rows; NUMBERED_AT_ONCE), the batch is looked up first and only the keys the
+        table does not hold are numbered: a look-up costs no more per key than numbering (which, where None
+        keys are numbered -1 and the batch holds one, also checks each key for a null: `_labels`), and a
+        batch then refused adds no key. Else (a table still filling up) the batch is numbered at once: each
+        key the table lacks would be probed for twice. A list looked up by a large table, or numbered into a table that it is to make
         large, is made an object array a chunk at a time (`_by_chunk`); where no key can refuse the batch
         (not `str_only`), each chunk's keys the table does not hold are numbered with the chunk, while they
         and the buckets probed for them are in the CPU's caches, not after the whole batch was looked up."""
@@ -157,10 +163,10 @@ class KeyTable:
         # a batch no key refuses, looked up a chunk at a time: each chunk's keys the table lacks are numbered
         # with it (`_by_chunk`)
         by_chunk = chunked and not str_only
-        if missed > MOSTLY_NEW or by_chunk:
+        if missed > NUMBERED_AT_ONCE or by_chunk:
             if chunked:
                 numbers, _, unlabelled, new_keys = self._by_chunk(
-                    keys, skip_nulls, numbered, numbering=True, looked_up=missed <= MOSTLY_NEW
+                    keys, skip_nulls, numbered, numbering=True, looked_up=missed <= NUMBERED_AT_ONCE
                 )
             else:
                 labelled = keys if numbered is None else keys[numbered]
