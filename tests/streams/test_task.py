@@ -63,6 +63,17 @@ def test_negative_timestamps_are_dropped_and_counted_in_batches() -> None:
     assert task.stream_time == 6
 
 
+def test_a_batch_of_lists_or_of_other_sequences_gives_one_output_and_leaves_the_lists_unchanged() -> None:
+    """process_batch takes lists as they are (no copy) and reads them only; tuples are copied into lists."""
+    keys, values, timestamps = ["a", "b", "a", "c"], [1, 2, 3, 4], [5, 9, 7, -1]
+    as_lists, as_tuples = (StreamTask(sensor_topology(size=10, grace=0)) for _ in range(2))
+    as_lists.process_batch("readings", keys, values, timestamps)
+    as_tuples.process_batch("readings", tuple(keys), tuple(values), tuple(timestamps))
+    assert as_lists.drain_output().records() == as_tuples.drain_output().records()
+    assert as_lists.stream_time == as_tuples.stream_time == 9
+    assert (keys, values, timestamps) == (["a", "b", "a", "c"], [1, 2, 3, 4], [5, 9, 7, -1])
+
+
 def test_unknown_topic_and_unequal_columns_raise() -> None:
     task = StreamTask(sensor_topology())
     with pytest.raises(ValueError, match="not an input"):

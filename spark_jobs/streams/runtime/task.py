@@ -154,6 +154,11 @@ class StateExport(NamedTuple):
 TASK_PART = "task"  # clocks, output sequence, punctuation, pending output
 
 
+def _as_list(column: Sequence) -> list:
+    """A batch's column as a list: a list as it is, another sequence copied into one."""
+    return column if type(column) is list else list(column)
+
+
 def _digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
@@ -276,10 +281,14 @@ class StreamTask:
             raise ValueError("keys, values, timestamps (and headers) must have equal lengths")
         if not n:
             return
-        keys, values, timestamps = list(keys), list(values), list(timestamps)
-        headers = None if headers is None or all(h is None for h in headers) else list(headers)
+        # A list is taken as it is: a copy takes and drops a reference to each item, in a batch of many keys
+        # a cache miss apiece. The task reads the lists, never changes them, and may hold them until its
+        # output is drained: the caller is not to change them meanwhile (callers pass slices of their own).
+        keys, values, timestamps = _as_list(keys), _as_list(values), _as_list(timestamps)
+        headers = None if headers is None or all(h is None for h in headers) else _as_list(headers)
         self.key_splits.clear()
-        if max(timestamps) > INT64_MAX:
+        latest = max(timestamps)
+        if latest > INT64_MAX:
             raise ValueError("timestamps must fit in int64")
         keep = None
         if min(timestamps) < 0:  # dropped at the source, counted, and they advance no clock
@@ -308,7 +317,7 @@ class StreamTask:
                             serial, keys[i], values[i], timestamps[i], None if headers is None else headers[i]
                         )
                 else:
-                    self._process_columnar(runner, keys, values, timestamps, headers)
+                    self._process_columnar(runner, keys, values, timestamps, headers, latest)
         finally:
             self.current_topic = None
             self.late.end_batch()
@@ -338,8 +347,9 @@ class StreamTask:
         self.punctuation.punctuate_stream_time(self.stream_time)
 
     def _process_columnar(
-        self, runner: Callable, keys: list, values: list, timestamps: list, headers: list | None
+        self, runner: Callable, keys: list, values: list, timestamps: list, headers: list | None, latest: int
     ) -> None:
+        """`latest`: the batch's maximum timestamp (a chunk that is the whole batch is not read again for it)."""
         punctuation = self.punctuation
         n = len(keys)
         start = 0
@@ -370,7 +380,7 @@ class StreamTask:
                 end = start + consumed
                 t = t[:consumed]
             self.late.row = end - 1 - start  # punctuation runs after the chunk's last record
-            chunk_max = max(t)
+            chunk_max = latest if start == 0 and end == n else max(t)
             if chunk_max > self.stream_time:
                 self.stream_time = chunk_max
                 punctuation.stream_time_known(chunk_max)
