@@ -104,8 +104,10 @@ class _PlanWindow(NamedTuple):
 
     start: int
     groups: np.ndarray  # its (window, key) groups; those new to either store in order of first appearance
-    new_counts: list[str]  # the keys of its groups new to the count's window, in that order
-    new_entries: list[str]  # the keys of its groups new to the buffer's window, in that order
+    # the keys of its groups new to the count's window, in that order (a list or an object array, as the
+    # stores append them: an array is copied into a store's key column as it is, a list made one first)
+    new_counts: Any
+    new_entries: Any  # the keys of its groups new to the buffer's window, in that order (likewise)
 
 
 class _Groups(NamedTuple):
@@ -360,7 +362,7 @@ class FinalWindowCount:
                     in_window = lo + stable_order(group_first[lo:hi], m)
                 numbers_in_window = key_of_group[in_window]
                 found = np.where(numbers_in_window < first_new, numbers_in_window, -1)
-                new_counts = distinct[numbers_in_window[found < 0] - first_new].tolist()
+                new_counts = _taken(distinct, numbers_in_window[found < 0] - first_new)
                 wkeys = None  # the window's keys in group order, built only for a look-up by key
             else:
                 in_window = lo + stable_order(group_first[lo:hi], m)  # its groups by first appearance
@@ -368,7 +370,7 @@ class FinalWindowCount:
                     key_of_group[in_window], np.arange(hi - lo)
                 ):  # the window's rows are to be appended in the order its new table numbered their keys
                     return None
-                wkeys = new_counts = distinct[key_of_group[in_window] - first_new].tolist()
+                wkeys = new_counts = _taken(distinct, key_of_group[in_window] - first_new)
                 found = None
                 if rows is not None:
                     found = rows.rows_of(wkeys, table_keys)
@@ -376,7 +378,7 @@ class FinalWindowCount:
                 count_row[in_window] = found
                 old = found >= 0
                 if wkeys is not None and old.any():
-                    new_counts = list(compress(wkeys, (~old).tolist()))
+                    new_counts = wkeys[~old]  # an object array (`_taken`)
                 max_ts = np.frombuffer(rows.columns[1], np.int64)
                 ts0[in_window[old]] = max_ts[found[old]]
                 del max_ts  # an array exporting its buffer cannot grow
@@ -397,7 +399,7 @@ class FinalWindowCount:
                 else:
                     found = entries.rows_of(wkeys, table_keys)
                     held = found >= 0
-                    new_entries = list(compress(wkeys, (~held).tolist()))
+                    new_entries = _kept(wkeys, ~held)
             if entries is not None:  # a held entry keeps its prior value (a fixed column): not read
                 buffer_row[in_window] = found
             plan_windows.append(_PlanWindow(window_start, in_window, new_counts, new_entries))
@@ -494,7 +496,9 @@ class FinalWindowCount:
     def _apply(self, plan: _Plan, keys: list, values: list, timestamps: list) -> Batch:
         for plan_window in plan.windows:
             new_keys = plan_window.new_counts
-            pickled_keys = dumps_plain(new_keys) if len(new_keys) >= MIN_KEYS_PICKLED else None
+            pickled_keys = None
+            if len(new_keys) >= MIN_KEYS_PICKLED:  # saves hold the keys pickled as a list
+                pickled_keys = dumps_plain(new_keys if type(new_keys) is list else new_keys.tolist())
             window, finals = self._put_counts(plan_window, plan, pickled_keys)
             if plan_window.new_entries is new_keys:  # the same rows: the same groups held and new
                 self._put_entries(window, plan_window, plan, pickled_keys, finals)
@@ -638,6 +642,20 @@ def _by_row(groups: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarra
         return groups, rows
     order = np.argsort(rows)
     return groups[order], rows[order]
+
+
+def _kept(keys: Any, kept: np.ndarray) -> Any:
+    """The keys (a list or an object array) where `kept` (a bool array) is true, as a list or an array."""
+    return keys[kept] if type(keys) is np.ndarray else list(compress(keys, kept.tolist()))
+
+
+def _taken(keys: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """keys[at] of an object array: `keys` itself where `at` is each of its positions in order (a batch's
+    keys new to its one window), not a gathered copy (which takes a reference to each key and drops it,
+    among many keys a cache miss apiece)."""
+    if len(at) == len(keys) and (not len(at) or (at[0] == 0 and (np.diff(at) == 1).all())):
+        return keys
+    return keys[at]
 
 
 def _gather(values: Any, at: np.ndarray) -> Any:
