@@ -282,8 +282,8 @@ class StreamTask:
         if not n:
             return
         # A list is taken as it is: a copy takes and drops a reference to each item, in a batch of many keys
-        # a cache miss apiece. The task reads the lists, never changes them, and may hold them until its
-        # output is drained: the caller is not to change them meanwhile (callers pass slices of their own).
+        # a cache miss apiece. The task reads the lists and never changes them, but may hold them or pass
+        # them on as output columns: the caller is not to change them afterwards (docs/TASK_INTERFACE.md).
         keys, values, timestamps = _as_list(keys), _as_list(values), _as_list(timestamps)
         headers = None if headers is None or all(h is None for h in headers) else _as_list(headers)
         self.key_splits.clear()
