@@ -134,10 +134,11 @@ class KeyTable:
         table does not hold are numbered: a look-up costs no more per key than numbering (which, where None
         keys are numbered -1 and the batch holds one, also checks each key for a null: `_labels`), and a
         batch then refused adds no key. Else (a table still filling up) the batch is numbered at once: each
-        key the table lacks would be probed for twice. A list looked up by a large table, or numbered into a table that it is to make
-        large, is made an object array a chunk at a time (`_by_chunk`); where no key can refuse the batch
-        (not `str_only`), each chunk's keys the table does not hold are numbered with the chunk, while they
-        and the buckets probed for them are in the CPU's caches, not after the whole batch was looked up."""
+        key the table lacks would be probed for twice. A list looked up by a large table, or numbered into a
+        table that it is to make large, is made an object array a chunk at a time (`_by_chunk`); where no key
+        can refuse the batch (not `str_only`), each chunk's keys the table does not hold are numbered with the
+        chunk, while they and the buckets probed for them are in the CPU's caches, not after the whole batch
+        was looked up."""
         from pandas._libs.hashtable import ObjectVector
 
         new = ObjectVector()
