@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pandas as pd
+import pyarrow as pa
 
 from spark_jobs.spark import progress, sink, task_state, wall_clock
 from spark_jobs.spark.errors import UserError
@@ -53,7 +54,7 @@ from spark_jobs.spark.task_processor import TaskProcessor
 from spark_jobs.spark.task_runner import INITIAL_WALL_CLOCK_MS, run_task_batch
 from spark_jobs.spark.topics import QUARANTINE_TOPIC, quarantine_table
 from spark_jobs.spark.transport import (
-    INPUT_CHUNK_DDL,
+    INPUT_CHUNK_ARROW,
     KIND_QUARANTINE,
     METRICS_TOPIC,
     QUARANTINE_PARTITION,
@@ -68,7 +69,15 @@ AVAILABLE_NOW = "available-now"
 CONTINUOUS = "continuous"
 TRIGGERS = (AVAILABLE_NOW, CONTINUOUS)
 
-BINARY_FILE_DDL = "path string, modificationTime timestamp, length long, content binary"
+# The binaryFile source's columns (its own schema: path, modificationTime, length, content).
+BINARY_FILE_ARROW = pa.schema(
+    [
+        ("path", pa.string()),
+        ("modificationTime", pa.timestamp("us", tz="UTC")),
+        ("length", pa.int64()),
+        ("content", pa.binary()),
+    ]
+)
 
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 FILE_SYSTEM_CHECKPOINT_MANAGER = (
@@ -81,6 +90,16 @@ ARROW_BATCH_BYTES = 2 * 2**20
 
 JOB_FILE = "job.json"
 SPARK_CHECKPOINT = "spark"
+
+
+def spark_schema(schema: pa.Schema):
+    """A schema of the query plan as Spark's type, converted in Python. Given as DDL text (or a type by
+    name, as in `cast("string")`), pyspark has the JVM parse it with Spark's SQL parser, whose first use
+    in a JVM is slow (its grammar's tables are built then), on the driver before the query starts;
+    nothing else in our query uses that parser."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
 
 
 class IdentityMismatch(UserError):
@@ -342,10 +361,11 @@ class TopologyRuntime:
 
     def _source(self, directory: Path, name: str, max_files: int | None, topic: str | None = None):
         from pyspark.sql import functions as F
+        from pyspark.sql.types import BinaryType, StringType
 
         reader = (
             self.spark.readStream.format("binaryFile")
-            .schema(BINARY_FILE_DDL)
+            .schema(spark_schema(BINARY_FILE_ARROW))
             # Without this, files more than 7 days older than the newest seen file would be skipped silently.
             .option("maxFileAge", "36500d")
         )
@@ -358,13 +378,13 @@ class TopologyRuntime:
         files = (
             reader.load(str(directory))
             .withColumn("source", F.lit(name))
-            .withColumn("topic", F.lit(topic).cast("string"))
+            .withColumn("topic", F.lit(topic).cast(StringType()))
         )
         if is_local(str(directory)):
             # Python reads local files itself: without `content` in the plan, Spark lists the files but
             # does not read them, which saves the JVM a copy of every byte and its handing-over to Python.
             # (On a cluster, a local path must exist on every worker for Spark too.)
-            files = files.withColumn("content", F.lit(None).cast("binary"))
+            files = files.withColumn("content", F.lit(None).cast(BinaryType()))
         return files
 
     def input_dirs(self) -> dict[str, str]:
@@ -391,7 +411,7 @@ class TopologyRuntime:
                 with_values={topic: topology.reads_values(topic) for topic in dirs},
                 multi_input=multi_input,
             ),
-            INPUT_CHUNK_DDL,
+            spark_schema(INPUT_CHUNK_ARROW),
         )
         return (
             chunks.groupBy("task_group")
@@ -404,7 +424,7 @@ class TopologyRuntime:
                     last_landed,
                     self._live_tasks,
                 ),
-                sink.MANIFEST_DDL,
+                spark_schema(sink.MANIFEST_ARROW),
                 "Append",
                 # Processing-time mode never terminates under availableNow (Spark 4.3); no timers are used.
                 "None",

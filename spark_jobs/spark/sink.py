@@ -31,9 +31,12 @@ from spark_jobs.spark.topics import LATE_SCHEMA, LATE_TOPIC, QUARANTINE_SCHEMA, 
 STAGING_DIR = "_staging"
 BATCH_PREFIX = "batch_id="
 
-# A task's output rows: a staged file per output topic (`rows` in it), then its metrics (JSON payload).
-MANIFEST_DDL = "topic string, file string, rows long, payload binary"
-MANIFEST_COLUMNS = [column.split()[0] for column in MANIFEST_DDL.split(", ")]
+# A task's output rows: a staged file per output topic (`rows` in it), then its metrics (JSON payload). Also
+# the stateful stage's output schema in the query plan (runtime.spark_schema).
+MANIFEST_ARROW = pa.schema(
+    [("topic", pa.string()), ("file", pa.string()), ("rows", pa.int64()), ("payload", pa.binary())]
+)
+MANIFEST_COLUMNS = MANIFEST_ARROW.names
 
 
 OWNER_FILE = "_checkpoint_id"

@@ -49,10 +49,7 @@ KIND_FILE_SEEN = 3
 QUARANTINE_PARTITION = -1
 
 # task_group: the key Spark groups by (see runtime.balanced_task_groups); partition: the task's partition.
-INPUT_CHUNK_DDL = (
-    "task_group int, partition int, kind int, file_mtime long, file_path string, first_line long, records long, "
-    "payload binary, topic string"
-)
+# Also the parsing stage's output schema in the query plan (runtime.spark_schema).
 INPUT_CHUNK_ARROW = pa.schema(
     [
         ("task_group", pa.int32()),
@@ -67,7 +64,7 @@ INPUT_CHUNK_ARROW = pa.schema(
     ]
 )
 
-# The topic of a task's metrics row in its output manifest (sink.MANIFEST_DDL).
+# The topic of a task's metrics row in its output manifest (sink.MANIFEST_ARROW).
 METRICS_TOPIC = "_metrics"
 
 
