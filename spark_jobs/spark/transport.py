@@ -3,7 +3,7 @@
 Stage 1 (before the shuffle, one whole file per call) turns a landing file into *input chunks*: for each
 partition of the file, its valid records in file order, encoded as one binary cell (msgpack of the key
 table, the key codes, timestamps and line steps as little-endian integer bytes, and the values as one JSON
-array; or pickle when values are already decoded), plus one chunk of quarantined
+array; or pickle when values are already decoded; compressed with LZ4), plus one chunk of quarantined
 records for the pseudo-partition -1; a wall-clock marker file becomes one chunk per partition. Values
 travel only when the topology reads them (`Topology.reads_values`): a windowed count gets keys and
 timestamps alone, as Spark prunes a column no expression uses (records are validated all the same). The
@@ -87,6 +87,27 @@ class InputChunk:
 _JSON_VALUES = b"J"
 _PYTHON_VALUES = b"P"
 
+# After its encoding's mark, a data chunk's body travels compressed (LZ4 frame, after its size in 8 bytes):
+# between the stages the JVM copies each chunk's bytes several times (out of the Arrow batch into a row,
+# through the shuffle, into the sort before the stateful stage, into the Arrow batch to Python), and the
+# bulk path's bodies (JSON values, timestamps, keys) shrink several times over, for little CPU beside their
+# encoding. A smaller body also keeps a chunk under half a G1 region (512 KB under a heap of less than
+# 2 GB): a larger byte array is a humongous object, allocated apart, and its allocation can start a
+# concurrent collection cycle.
+_BODY_CODEC = "lz4"
+
+
+def _pack_body(mark: bytes, body: bytes) -> bytes:
+    return b"".join(
+        (mark, len(body).to_bytes(8, "little"), pa.compress(body, codec=_BODY_CODEC, asbytes=True))
+    )
+
+
+def unpack_body(payload: bytes) -> tuple[bytes, bytes]:
+    """(encoding mark, body) of a data chunk's payload."""
+    size = int.from_bytes(payload[1:9], "little")
+    return payload[:1], pa.decompress(memoryview(payload)[9:], size, codec=_BODY_CODEC, asbytes=True)
+
 
 def _dump(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
@@ -110,7 +131,7 @@ def _data_payload(recs: PartitionRecords, start: int, end: int, with_values: boo
             values_json,
             steps.astype(_code_type(int(steps.max(initial=0)) + 1)).tobytes(),
         )
-        return _JSON_VALUES + msgspec.msgpack.encode(columns)
+        return _pack_body(_JSON_VALUES, msgspec.msgpack.encode(columns))
     columns = (
         recs.keys[start:end],
         recs.values[start:end] if with_values else None,
@@ -118,7 +139,7 @@ def _data_payload(recs: PartitionRecords, start: int, end: int, with_values: boo
         recs.offsets[start:end],
         recs.lines[start:end],
     )
-    return _PYTHON_VALUES + _dump(columns)
+    return _pack_body(_PYTHON_VALUES, _dump(columns))
 
 
 def _chunk_keys(recs: PartitionRecords, start: int, end: int) -> tuple[list[str], np.ndarray]:
@@ -151,8 +172,8 @@ def _load_data_payload(
     array of them (the bulk path); offsets None: the chunk has none; lines:
     the steps from the chunk's first line (bytes, `_code_type` wide each), or a list. Equal keys of the
     bulk path become one string object (`same_keys`: every key seen so far, by itself)."""
-    body = memoryview(payload)[1:]
-    if payload[:1] == _JSON_VALUES:
+    mark, body = unpack_body(payload)
+    if mark == _JSON_VALUES:
         key_table, key_codes, timestamps, values_json, steps = msgspec.msgpack.decode(body)
         key_table = list(map(same_keys.setdefault, key_table, key_table))
         timestamps = np.frombuffer(timestamps, "<i8")

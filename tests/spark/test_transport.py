@@ -20,6 +20,7 @@ from spark_jobs.spark.transport import (
     JsonValues,
     data_chunks,
     ordered_input,
+    unpack_body,
     wall_clock_chunks,
 )
 
@@ -52,7 +53,7 @@ def test_a_chunk_carries_the_keys_of_its_own_partition_only():
     chunks = data_chunks(parsed, file_mtime=1, with_values=False)
     assert {c.partition for c in chunks} == {0, 1, 2, 3}
     for chunk in chunks:
-        key_table, key_codes, timestamps, _, _ = msgspec.msgpack.decode(memoryview(chunk.payload)[1:])
+        key_table, key_codes, timestamps, _, _ = msgspec.msgpack.decode(unpack_body(chunk.payload)[1])
         own = [r for r in records if partition_for_key(r["key"], 4) == chunk.partition]
         assert sorted(key_table) == sorted({r["key"] for r in own})
         # codes travel as little-endian integers of the width the table needs, timestamps as int64
@@ -71,7 +72,7 @@ def test_a_partition_cut_into_chunks_gives_each_chunk_only_its_own_records_keys(
     assert [c.records for c in chunks] == [CHUNK_RECORDS, 500]
     start = 0
     for chunk in chunks:
-        key_table, key_codes, _, _, _ = msgspec.msgpack.decode(memoryview(chunk.payload)[1:])
+        key_table, key_codes, _, _, _ = msgspec.msgpack.decode(unpack_body(chunk.payload)[1])
         own = [r["key"] for r in records[start : start + chunk.records]]
         assert sorted(key_table) == sorted(set(own))
         width = len(key_codes) // chunk.records
@@ -154,6 +155,29 @@ def test_without_values_a_task_gets_none_for_each_and_everything_else_unchanged(
         assert (bare.keys, bare.timestamps) == (full.keys, full.timestamps), name
         bare_bytes = sum(len(c.payload) for c in data_chunks(parsed, 1, with_values=False))
         assert bare_bytes < sum(len(c.payload) for c in data_chunks(parsed, 1)) / 2, name
+
+
+def test_a_chunk_travels_compressed_and_comes_back_whole():
+    # Sensor readings: the same few keys, close timestamps, values of one shape. The JVM copies a chunk's
+    # bytes several times between the stages: its body travels compressed, a fraction of its size.
+    records = [
+        {
+            "key": f"sensor-{i % 50}",
+            "value": {"temperature": round(20 + (i % 97) / 10, 2)},
+            "timestamp": 1_735_689_600_000 + i,
+        }
+        for i in range(CHUNK_RECORDS)
+    ]
+    for name, content in (("/in/a.jsonl", _file(records)), ("/in/a.parquet", _parquet(records))):
+        (chunk,) = data_chunks(read_landing_file(name, content, 1), 1)
+        _, body = unpack_body(chunk.payload)
+        assert len(chunk.payload) < len(body) / 2, name
+        got = ordered_input([chunk])
+        assert (got.keys, list(got.values), got.timestamps) == (
+            [r["key"] for r in records],
+            [r["value"] for r in records],
+            [r["timestamp"] for r in records],
+        ), name
 
 
 def test_a_file_read_without_its_values_sends_none_and_refuses_to_send_values():
