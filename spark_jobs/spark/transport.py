@@ -167,23 +167,23 @@ def _code_type(table_size: int) -> str:
 
 def _load_data_payload(
     payload: bytes, same_keys: dict
-) -> tuple[list, list | bytes, list, list | None, bytes | list]:
-    """(keys, values, timestamps, offsets, lines) of a data chunk; values: a list, or the JSON text of an
-    array of them (the bulk path); offsets None: the chunk has none; lines:
-    the steps from the chunk's first line (bytes, `_code_type` wide each), or a list. Equal keys of the
-    bulk path become one string object (`same_keys`: every key seen so far, by itself)."""
+) -> tuple[int, Any, Any, Any, list | None, bytes | list]:
+    """(records, keys, values, timestamps, offsets, lines) of a data chunk, its columns as `ChunkedColumn`
+    pieces: keys a list, or (the chunk's key table, each record's code into it); values a list, the JSON
+    text of an array of them (the bulk path) or None (not sent: each None); timestamps a list or an int64
+    array. Offsets None: the chunk has none; lines: the steps from the chunk's first line (bytes,
+    `_code_type` wide each), or a list. Equal keys of the bulk path become one string object (`same_keys`:
+    every key seen so far, by itself)."""
     mark, body = unpack_body(payload)
     if mark == _JSON_VALUES:
         key_table, key_codes, timestamps, values_json, steps = msgspec.msgpack.decode(body)
         key_table = list(map(same_keys.setdefault, key_table, key_table))
         timestamps = np.frombuffer(timestamps, "<i8")
-        keys = gather(key_table, np.frombuffer(key_codes, _CODE_TYPES[len(key_codes) // len(timestamps)]))
-        timestamps = timestamps.tolist()
-        # the values stay JSON text until the task takes them (`JsonValues`)
-        values = [None] * len(keys) if values_json is None else values_json
-        return keys, values, timestamps, None, steps  # the bulk path takes no offsets
+        codes = np.frombuffer(key_codes, _CODE_TYPES[len(key_codes) // len(timestamps)])
+        # the values stay JSON text until the task takes them
+        return len(timestamps), (key_table, codes), values_json, timestamps, None, steps  # no offsets
     keys, values, timestamps, offsets, lines = pickle.loads(body)
-    return keys, [None] * len(keys) if values is None else values, timestamps, offsets, lines
+    return len(keys), keys, values, timestamps, offsets, lines
 
 
 def data_chunks(
@@ -375,9 +375,10 @@ class OrderedInput:
     timestamps; when the batch has records of several topics, they are in `topics`, each in its own
     order. `files_seen`: per topic, the last landing file (mtime, path) the batch brought to this task."""
 
-    keys: list[str]
-    values: list[Any] | JsonValues  # JsonValues: decoded a slice at a time
-    timestamps: list[int]
+    # ChunkedColumn: made lists a slice at a time
+    keys: list[str] | ChunkedColumn
+    values: list[Any] | ChunkedColumn
+    timestamps: list[int] | ChunkedColumn
     wall_clocks: list[int]
     topic: str = ""
     topics: dict[str, TopicColumns] = field(default_factory=dict)
@@ -405,42 +406,53 @@ class OrderedInput:
         return out
 
 
-class JsonValues:
-    """A column of values kept as their chunks' JSON text (a JSON array per chunk) or lists, decoded a chunk
-    at a time when a slice of them is taken: a task processes its input a slice at a time (task_runner), so
-    it holds the decoded values of a slice, not of a whole micro-batch. The chunk decoded last is kept
-    (consecutive slices share a chunk)."""
+class ChunkedColumn:
+    """A column of a partition's records kept as its chunks brought it, made a list a slice at a time: a
+    task processes its input a slice at a time (task_runner), so it holds the objects of a slice's keys,
+    values and timestamps (a list entry each, a Python int of 32 bytes each timestamp, a dict each value),
+    not of a whole micro-batch's. A chunk's piece is a list, or a compact form: (a key table, each record's
+    code into it), an int64 array, None (each record's None), or the JSON text of an array, which is
+    decoded a chunk at a time (the chunk decoded last is kept: consecutive slices share a chunk)."""
 
     __slots__ = ("pieces", "ends", "_decoded_at", "_decoded")
 
     def __init__(self) -> None:
-        self.pieces: list[bytes | list] = []
+        self.pieces: list = []
         self.ends: list[int] = []
         self._decoded_at = -1
         self._decoded: list = []
 
-    def add(self, values: bytes | list, count: int) -> None:
-        """`count` values more: a list, or the JSON text of an array of them."""
+    def add(self, piece, count: int) -> None:
+        """`count` records more, as `piece`."""
         if count:
-            self.pieces.append(values)
+            self.pieces.append(piece)
             self.ends.append((self.ends[-1] if self.ends else 0) + count)
 
     def __len__(self) -> int:
         return self.ends[-1] if self.ends else 0
 
-    def _piece(self, p: int) -> list:
+    def _take(self, p: int, start: int, stop: int) -> list:
+        """Records [start, stop) of piece p, as a list."""
         piece = self.pieces[p]
-        if isinstance(piece, list):
-            return piece
+        if type(piece) is list:
+            return piece[start:stop]
+        if type(piece) is tuple:
+            table, codes = piece
+            return gather(table, codes[start:stop])
+        if type(piece) is np.ndarray:
+            return piece[start:stop].tolist()
+        if piece is None:
+            return [None] * (stop - start)
         if self._decoded_at != p:
             self._decoded, self._decoded_at = decode_json(piece), p
-        return self._decoded
+        return self._decoded[start:stop]
 
     def __getitem__(self, index):
         if not isinstance(index, slice):
             index = range(len(self))[index]
             p = bisect_right(self.ends, index)
-            return self._piece(p)[index - (self.ends[p - 1] if p else 0)]
+            at = index - (self.ends[p - 1] if p else 0)
+            return self._take(p, at, at + 1)[0]
         start, stop, step = index.indices(len(self))
         if step != 1:
             return list(self)[index]
@@ -448,45 +460,44 @@ class JsonValues:
         p = bisect_right(self.ends, start)
         while start < stop:
             first = self.ends[p - 1] if p else 0
-            taken = self._piece(p)[start - first : min(stop, self.ends[p]) - first]
+            taken = self._take(p, start - first, min(stop, self.ends[p]) - first)
             out += taken
             start += len(taken)
             p += 1
         return out
 
     def __iter__(self):
-        for p in range(len(self.pieces)):
-            yield from self._piece(p)
+        first = 0
+        for p, end in enumerate(self.ends):
+            yield from self._take(p, 0, end - first)
+            first = end
 
 
 def _topic_columns(
     chunks: list[InputChunk], same_keys: dict
-) -> tuple[list, list | JsonValues, list, RecordOrigins]:
-    """One topic's data chunks decoded (values as `JsonValues`), in arrival order, then stably by offset if
-    records carry any; and where each record came from."""
-    keys: list[str] = []
-    values = JsonValues()
-    timestamps: list[int] = []
+) -> tuple[list | ChunkedColumn, list | ChunkedColumn, list | ChunkedColumn, RecordOrigins]:
+    """One topic's data chunks (keys, values, timestamps as `ChunkedColumn`s), in arrival order, then
+    stably by offset if records carry any (then as lists); and where each record came from."""
+    keys, values, timestamps = ChunkedColumn(), ChunkedColumn(), ChunkedColumn()
     offset_runs: list[tuple[int, list]] = []  # (index of the chunk's first record, its offsets)
     pieces = []
     for chunk in _arrival_order(chunks):
-        k, v, t, o, lines = _load_data_payload(chunk.payload, same_keys)
+        n, k, v, t, o, lines = _load_data_payload(chunk.payload, same_keys)
         if o is not None and o.count(None) < len(o):
             offset_runs.append((len(keys), o))
-        pieces.append((_ChunkLines(chunk.file_path, chunk.first_line, lines, o, len(k)), 0, len(k)))
-        keys += k
-        values.add(v, len(k))
-        timestamps += t
+        pieces.append((_ChunkLines(chunk.file_path, chunk.first_line, lines, o, n), 0, n))
+        keys.add(k, n)
+        values.add(v, n)
+        timestamps.add(t, n)
     origins = RecordOrigins(pieces)
     if offset_runs:
         offsets: list[int | None] = [None] * len(keys)
         for start, run in offset_runs:
             offsets[start : start + len(run)] = run
         order = sorted(range(len(keys)), key=lambda i: -1 if offsets[i] is None else offsets[i])
-        keys = [keys[i] for i in order]
-        decoded = list(values)
-        values = [decoded[i] for i in order]
-        timestamps = [timestamps[i] for i in order]
+        keys, values, timestamps = (
+            [column[i] for i in order] for column in (list(keys), list(values), list(timestamps))
+        )
         origins = RecordOrigins([(_Reordered(origins, order), 0, len(order))])
     return keys, values, timestamps, origins
 

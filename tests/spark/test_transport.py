@@ -17,7 +17,7 @@ from spark_jobs.spark.landing import partition_for_key, read_landing_file
 from spark_jobs.spark.transport import (
     CHUNK_RECORDS,
     KIND_DATA,
-    JsonValues,
+    ChunkedColumn,
     data_chunks,
     ordered_input,
     unpack_body,
@@ -39,10 +39,14 @@ def test_a_clean_file_comes_back_in_file_order_across_chunks():
     chunks = data_chunks(read_landing_file("/in/a.jsonl", _file(records), 1), file_mtime=1)
     assert [c.records for c in chunks] == [CHUNK_RECORDS, CHUNK_RECORDS, 7]
     got = ordered_input(list(reversed(chunks)))  # the shuffle may deliver them in any order
-    assert got.keys == [r["key"] for r in records]
+    assert list(got.keys) == [r["key"] for r in records]
     assert list(got.values) == [r["value"] for r in records]
-    assert got.timestamps == [r["timestamp"] for r in records]
+    assert list(got.timestamps) == [r["timestamp"] for r in records]
     assert len({id(k) for k in got.keys}) == 3  # one string object per distinct key
+    # a slice across chunks is made of Python objects, as the engine takes a batch
+    piece = slice(CHUNK_RECORDS - 2, CHUNK_RECORDS + 2)
+    assert got.timestamps[piece] == [r["timestamp"] for r in records[piece]]
+    assert {type(t) for t in got.timestamps[piece]} == {int} and {type(k) for k in got.keys[piece]} == {str}
 
 
 def test_a_chunk_carries_the_keys_of_its_own_partition_only():
@@ -79,7 +83,7 @@ def test_a_partition_cut_into_chunks_gives_each_chunk_only_its_own_records_keys(
         assert [key_table[c] for c in np.frombuffer(key_codes, {1: "<u1", 2: "<u2", 4: "<i4"}[width])] == own
         start += chunk.records
     got = ordered_input(chunks)
-    assert got.keys == [r["key"] for r in records]
+    assert list(got.keys) == [r["key"] for r in records]
     assert len({id(k) for k in got.keys}) == len(set(got.keys))  # one string object per distinct key
 
 
@@ -89,7 +93,7 @@ def test_files_go_by_modification_time_then_path_and_wall_clocks_come_last():
     c = data_chunks(read_landing_file("/in/z.jsonl", _file([{"key": "z", "timestamp": 3}]), 1), 10)
     markers = wall_clock_chunks({0: [99]}, "/ckpt/control/m", 5)
     got = ordered_input(markers + a + b + c)
-    assert got.keys == ["z", "y", "x"]
+    assert list(got.keys) == ["z", "y", "x"]
     assert got.wall_clocks == [99]
 
 
@@ -104,8 +108,8 @@ def test_explicit_offsets_order_a_partition_and_records_without_one_go_first():
     )
     assert {c.kind for c in chunks} == {KIND_DATA}
     got = ordered_input(_partition(chunks, 0))
-    assert got.keys == ["c", "b", "d", "a"]
-    assert got.timestamps == [3, 2, 4, 1]
+    assert list(got.keys) == ["c", "b", "d", "a"]
+    assert list(got.timestamps) == [3, 2, 4, 1]
     # where each came from, as the late records say: the offset, else the file and line
     origins = got.origins_of("", "")
     assert [origins[i] for i in range(4)] == [
@@ -152,7 +156,7 @@ def test_without_values_a_task_gets_none_for_each_and_everything_else_unchanged(
         bare = ordered_input(data_chunks(parsed, 1, with_values=False))
         assert list(full.values) == [r["value"] for r in records], name
         assert list(bare.values) == [None] * len(records), name
-        assert (bare.keys, bare.timestamps) == (full.keys, full.timestamps), name
+        assert (list(bare.keys), list(bare.timestamps)) == (list(full.keys), list(full.timestamps)), name
         bare_bytes = sum(len(c.payload) for c in data_chunks(parsed, 1, with_values=False))
         assert bare_bytes < sum(len(c.payload) for c in data_chunks(parsed, 1)) / 2, name
 
@@ -173,7 +177,7 @@ def test_a_chunk_travels_compressed_and_comes_back_whole():
         _, body = unpack_body(chunk.payload)
         assert len(chunk.payload) < len(body) / 2, name
         got = ordered_input([chunk])
-        assert (got.keys, list(got.values), got.timestamps) == (
+        assert (list(got.keys), list(got.values), list(got.timestamps)) == (
             [r["key"] for r in records],
             [r["value"] for r in records],
             [r["timestamp"] for r in records],
@@ -186,28 +190,47 @@ def test_a_file_read_without_its_values_sends_none_and_refuses_to_send_values():
     bare_file = read_landing_file("/in/a.jsonl", _file(records), 2, keep_values=False)
     bare = ordered_input(data_chunks(bare_file, 1, with_values=False))
     assert list(bare.values) == [None] * len(records)
-    assert (bare.keys, bare.timestamps) == (full.keys, full.timestamps)
+    assert (list(bare.keys), list(bare.timestamps)) == (list(full.keys), list(full.timestamps))
     # values the file was read without cannot be sent: an error, never None in place of a value
     with pytest.raises(ValueError, match="keep_values=False"):
         data_chunks(bare_file, 1, with_values=True)
 
 
-@settings(max_examples=100, deadline=None)
+def _piece(form: int, n: int, size: int) -> tuple[object, list]:
+    """A chunk's piece of a column in one of its forms, and the list it stands for."""
+    if form == 0:
+        piece = [{"v": n, "i": i} for i in range(size)]
+        return piece, piece
+    if form == 1:
+        piece = [{"v": n, "i": i} for i in range(size)]
+        return json.dumps(piece).encode(), piece
+    if form == 2:
+        table, codes = [f"k{n}-{j}" for j in range(3)], np.arange(size, dtype=np.uint8) % 3
+        return (table, codes), [table[c] for c in codes]
+    if form == 3:
+        timestamps = np.arange(size, dtype=np.int64) + 10**12 * n
+        return timestamps, [10**12 * n + i for i in range(size)]
+    return None, [None] * size
+
+
+@settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.integers(0, 5), min_size=1, max_size=6),
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 5)), min_size=1, max_size=6),
     st.integers(0, 30),
     st.integers(0, 30),
 )
-def test_json_values_slice_like_the_list_they_stand_for(sizes, start, stop):
-    """Values kept as chunks' JSON text give, sliced or indexed or iterated, what the decoded list gives."""
-    column, expected = JsonValues(), []
-    for n, size in enumerate(sizes):
-        piece = [{"v": n, "i": i} for i in range(size)]
-        column.add(json.dumps(piece).encode() if n % 2 else piece, size)
-        expected += piece
+def test_a_chunked_column_slices_like_the_list_it_stands_for(pieces, start, stop):
+    """A column kept as its chunks' pieces (lists, JSON text, key tables with codes, int64 arrays, None
+    each) gives, sliced or indexed or iterated, what the list it stands for gives, as Python objects."""
+    column, expected = ChunkedColumn(), []
+    for n, (form, size) in enumerate(pieces):
+        piece, items = _piece(form, n, size)
+        column.add(piece, size)
+        expected += items
     assert len(column) == len(expected) and list(column) == expected
     assert column[start:stop] == expected[start:stop]
     assert column[start:] == expected[start:] and column[:stop] == expected[:stop]
+    assert all(type(a) is type(b) for a, b in zip(column[start:stop], expected[start:stop], strict=True))
     if expected:
         assert column[start % len(expected)] == expected[start % len(expected)]
         assert column[-1] == expected[-1]
