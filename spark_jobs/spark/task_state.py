@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # imported where used: the stateful processor's module stays 
 
 # Written into the checkpoint's job.json; a checkpoint with another layout is refused. Every store saved as
 # bases and deltas (nodes/store_log.py), in the engine's state layout of the same number (runtime/task.py).
-STATE_LAYOUT = "task-parts-v12"
+STATE_LAYOUT = "task-parts-v13"
 
 # Upper bound of one stored value (Arrow and the state store cap one cell at 2 GB). Small entries keep the
 # JVM's memory low: a value of many megabytes is a humongous object for the JVM's G1 collector (at least half

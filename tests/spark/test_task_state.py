@@ -335,7 +335,7 @@ def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_p
     spec = JobSpec(SENSOR_ALERTS, {}, 3)
     TopologyRuntime(spark, spec, config)._check_identity()
     record = json.loads((tmp_path / "ckpt" / "job.json").read_text())
-    assert record["state_layout"] == task_state.STATE_LAYOUT == "task-parts-v12"
+    assert record["state_layout"] == task_state.STATE_LAYOUT == "task-parts-v13"
     if old_layout is None:
         del record["state_layout"]  # as the applyInPandasWithState runtime wrote it
     else:
@@ -343,7 +343,7 @@ def test_a_checkpoint_of_an_older_layout_is_refused_with_what_to_do(spark, tmp_p
     (tmp_path / "ckpt" / "job.json").write_text(json.dumps(record))
     shown = old_layout or "single-snapshot"
     with pytest.raises(
-        IdentityMismatch, match=f"{shown}.*task-parts-v12.*new checkpoint, with a new output folder"
+        IdentityMismatch, match=f"{shown}.*task-parts-v13.*new checkpoint, with a new output folder"
     ):
         TopologyRuntime(spark, spec, config)._check_identity()
 

@@ -298,8 +298,10 @@ def in_batches(topology: Topology, records, cuts, owners) -> tuple:
 @pytest.fixture(autouse=True, scope="module")
 def stores_of_few_rows_in_many_groups():
     """Imported by a test module whose stores hold a handful of rows: they get groups of one row each
-    (nodes/kv_rows.py `group_count`), so that its tests turn over the groups' bases and regroup a store
-    as it grows, as stores of many thousands of rows do."""
+    (nodes/kv_rows.py `group_count`), in blocks of one row (`row_groups`: row r in group r % G), so that its
+    tests turn over the groups' bases and regroup a store as it grows, as stores of many thousands of rows
+    do."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(kv_rows, "MIN_GROUP_ROWS", 1)
+        patch.setattr(kv_rows, "BLOCK_ROWS", 1)
         yield

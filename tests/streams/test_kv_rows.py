@@ -95,9 +95,10 @@ class History:
 
 
 @PROPERTY
-@given(st.lists(step, max_size=40), st.randoms(use_true_random=False))
-def test_an_import_or_a_catch_up_after_any_exports_holds_the_entries_put(steps, rng):
-    with mock.patch.object(kv_rows, "MIN_DEAD_ROWS", 0):  # any store compacts once most of its rows die
+@given(st.lists(step, max_size=40), st.randoms(use_true_random=False), st.sampled_from([1, 2, 3]))
+def test_an_import_or_a_catch_up_after_any_exports_holds_the_entries_put(steps, rng, block):
+    # any store compacts once most of its rows die; the rows go to the groups `block` at a time
+    with mock.patch.object(kv_rows, "MIN_DEAD_ROWS", 0), mock.patch.object(kv_rows, "BLOCK_ROWS", block):
         exports_and_handoffs_keep_the_entries(steps, rng)
 
 
@@ -160,6 +161,51 @@ def test_a_turn_of_bases_spreads_over_the_exports_and_the_deltas_before_the_olde
     # groups each
     assert max(bases_per_export) <= 3
     assert sum(bases_per_export) >= GROUPS
+
+
+def test_a_group_s_rows_come_in_blocks_its_base_holds_them_in_row_order_and_the_delta_leaves_them_out():
+    """Rows go to the groups in turn a block at a time: row r to group (r // block) % groups. A base holds its
+    group's rows in row order, a delta leaves out the rows of the groups based with it, and an import of the
+    parts holds every entry."""
+    store, model = KeyValueRows(), {}
+    history = History(np.random.default_rng(3))
+    block, groups = 3, 4
+    with mock.patch.object(kv_rows, "BLOCK_ROWS", block), mock.patch.object(kv_rows, "MIN_GROUP_ROWS", 5):
+        size = 2 * groups * 5 - 3  # 4 groups of 5 rows or more (group_count); the last block short
+        put(store, [(f"k{i}", i, i) for i in range(size)], model)
+        history.export(store, False)
+        assert store.parts.groups == groups
+        bases = 0
+        for n in range(1, 40):
+            changed = range(n % 5, size, 5)
+            put(store, [(f"k{i}", i * n, n) for i in changed], model)
+            parts, _ = store.export_parts(True)
+            history.parts.update(parts)
+            based = {int(name[2:-2]) for name in parts if name.endswith(".0")}
+            bases += len(based)
+            for group in based:
+                saved = parts[f"kv{group}.0"][0]
+                assert saved["block"] == block and saved["groups"] == groups
+                in_group = [i for i in range(size) if (i // block) % groups == group]
+                assert kv_rows.loaded_row_keys(saved, "") == [f"k{i}" for i in in_group]
+                assert saved["columns"][0].tolist() == [model[f"k{i}"][0] for i in in_group]
+            delta = parts.get(f"kv.{n + 1}")
+            if delta is not None:
+                assert delta[0]["rows"].tolist() == [i for i in changed if (i // block) % groups not in based]
+        assert bases > groups  # a turn over the groups and more
+        history.export(store, True)
+        assert contents(history.imported()) == model
+
+
+def test_a_base_of_rows_in_other_blocks_is_refused():
+    store = KeyValueRows()
+    put(store, [(f"k{i}", i, i) for i in range(10)], {})
+    parts = store.parts.state_parts(store)
+    with (
+        mock.patch.object(kv_rows, "BLOCK_ROWS", kv_rows.BLOCK_ROWS * 2),
+        pytest.raises(ValueError, match="blocks of"),
+    ):
+        KeyValueRows().apply_parts(parts, [])
 
 
 def test_an_export_compacts_the_rows_once_most_are_dead_and_a_lagging_copy_catches_up_with_the_new_rows():

@@ -8,12 +8,14 @@ from __future__ import annotations
 import pickle
 import random
 from array import array
+from unittest import mock
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.streams import StreamsBuilder, StreamTask, TimeWindows, aggregates
+from spark_jobs.streams.nodes import kv_rows
 from spark_jobs.streams.nodes.kv_rows import GROUPS
 from spark_jobs.streams.nodes.store_log import MAX_DELTAS
 from spark_jobs.streams.nodes.time_window_store import TimeWindowStore
@@ -73,8 +75,14 @@ def state(task: StreamTask) -> list:
     shape=st.sampled_from(sorted(TOPOLOGIES)),
     batches=st.lists(st.tuples(st.integers(1, 300), st.integers(1, 400)), min_size=1, max_size=45),
     seed=st.integers(0, 2**16),
+    block=st.sampled_from([1, 2, 3]),
 )
-def test_a_copy_catching_up_and_an_import_hold_the_exported_state(shape, batches, seed) -> None:
+def test_a_copy_catching_up_and_an_import_hold_the_exported_state(shape, batches, seed, block) -> None:
+    with mock.patch.object(kv_rows, "BLOCK_ROWS", block):  # the rows go to the groups `block` at a time
+        copies_hold_the_exported_state(shape, batches, seed)
+
+
+def copies_hold_the_exported_state(shape: str, batches: list, seed: int) -> None:
     rng = random.Random(seed)
     topology_of = TOPOLOGIES[shape]
     task, copy = StreamTask(topology_of()), None

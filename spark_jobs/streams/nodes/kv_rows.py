@@ -10,22 +10,26 @@ nor export. A batch's keys are looked up at once (in a
 values, timestamps, live and dirty flags are numpy columns (int64 values for a count, objects otherwise),
 read and written by row a batch at a time, so that no Python object is made or touched per entry.
 
-Saved form. Row r belongs to group `r % G`, G the store's number of groups (`group_count`: one group per
-MIN_GROUP_ROWS rows, a power of two up to GROUPS, so a small store, a window of a few hundred keys, writes a
-part or two per export, not GROUPS; a store that grows past a bound writes its rows again as a new store
-does, below, its old bases gone). An export writes one delta of the whole store,
+Saved form. The rows go to the groups in turn a block of BLOCK_ROWS rows at a time: row r belongs to
+group `(r // BLOCK_ROWS) % G` (`row_groups`, `group_rows`), G the store's number of groups (`group_count`:
+one group per MIN_GROUP_ROWS rows, a power of two up to GROUPS, so a small store, a window of a few hundred
+keys, writes a part or two per export, not GROUPS; a store that grows past a bound writes its rows again as
+a new store does, below, its old bases gone). A base reads its group's rows a block at a time: values
+made in row order (a batch's new rows, a fold's aggregates) lie in that order in memory, which one row in
+G would read scattered, a cache miss apiece. An export writes one delta of the whole store,
 `<prefix>.<n>` (n: the export's number), {"from": rows the previous export saw, "keys": the keys of the rows
 added since, "rows": the rows changed, "columns": [values, timestamps, live] of those rows}: a key already
 saved is named by its row, not written again. Each export also writes the bases of a few groups in turn,
-`<prefix><group>.0`, {"at": the export's number, "size": rows then, "groups": G, "keys": the group's keys, "columns":
-their values, timestamps, live}: as many that a turn over every group takes the exports in which about
-DELTA_RATIO times the store's rows change (and at most MAX_DELTAS exports), so the groups' bases are spread
-over the exports instead of all rewritten in one; the delta leaves out the rows of the groups whose bases
-it comes with. The first export to write any of a store's rows (a new store, a new generation, or a store
-grown into more groups, whose bases and deltas hold its rows by the old groups) writes them all in one
-delta, in row order, from row 0, and no base: the store's values were mostly made, and lie in memory,
-in row order (a batch appends its new rows in order), which every group's base would read one row in G,
-scattered; the bases then follow in turn. A delta goes once every group's base is as new. A part's keys
+`<prefix><group>.0`, {"at": the export's number, "size": rows then, "groups": G, "block": BLOCK_ROWS,
+"keys": the group's keys, "columns": their values, timestamps, live}: as many that a turn over every group
+takes the exports in which about DELTA_RATIO times the store's rows change (and at most MAX_DELTAS
+exports), so the groups' bases are spread over the exports instead of all rewritten in one; the delta
+leaves out the rows of the groups whose bases it comes with. The first export to write any of a store's
+rows (a new store, a new generation, or a store grown into more groups, whose bases and deltas hold its rows
+by the old groups) writes them all in one delta, in row order, from row 0, and no base: the store's values
+were mostly made, and lie in memory, in row order (a batch appends its new rows in order), of which every
+group's base would read a block in G; the bases then follow in turn. A delta goes once every group's base
+is as new. A part's keys
 are a list, or for a store whose keys are all str, {"key_text": the keys joined by NUL, "key_count": how
 many} in its place (`saved_row_keys`: pickling one string is one C pass, a list of them a step per key). An import
 replays the parts in export order: a base sets its group's rows, a delta the rows it holds, and a catch-up
@@ -60,6 +64,10 @@ from .store_log import MAX_DELTAS
 GROUPS = 32  # the most groups of rows, based in turn
 # Rows per group below which a store has fewer groups: every part costs its own pickling, name and digest.
 MIN_GROUP_ROWS = 2048
+# Rows that go to one group together (see `row_groups`): a base reads them in memory order, a run long enough
+# that the memory's prefetch pays, and many of them per group (MIN_GROUP_ROWS / BLOCK_ROWS), so that the
+# groups stay alike in size.
+BLOCK_ROWS = 256
 # Rows of changes the deltas since the oldest base hold, per row of the store: a delta's row is a row number,
 # a value, a timestamp and a flag, without its key, where a base writes the key too.
 DELTA_RATIO = 4
@@ -81,7 +89,28 @@ def group_count(size: int) -> int:
     return groups
 
 
-def saved_row_keys(store: Any, rows: slice) -> dict[str, Any]:
+def row_groups(rows: np.ndarray, groups: int) -> np.ndarray:
+    """Per row number its group among `groups` (a power of two): the rows go to the groups in turn, a block
+    of BLOCK_ROWS rows at a time."""
+    return (rows // BLOCK_ROWS) & (groups - 1)
+
+
+def present_groups(size: int, groups: int) -> int:
+    """How many of `groups` groups hold rows among `size` rows: the first ones, a block each at least."""
+    return min(groups, -(-size // BLOCK_ROWS))
+
+
+def group_rows(group: int, size: int, groups: int) -> slice | np.ndarray:
+    """The rows of `group` among `size` rows in `groups` groups (`row_groups`), ascending: a slice where
+    they are all the rows (one group), else an index array."""
+    if groups == 1:
+        return slice(0, size, 1)
+    starts = np.arange(group * BLOCK_ROWS, size, groups * BLOCK_ROWS)
+    rows = (starts[:, None] + np.arange(BLOCK_ROWS)).ravel()
+    return rows[rows < size] if len(rows) and rows[-1] >= size else rows
+
+
+def saved_row_keys(store: Any, rows: slice | np.ndarray) -> dict[str, Any]:
     """The keys of `rows` as a part saves them: `{"keys": their list}`, or where the store knows them all
     to be str (a store that has `str_keys()` says so) and none holds a NUL, `{"key_text": joined by NUL,
     "key_count": how many}`: one string pickles and loads in one C pass, a list of them one object at a
@@ -89,7 +118,7 @@ def saved_row_keys(store: Any, rows: slice) -> dict[str, Any]:
     if getattr(store, "keys_apart", False):
         return {"keys": ()}
     str_keys = getattr(store, "str_keys", None)
-    if str_keys is not None and str_keys():
+    if str_keys is not None and str_keys() and type(rows) is slice:
         appended = getattr(store, "appended_key_text", None)
         text = None if appended is None else appended(rows)
         if text is not None:
@@ -514,7 +543,7 @@ class RowParts:
         self.generation = 0  # the store's numbering of rows (a compaction numbers them again)
         self.exported = 0  # the number of the last export
         self.saved_rows = 0  # rows the last export (or import) saw
-        self.groups = 1  # of rows, by row number modulo this (`group_count` of the size the bases saw)
+        self.groups = 1  # of rows (`row_groups`; `group_count` of the size the bases saw)
         self.base_at = [0] * GROUPS  # per group: the export of its base (0: none, its rows are in deltas)
         self.deltas: set[int] = set()  # the exports whose deltas are kept
         self.next_base = 0  # the group whose base is written next
@@ -527,12 +556,13 @@ class RowParts:
         self._rebase_all = False  # the next export writes every base (a new generation)
 
     def _base(self, store: Any, group: int, at: int, groups: int) -> dict[str, Any]:
-        rows = slice(group, store.size, groups)
+        rows = group_rows(group, store.size, groups)
         return {
             "generation": self.generation,
             "at": at,
             "size": store.size,
             "groups": groups,
+            "block": BLOCK_ROWS,
             **saved_row_keys(store, rows),
             "columns": store.saved_columns(rows),
         }
@@ -557,7 +587,7 @@ class RowParts:
     def _groups(self, store: Any) -> range:
         """The groups that have rows; a compacted store without rows keeps group 0's base, which names the
         generation (a copy catching up must learn that its rows are gone)."""
-        return range(min(store.size, self.groups) if store.size or not self.generation else 1)
+        return range(present_groups(store.size, self.groups) if store.size or not self.generation else 1)
 
     def export(self, store: Any, changed_only: bool, pickled: Any = None) -> tuple[dict[str, Any], list[str]]:
         """Parts new or changed since the last export (unless `changed_only`, every base and no delta, or one
@@ -569,8 +599,8 @@ class RowParts:
         parts: dict[str, Any] = {}
         if group_count(store.size) != self.groups:  # grown past a bound: every row in a new group
             # the bases and deltas kept hold the rows by the old groups: the rows are written again as a new
-            # store's, one delta of them all in row order (a base per group would read them strided), and
-            # the bases follow in turn
+            # store's, one delta of them all in row order (a base per group would read a block in G of them),
+            # and the bases follow in turn
             self.groups = group_count(store.size)
             self._forget_history()
         # no part of the store's rows written yet (a new store, a new generation, new groups): one delta of
@@ -580,7 +610,7 @@ class RowParts:
         changed = np.arange(store.size) if fresh else np.flatnonzero(store.dirty[: store.size])
         whole = not changed_only or self._rebase_all or (store.size and not self.saved_rows)
         self._rebase_all = False
-        if fresh:  # the delta holds every row, read in row order (see above), where bases read them strided
+        if fresh:  # the delta holds every row, read in row order (see above), where bases read a block in G
             rebased = []
         elif whole:
             rebased = list(groups)
@@ -589,10 +619,10 @@ class RowParts:
         for group in rebased:
             parts[self._name(group)] = (self._base(store, group, export, self.groups), [])
             self.base_at[group] = export
-        if rebased:  # their bases hold their rows: the delta leaves them out (groups: a power of two)
+        if rebased:  # their bases hold their rows: the delta leaves them out
             unbased = np.ones(self.groups, bool)
             unbased[rebased] = False
-            changed = changed[unbased[changed & (self.groups - 1)]]
+            changed = changed[unbased[row_groups(changed, self.groups)]]
         # the delta, unless every group's base holds it
         if min((self.base_at[g] for g in groups), default=export) < export and (
             len(changed) or store.size > self.saved_rows
@@ -618,7 +648,7 @@ class RowParts:
         """The groups whose bases this export writes, in turn: a turn over the groups per DELTA_RATIO times
         the store's rows of changes (`_base_credit` counts the groups due), and once MAX_DELTAS deltas are
         kept, a turn per MAX_DELTAS exports at least; the deltas kept never outnumber twice MAX_DELTAS."""
-        present = min(size, self.groups)
+        present = present_groups(size, self.groups)
         if not changed or not present:
             return []
         self._base_credit += present * changed / (DELTA_RATIO * size)
@@ -647,7 +677,7 @@ class RowParts:
     def state_parts(self, store: Any) -> dict[str, Any]:
         """A base per group, leaving the export history alone (a snapshot)."""
         groups = group_count(store.size)
-        present = range(min(store.size, groups) if store.size or not self.generation else 1)
+        present = range(present_groups(store.size, groups) if store.size or not self.generation else 1)
         return {self._name(g): (self._base(store, g, self.exported, groups), []) for g in present}
 
     def apply(self, store: Any, parts: Mapping[str, Any], removed: list[str]) -> None:
@@ -682,7 +712,7 @@ class RowParts:
                 rows = np.asarray(saved["rows"], np.int64)
                 self.deltas.add(export)
             else:
-                rows = slice(group, saved["size"], self._groups_of(saved, group, name))
+                rows = group_rows(group, saved["size"], self._groups_of(saved, group, name))
                 if not keys_apart:
                     keys[rows] = object_array(part_keys)
                 self.base_at[group] = export
@@ -700,10 +730,13 @@ class RowParts:
 
     def _groups_of(self, saved: dict[str, Any], group: int, name: str) -> int:
         """The store's groups as a base saw them (all bases current at once saw the same: a store that
-        changes its groups drops its bases, and writes them again in turn), now the store's."""
+        changes its groups drops its bases, and writes them again in turn), now the store's. Its rows' blocks
+        must be this engine's (`row_groups`): the deltas that follow leave out rows by them."""
         groups = saved.get("groups")
         if type(groups) is not int or not 0 <= group < groups <= GROUPS:
             raise ValueError(f"state part {name!r}: group {group} of {groups!r} groups")
+        if saved.get("block") != BLOCK_ROWS:
+            raise ValueError(f"state part {name!r}: blocks of {saved.get('block')!r} rows, not {BLOCK_ROWS}")
         self.groups = groups
         return groups
 

@@ -54,7 +54,7 @@ _SNAPSHOT_HEAD = 5  # the magic and the flag
 _OLD_SNAPSHOT_MAGIC = b"STK1"  # one pickle of the task state and each node's snapshot_state(): refused
 # How the stores save their entries in the parts (nodes/kv_store.py, nodes/kv_rows.py, nodes/window_rows.py),
 # in the "task" part of every state: a state of another layout is refused, never misread.
-STATE_LAYOUT = 12
+STATE_LAYOUT = 13
 _REPROCESS = "delete the checkpoint (or snapshot) and process the input again"
 
 
