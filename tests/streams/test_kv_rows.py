@@ -95,10 +95,9 @@ class History:
 
 
 @PROPERTY
-@given(st.lists(step, max_size=40), st.randoms(use_true_random=False), st.sampled_from([1, 2, 3]))
-def test_an_import_or_a_catch_up_after_any_exports_holds_the_entries_put(steps, rng, block):
-    # any store compacts once most of its rows die; the rows go to the groups `block` at a time
-    with mock.patch.object(kv_rows, "MIN_DEAD_ROWS", 0), mock.patch.object(kv_rows, "BLOCK_ROWS", block):
+@given(st.lists(step, max_size=40), st.randoms(use_true_random=False))
+def test_an_import_or_a_catch_up_after_any_exports_holds_the_entries_put(steps, rng):
+    with mock.patch.object(kv_rows, "MIN_DEAD_ROWS", 0):  # any store compacts once most of its rows die
         exports_and_handoffs_keep_the_entries(steps, rng)
 
 
@@ -163,14 +162,20 @@ def test_a_turn_of_bases_spreads_over_the_exports_and_the_deltas_before_the_olde
     assert sum(bases_per_export) >= GROUPS
 
 
+def in_blocks(store: KeyValueRows) -> KeyValueRows:
+    """The store with an export history whose rows go to the groups in blocks (RowParts' `in_blocks`)."""
+    store.parts = kv_rows.RowParts(store.parts.prefix, in_blocks=True)
+    return store
+
+
 def test_a_group_s_rows_come_in_blocks_its_base_holds_them_in_row_order_and_the_delta_leaves_them_out():
-    """Rows go to the groups in turn a block at a time: row r to group (r // block) % groups. A base holds its
-    group's rows in row order, a delta leaves out the rows of the groups based with it, and an import of the
-    parts holds every entry."""
-    store, model = KeyValueRows(), {}
-    history = History(np.random.default_rng(3))
+    """Rows in blocks go to the groups in turn a block at a time: row r to group (r // block) % groups. A
+    base holds its group's rows in row order, a delta leaves out the rows of the groups based with it, and an
+    import of the parts holds every entry."""
     block, groups = 3, 4
     with mock.patch.object(kv_rows, "BLOCK_ROWS", block), mock.patch.object(kv_rows, "MIN_GROUP_ROWS", 5):
+        store, model = in_blocks(KeyValueRows()), {}
+        history = History(np.random.default_rng(3))
         size = 2 * groups * 5 - 3  # 4 groups of 5 rows or more (group_count); the last block short
         put(store, [(f"k{i}", i, i) for i in range(size)], model)
         history.export(store, False)
@@ -194,17 +199,17 @@ def test_a_group_s_rows_come_in_blocks_its_base_holds_them_in_row_order_and_the_
                 assert delta[0]["rows"].tolist() == [i for i in changed if (i // block) % groups not in based]
         assert bases > groups  # a turn over the groups and more
         history.export(store, True)
-        assert contents(history.imported()) == model
+        imported = in_blocks(KeyValueRows())
+        imported.apply_parts(history.shuffled(history.parts), [])
+        assert contents(imported) == model
 
 
 def test_a_base_of_rows_in_other_blocks_is_refused():
-    store = KeyValueRows()
+    with mock.patch.object(kv_rows, "BLOCK_ROWS", 2):
+        store = in_blocks(KeyValueRows())
     put(store, [(f"k{i}", i, i) for i in range(10)], {})
     parts = store.parts.state_parts(store)
-    with (
-        mock.patch.object(kv_rows, "BLOCK_ROWS", kv_rows.BLOCK_ROWS * 2),
-        pytest.raises(ValueError, match="blocks of"),
-    ):
+    with pytest.raises(ValueError, match="blocks of"):
         KeyValueRows().apply_parts(parts, [])
 
 

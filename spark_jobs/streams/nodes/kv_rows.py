@@ -10,17 +10,20 @@ nor export. A batch's keys are looked up at once (in a
 values, timestamps, live and dirty flags are numpy columns (int64 values for a count, objects otherwise),
 read and written by row a batch at a time, so that no Python object is made or touched per entry.
 
-Saved form. The rows go to the groups in turn a block of BLOCK_ROWS rows at a time: row r belongs to
-group `(r // BLOCK_ROWS) % G` (`row_groups`, `group_rows`), G the store's number of groups (`group_count`:
-one group per MIN_GROUP_ROWS rows, a power of two up to GROUPS, so a small store, a window of a few hundred
-keys, writes a part or two per export, not GROUPS; a store that grows past a bound writes its rows again as
-a new store does, below, its old bases gone). A base reads its group's rows a block at a time: values
-made in row order (a batch's new rows, a fold's aggregates) lie in that order in memory, which one row in
-G would read scattered, a cache miss apiece. An export writes one delta of the whole store,
+Saved form. The rows go to the groups in turn a block of B rows at a time: row r belongs to group
+`(r // B) % G` (`row_groups`, `group_rows`), G the store's number of groups (`group_count`: one group per
+MIN_GROUP_ROWS rows, a power of two up to GROUPS, so a small store, a window of a few hundred keys, writes a
+part or two per export, not GROUPS; a store that grows past a bound writes its rows again as a new store
+does, below, its old bases gone). B is BLOCK_ROWS for a window's rows (nodes/time_window_store.py), whose
+bases hold no keys: a base reads its group's values a block at a time, and values made in row order (a
+fold's aggregates, a batch's new rows) lie in that order in memory, which one row in G would read
+scattered, a cache miss apiece. B is 1 for a store whose bases hold its keys: the key objects lie where the
+records made them, in no row order, so blocks gain nothing there, and gathering objects by an index array
+costs more than by a strided slice. An export writes one delta of the whole store,
 `<prefix>.<n>` (n: the export's number), {"from": rows the previous export saw, "keys": the keys of the rows
 added since, "rows": the rows changed, "columns": [values, timestamps, live] of those rows}: a key already
 saved is named by its row, not written again. Each export also writes the bases of a few groups in turn,
-`<prefix><group>.0`, {"at": the export's number, "size": rows then, "groups": G, "block": BLOCK_ROWS,
+`<prefix><group>.0`, {"at": the export's number, "size": rows then, "groups": G, "block": B,
 "keys": the group's keys, "columns": their values, timestamps, live}: as many that a turn over every group
 takes the exports in which about DELTA_RATIO times the store's rows change (and at most MAX_DELTAS
 exports), so the groups' bases are spread over the exports instead of all rewritten in one; the delta
@@ -64,9 +67,9 @@ from .store_log import MAX_DELTAS
 GROUPS = 32  # the most groups of rows, based in turn
 # Rows per group below which a store has fewer groups: every part costs its own pickling, name and digest.
 MIN_GROUP_ROWS = 2048
-# Rows that go to one group together (see `row_groups`): a base reads them in memory order, a run long enough
-# that the memory's prefetch pays, and many of them per group (MIN_GROUP_ROWS / BLOCK_ROWS), so that the
-# groups stay alike in size.
+# Rows that go to one group together in a store whose bases hold no keys (see `row_groups`, RowParts): a base
+# reads them in memory order, a run long enough that the memory's prefetch pays, and many of them per group
+# (MIN_GROUP_ROWS / BLOCK_ROWS), so that the groups stay alike in size.
 BLOCK_ROWS = 256
 # Rows of changes the deltas since the oldest base hold, per row of the store: a delta's row is a row number,
 # a value, a timestamp and a flag, without its key, where a base writes the key too.
@@ -89,24 +92,25 @@ def group_count(size: int) -> int:
     return groups
 
 
-def row_groups(rows: np.ndarray, groups: int) -> np.ndarray:
-    """Per row number its group among `groups` (a power of two): the rows go to the groups in turn, a block
-    of BLOCK_ROWS rows at a time."""
-    return (rows // BLOCK_ROWS) & (groups - 1)
+def row_groups(rows: np.ndarray, groups: int, block: int) -> np.ndarray:
+    """Per row number its group among `groups` (a power of two): the rows go to the groups in turn, `block`
+    rows at a time."""
+    return (rows if block == 1 else rows // block) & (groups - 1)
 
 
-def present_groups(size: int, groups: int) -> int:
-    """How many of `groups` groups hold rows among `size` rows: the first ones, a block each at least."""
-    return min(groups, -(-size // BLOCK_ROWS))
+def present_groups(size: int, groups: int, block: int) -> int:
+    """How many of `groups` groups hold rows among `size` rows (`row_groups`): the first ones, a block each
+    at least."""
+    return min(groups, -(-size // block))
 
 
-def group_rows(group: int, size: int, groups: int) -> slice | np.ndarray:
-    """The rows of `group` among `size` rows in `groups` groups (`row_groups`), ascending: a slice where
-    they are all the rows (one group), else an index array."""
-    if groups == 1:
-        return slice(0, size, 1)
-    starts = np.arange(group * BLOCK_ROWS, size, groups * BLOCK_ROWS)
-    rows = (starts[:, None] + np.arange(BLOCK_ROWS)).ravel()
+def group_rows(group: int, size: int, groups: int, block: int) -> slice | np.ndarray:
+    """The rows of `group` among `size` rows in `groups` groups of blocks of `block` rows (`row_groups`),
+    ascending: a slice for one row a block or one group, else an index array."""
+    if block == 1 or groups == 1:
+        return slice(group, size, groups)
+    starts = np.arange(group * block, size, groups * block)
+    rows = (starts[:, None] + np.arange(block)).ravel()
     return rows[rows < size] if len(rows) and rows[-1] >= size else rows
 
 
@@ -536,10 +540,12 @@ class RowParts:
     `append_rows(keys)` and `loaded()`; a store whose rows die (SavedByRowParts) also `clear_rows()`, for a
     catch-up that meets a newer generation. A store whose `keys_apart` is true saves its keys in parts of its
     own, which a load applies first (a window's rows, whose keys never change: nodes/time_window_store.py):
-    its bases and deltas hold none."""
+    its bases and deltas hold none. `in_blocks`: the rows go to the groups BLOCK_ROWS at a time, for a
+    store whose values lie in row order and whose bases hold no keys (see above); else one at a time."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, in_blocks: bool = False) -> None:
         self.prefix = prefix
+        self.block = BLOCK_ROWS if in_blocks else 1  # rows that go to a group together (`row_groups`)
         self.generation = 0  # the store's numbering of rows (a compaction numbers them again)
         self.exported = 0  # the number of the last export
         self.saved_rows = 0  # rows the last export (or import) saw
@@ -556,13 +562,13 @@ class RowParts:
         self._rebase_all = False  # the next export writes every base (a new generation)
 
     def _base(self, store: Any, group: int, at: int, groups: int) -> dict[str, Any]:
-        rows = group_rows(group, store.size, groups)
+        rows = group_rows(group, store.size, groups, self.block)
         return {
             "generation": self.generation,
             "at": at,
             "size": store.size,
             "groups": groups,
-            "block": BLOCK_ROWS,
+            "block": self.block,
             **saved_row_keys(store, rows),
             "columns": store.saved_columns(rows),
         }
@@ -587,7 +593,8 @@ class RowParts:
     def _groups(self, store: Any) -> range:
         """The groups that have rows; a compacted store without rows keeps group 0's base, which names the
         generation (a copy catching up must learn that its rows are gone)."""
-        return range(present_groups(store.size, self.groups) if store.size or not self.generation else 1)
+        present = present_groups(store.size, self.groups, self.block)
+        return range(present if store.size or not self.generation else 1)
 
     def export(self, store: Any, changed_only: bool, pickled: Any = None) -> tuple[dict[str, Any], list[str]]:
         """Parts new or changed since the last export (unless `changed_only`, every base and no delta, or one
@@ -622,7 +629,7 @@ class RowParts:
         if rebased:  # their bases hold their rows: the delta leaves them out
             unbased = np.ones(self.groups, bool)
             unbased[rebased] = False
-            changed = changed[unbased[row_groups(changed, self.groups)]]
+            changed = changed[unbased[row_groups(changed, self.groups, self.block)]]
         # the delta, unless every group's base holds it
         if min((self.base_at[g] for g in groups), default=export) < export and (
             len(changed) or store.size > self.saved_rows
@@ -648,7 +655,7 @@ class RowParts:
         """The groups whose bases this export writes, in turn: a turn over the groups per DELTA_RATIO times
         the store's rows of changes (`_base_credit` counts the groups due), and once MAX_DELTAS deltas are
         kept, a turn per MAX_DELTAS exports at least; the deltas kept never outnumber twice MAX_DELTAS."""
-        present = present_groups(size, self.groups)
+        present = present_groups(size, self.groups, self.block)
         if not changed or not present:
             return []
         self._base_credit += present * changed / (DELTA_RATIO * size)
@@ -677,7 +684,9 @@ class RowParts:
     def state_parts(self, store: Any) -> dict[str, Any]:
         """A base per group, leaving the export history alone (a snapshot)."""
         groups = group_count(store.size)
-        present = range(present_groups(store.size, groups) if store.size or not self.generation else 1)
+        present = range(
+            present_groups(store.size, groups, self.block) if store.size or not self.generation else 1
+        )
         return {self._name(g): (self._base(store, g, self.exported, groups), []) for g in present}
 
     def apply(self, store: Any, parts: Mapping[str, Any], removed: list[str]) -> None:
@@ -712,7 +721,7 @@ class RowParts:
                 rows = np.asarray(saved["rows"], np.int64)
                 self.deltas.add(export)
             else:
-                rows = group_rows(group, saved["size"], self._groups_of(saved, group, name))
+                rows = group_rows(group, saved["size"], self._groups_of(saved, group, name), self.block)
                 if not keys_apart:
                     keys[rows] = object_array(part_keys)
                 self.base_at[group] = export
@@ -731,12 +740,12 @@ class RowParts:
     def _groups_of(self, saved: dict[str, Any], group: int, name: str) -> int:
         """The store's groups as a base saw them (all bases current at once saw the same: a store that
         changes its groups drops its bases, and writes them again in turn), now the store's. Its rows' blocks
-        must be this engine's (`row_groups`): the deltas that follow leave out rows by them."""
+        must be this store's (`row_groups`): the deltas that follow leave out rows by them."""
         groups = saved.get("groups")
         if type(groups) is not int or not 0 <= group < groups <= GROUPS:
             raise ValueError(f"state part {name!r}: group {group} of {groups!r} groups")
-        if saved.get("block") != BLOCK_ROWS:
-            raise ValueError(f"state part {name!r}: blocks of {saved.get('block')!r} rows, not {BLOCK_ROWS}")
+        if saved.get("block") != self.block:
+            raise ValueError(f"state part {name!r}: blocks of {saved.get('block')!r} rows, not {self.block}")
         self.groups = groups
         return groups
 

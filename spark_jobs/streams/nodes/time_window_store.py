@@ -174,7 +174,8 @@ class WindowParts:
     chunks: `saved_key_chunks`, nodes/window_rows.py), and merged into one part, `<start>k.0`, once
     MAX_DELTAS of them are kept (a copy of their bytes). The rows' fields are saved by
     RowParts under the prefix `<start>w`: a delta per export of the rows changed, and the bases of the
-    groups of rows written in turn, spread over the exports, without keys (the store's `keys_apart`). A
+    groups of rows written in turn, spread over the exports, without keys (the store's `keys_apart`), the
+    rows going to the groups in blocks (a base reads the aggregates in the order the fold made them). A
     load appends the keys' rows first (`append_keys`: placeholder fields), then replays the rows' parts over
     them. The store also has `key_chunks` and `changes()`."""
 
@@ -183,7 +184,7 @@ class WindowParts:
     def __init__(self, store: Any, start: int) -> None:
         self.store = store
         self.prefix = str(start)
-        self.parts = RowParts(f"{start}w")
+        self.parts = RowParts(f"{start}w", in_blocks=True)
         self.key_firsts: list[int] = []  # the first rows of the key parts kept, ascending
         self.keys_saved = 0  # the rows whose keys the key parts hold
 
