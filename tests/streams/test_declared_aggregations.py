@@ -590,6 +590,19 @@ def test_the_sort_of_group_codes_is_numpys_stable_sort(bound, fractions) -> None
 
 
 @PROPERTY
+@given(bound=st.sampled_from([1, 3, 1 << 16, (1 << 16) + 5, 1 << 20]), data=st.data())
+def test_first_appearances_are_numpys_unique_indices_in_order_of_appearance(bound, data) -> None:
+    """first_appearances gives, per distinct code, the position where it first appears, ascending: what
+    np.unique's indices are once sorted (codes drawn among a few values, so that repeats occur)."""
+    import numpy as np
+
+    pool = data.draw(st.lists(st.integers(0, bound - 1), min_size=1, max_size=5))
+    codes = np.array(data.draw(st.lists(st.sampled_from(pool), max_size=40)), np.int64)
+    got = declared_aggregations.first_appearances(codes, bound)
+    assert got.tolist() == sorted(np.unique(codes, return_index=True)[1].tolist())
+
+
+@PROPERTY
 @given(
     windows=time_windows(),
     timestamps=st.lists(st.integers(0, 10**6), max_size=30),

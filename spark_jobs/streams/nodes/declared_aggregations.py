@@ -369,9 +369,8 @@ class AggregateRows(NumberedRows):
         rows = self.number_rows[pair_number]
         new = np.flatnonzero(rows < 0)
         if len(new):
-            distinct, first = np.unique(pair_number[new], return_index=True)
-            by_appearance = np.argsort(first, kind="stable")
-            distinct, first = distinct[by_appearance], new[first[by_appearance]]
+            first = first_appearances(pair_number[new], len(numbers))
+            distinct, first = pair_number[new[first]], new[first]
             self.number_rows[distinct] = np.arange(self.size, self.size + len(distinct))
             rows[new] = self.number_rows[pair_number[new]]
             self._append(keys[pair_key[first]])
@@ -617,6 +616,21 @@ def stable_order(codes: np.ndarray, bound: int) -> np.ndarray:
     by_low = np.argsort(codes.astype(np.uint16), kind="stable")  # astype keeps the low 16 bits
     high = (codes[by_low] >> 16).astype(np.uint16)
     return by_low[np.argsort(high, kind="stable")]
+
+
+def first_appearances(codes: np.ndarray, bound: int) -> np.ndarray:
+    """The positions of the first appearance of each distinct code among non-negative int64 `codes` below
+    `bound`, ascending: `np.unique(codes, return_index=True)` in order of appearance, by a stable radix sort
+    (`stable_order`) where np.unique merge-sorts the codes and the positions would be sorted again."""
+    order = stable_order(codes, bound)
+    in_order = codes[order]
+    starts_run = np.empty(len(order), bool)
+    starts_run[:1] = True
+    np.not_equal(in_order[1:], in_order[:-1], out=starts_run[1:])
+    # a run's first element is its code's first appearance: the sort is stable
+    first = np.zeros(len(codes), bool)
+    first[order[starts_run]] = True
+    return np.flatnonzero(first)
 
 
 def _store_ranges(store_of_group: np.ndarray, n_stores: int) -> list[tuple[int, int]]:
