@@ -186,13 +186,17 @@ class FinalWindowAggregate:
         windows.sort(key=lambda window: int(first_pair[window[1][0]]))  # opened in order of first put
         for window, in_window, same_rows, held in windows:
             new = in_window[new_entry[in_window]]
-            new_keys = groups.keys_of(new)
             # where the two stores hold the same rows, the window's new keys are the rows the aggregation
-            # appended in this batch, in order: pickled once, for both stores' saves
+            # appended in this batch, in order: read there (a view, not a gather of the key objects, which
+            # takes a reference to each, a cache miss apiece among many keys) and pickled once, for both
+            # stores' saves
             pickled_keys = None
-            if len(new_keys) and same_rows is not None and same_rows.size == held + len(new_keys):
+            if len(new) and same_rows is not None and same_rows.size == held + len(new):
+                new_keys = same_rows.keys[held : same_rows.size]
                 pickled_keys = dumps_plain(new_keys.tolist())
                 same_rows.add_key_chunk(held, held + len(new_keys), pickled_keys)
+            else:
+                new_keys = groups.keys_of(new)
             # the held entries in group order: the aggregation's row order, which is the buffer's row order
             # where the two rows came from the same puts, so the buffer's columns are written in order
             lo, hi = int(in_window.min()), int(in_window.max()) + 1
