@@ -20,6 +20,7 @@ window, or a buffer ahead of the aggregation (not fed by it alone) runs node by 
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -153,15 +154,15 @@ class FinalWindowAggregate:
         # per group: its entry's row in the buffer's window (-1: new), the windows' new keys in the order
         # of their first put
         buffer_row = np.full(n_groups, -1, np.int64)
-        # per window: its groups by first pair, the aggregation's rows where they are the buffer's, and the
-        # buffer's rows before the batch
+        # per window: its first pair, its groups (a range: a store's groups lie together, in row order), the
+        # aggregation's rows where they are the buffer's, and the buffer's rows before the batch
         windows = []
         expected = max((len(buffer.window_rows(w)) for w in buffer.windows()), default=0)
         for start, store, (lo, hi) in zip(
             folded.window_starts, groups.stores, groups.store_groups, strict=True
         ):
             window = aggregate.window_objects[start]
-            in_window = lo + stable_order(first_pair[lo:hi], m)  # by radix: pair numbers are below m
+            in_window = slice(lo, hi)
             entries = buffer.window_rows(window)
             held = 0 if entries is None else len(entries)
             same = entries is None or start in aligned or _same_rows(store.keys[: store.size], entries.keys)
@@ -171,7 +172,9 @@ class FinalWindowAggregate:
                     buffer_row[in_window] = np.where(rows < held, rows, -1)
                 else:
                     buffer_row[in_window] = entries.rows_of(groups.keys_of(in_window), expected)
-            windows.append((window, in_window, store if same else None, held))
+            windows.append(
+                (int(first_pair[in_window].min()), window, in_window, store if same else None, held)
+            )
         new_entry = buffer_row < 0
 
         # the entries' values as columns (the buffer holds them so: `hold_structs`): per group its value
@@ -183,9 +186,14 @@ class FinalWindowAggregate:
         new_values = layout.struct_values(finals)
         old_values = layout.struct_values(befores)
         prior_values = layout.struct_values(folds.prior)
-        windows.sort(key=lambda window: int(first_pair[window[1][0]]))  # opened in order of first put
-        for window, in_window, same_rows, held in windows:
-            new = in_window[new_entry[in_window]]
+        windows.sort(key=itemgetter(0))  # opened in order of first put
+        for _, window, in_window, same_rows, held in windows:
+            lo, hi = in_window.start, in_window.stop
+            # the entries new to the buffer in the order of their first puts: their row order where their
+            # rows are new to the aggregation's store too (appended in that order, group_pairs), else sorted
+            new = lo + np.flatnonzero(new_entry[in_window])
+            if len(new) > 1 and (np.diff(first_pair[new]) < 0).any():
+                new = new[stable_order(first_pair[new], m)]  # by radix: pair numbers are below m
             # where the two stores hold the same rows, the window's new keys are the rows the aggregation
             # appended in this batch, in order: read there (a view, not a gather of the key objects, which
             # takes a reference to each, a cache miss apiece among many keys) and pickled once, for both
@@ -199,8 +207,7 @@ class FinalWindowAggregate:
                 new_keys = groups.keys_of(new)
             # the held entries in group order: the aggregation's row order, which is the buffer's row order
             # where the two rows came from the same puts, so the buffer's columns are written in order
-            lo, hi = int(in_window.min()), int(in_window.max()) + 1
-            put = lo + np.flatnonzero(~new_entry[lo:hi])
+            put = lo + np.flatnonzero(~new_entry[in_window])
             buffer.put_window_rows(
                 window,
                 buffer_row[put],
