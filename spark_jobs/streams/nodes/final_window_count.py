@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from itertools import compress
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -104,10 +103,10 @@ class _PlanWindow(NamedTuple):
 
     start: int
     groups: np.ndarray  # its (window, key) groups; those new to either store in order of first appearance
-    # the keys of its groups new to the count's window, in that order (a list or an object array, as the
-    # stores append them: an array is copied into a store's key column as it is, a list made one first)
-    new_counts: Any
-    new_entries: Any  # the keys of its groups new to the buffer's window, in that order (likewise)
+    # the keys of its groups new to the count's window, in that order, as an object array (a store copies it
+    # into its key column as it is)
+    new_counts: np.ndarray
+    new_entries: np.ndarray  # the keys of its groups new to the buffer's window, in that order (likewise)
 
 
 class _Groups(NamedTuple):
@@ -378,7 +377,7 @@ class FinalWindowCount:
                 count_row[in_window] = found
                 old = found >= 0
                 if wkeys is not None and old.any():
-                    new_counts = wkeys[~old]  # an object array (`_taken`)
+                    new_counts = wkeys[~old]
                 max_ts = np.frombuffer(rows.columns[1], np.int64)
                 ts0[in_window[old]] = max_ts[found[old]]
                 del max_ts  # an array exporting its buffer cannot grow
@@ -387,19 +386,19 @@ class FinalWindowCount:
                 held = found >= 0
                 new_entries = new_counts
             else:
-                if wkeys is None:
-                    row_keys = rows.keys
-                    wkeys = [
-                        row_keys[n] if n < first_new else distinct[n - first_new]
-                        for n in numbers_in_window.tolist()
-                    ]
+                if wkeys is None:  # a number below first_new is a row of `rows`, else a new key's
+                    in_rows = numbers_in_window < first_new
+                    wkeys = np.empty(len(numbers_in_window), object)
+                    if in_rows.any():
+                        wkeys[in_rows] = rows.keys[numbers_in_window[in_rows]]
+                    wkeys[~in_rows] = distinct[numbers_in_window[~in_rows] - first_new]
                 if entries is None:
                     held = np.zeros(len(wkeys), bool)
                     new_entries = wkeys
                 else:
                     found = entries.rows_of(wkeys, table_keys)
                     held = found >= 0
-                    new_entries = _kept(wkeys, ~held)
+                    new_entries = wkeys[~held]
             if entries is not None:  # a held entry keeps its prior value (a fixed column): not read
                 buffer_row[in_window] = found
             plan_windows.append(_PlanWindow(window_start, in_window, new_counts, new_entries))
@@ -496,9 +495,8 @@ class FinalWindowCount:
     def _apply(self, plan: _Plan, keys: list, values: list, timestamps: list) -> Batch:
         for plan_window in plan.windows:
             new_keys = plan_window.new_counts
-            pickled_keys = None
-            if len(new_keys) >= MIN_KEYS_PICKLED:  # saves hold the keys pickled as a list
-                pickled_keys = dumps_plain(new_keys if type(new_keys) is list else new_keys.tolist())
+            # saves hold the keys pickled as a list
+            pickled_keys = dumps_plain(new_keys.tolist()) if len(new_keys) >= MIN_KEYS_PICKLED else None
             window, finals = self._put_counts(plan_window, plan, pickled_keys)
             if plan_window.new_entries is new_keys:  # the same rows: the same groups held and new
                 self._put_entries(window, plan_window, plan, pickled_keys, finals)
@@ -642,11 +640,6 @@ def _by_row(groups: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarra
         return groups, rows
     order = np.argsort(rows)
     return groups[order], rows[order]
-
-
-def _kept(keys: Any, kept: np.ndarray) -> Any:
-    """The keys (a list or an object array) where `kept` (a bool array) is true, as a list or an array."""
-    return keys[kept] if type(keys) is np.ndarray else list(compress(keys, kept.tolist()))
 
 
 def _taken(keys: np.ndarray, at: np.ndarray) -> np.ndarray:
