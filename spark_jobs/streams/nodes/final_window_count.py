@@ -34,8 +34,10 @@ from .aggregations import TimeWindowAggregateNode
 from .base import Batch
 from .declared_aggregations import stable_order
 from .key_table import (
+    SAMPLE,
     SPARSE_TABLE,
     KeyTable,
+    mostly_distinct,
     number_by_first_appearance,
     same_keys,
     table_size,
@@ -246,7 +248,9 @@ class FinalWindowCount:
         int64 column), a new KeyTable numbers them, in the order its rows are to be appended: the window's
         table from then on (`WindowRows.take_table`), where numbering them in a dict and then building the
         table from the rows would hash each key twice. Only the keys of records with a pair are numbered
-        there: a late record's key is not appended."""
+        there: a late record's key is not appended. Any other batch (its pairs in several windows, as every
+        record's are in hopping windows, or in one window new to a store of aggregates) is numbered in a
+        KeyTable of its own (`_number_in_batch_table`), and without pandas in a dict."""
         single = len(start) and int(start.min()) == int(start.max())
         rows = self.count.store.rows(int(start[0])) if single else None
         try:
@@ -256,6 +260,9 @@ class FinalWindowCount:
                 numbered = self._number_in_new_table(keys, rec)
                 if numbered is not False:
                     return numbered
+            numbered = self._number_in_batch_table(keys)
+            if numbered is not False:
+                return numbered
             number, distinct = number_by_first_appearance(keys, 0)
         except TypeError:  # an unhashable key: the count's loop raises it
             return None
@@ -279,6 +286,22 @@ class FinalWindowCount:
             return None
         number, distinct = numbering
         return number, distinct, 0, -1, table
+
+    @staticmethod
+    def _number_in_batch_table(keys: list) -> tuple[np.ndarray, np.ndarray, int, int, Any] | None | bool:
+        """`_number_keys` of a batch that no window's table numbers (each window then looks the distinct
+        keys up in its own rows): the keys numbered by first appearance in a KeyTable of the batch's own,
+        in one C loop, where a dict costs a call and a boxed int per key; None where a key is not a str
+        (node by node, as the keys a dict numbered are refused), False without pandas (numbered in a dict
+        then)."""
+        table = KeyTable.new(SPARSE_TABLE * (len(keys) if mostly_distinct(keys) else SAMPLE))
+        if table is None:
+            return False
+        numbering = table.number(keys, str_only=True)
+        if numbering is None:
+            return None
+        number, distinct = numbering
+        return number, distinct, 0, -1, None
 
     @staticmethod
     def _numbered_mask(keys: list, rec: np.ndarray) -> np.ndarray | None:
