@@ -335,6 +335,26 @@ def test_a_batch_in_one_new_window_is_numbered_in_the_table_that_window_then_loo
     assert list(np.frombuffer(rows.columns[0], np.int64)) == [3, 1, 2, 1]
 
 
+def test_a_batch_in_two_windows_numbers_its_keys_and_each_held_window_its_new_keys_in_its_table() -> None:
+    task = StreamTask(finals_topology(10, 5, 0))  # hopping: a record in two windows
+    (count_node,) = (node for node in task.nodes.values() if isinstance(node, TimeWindowAggregateNode))
+    fused = FinalWindowCount(count_node, count_node.children[0])
+    with min_rows(1):
+        task.process_batch(TOPIC, ["a", "b"], [0, 0], [6, 7])  # [0, 10) and [5, 15)
+        windows = [count_node.store.rows(0), count_node.store.rows(5)]
+        for rows in windows:
+            rows.rows_of(["a"], 16)  # each window's key table, built
+        pairs = fused._pairs(["c", "x", "a", "c"], [8, 9, 9, 9])
+        assert (pairs.first_new, pairs.rows_of) == (0, -1)
+        assert pairs.key.tolist() == [0, 1, 2, 0] and pairs.keys.tolist() == ["c", "x", "a"]
+        task.process_batch(TOPIC, ["c", "x", "a", "c"], [0, 0, 0, 0], [8, 9, 9, 9])
+    for rows in windows:  # the new keys numbered as the window looked its keys up, then appended
+        assert rows.keys.tolist() == ["a", "b", "c", "x"]
+        assert rows._table.size == 4 and not rows._table.pending
+        assert rows.rows_of(["x", "c", "b", "a", "w"]).tolist() == [3, 2, 1, 0, -1]
+        assert list(np.frombuffer(rows.columns[0], np.int64)) == [2, 1, 2, 1]
+
+
 def test_new_keys_take_rows_in_order_of_their_first_record_in_the_window() -> None:
     pair = Pair(lambda: finals_topology(10, 10, 0))
     pair.run(["a", "b", "a"], [1, 11, 13])  # [0, 10) closes at 13

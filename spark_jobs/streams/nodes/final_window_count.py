@@ -395,7 +395,14 @@ class FinalWindowCount:
                 wkeys = new_counts = _taken(distinct, key_of_group[in_window] - first_new)
                 found = None
                 if rows is not None:
-                    found = rows.rows_of(wkeys, table_keys)
+                    # numbered, not only looked up: the keys new to the window take the rows it appends
+                    # next, in this order (new_counts), in the same pass over its table, where a look-up
+                    # then the table catching up with the appended rows would probe it twice for each
+                    numbering = rows.number_keys(wkeys, table_keys)
+                    if numbering is None:
+                        return None
+                    found = numbering[0]
+                    found[found >= len(rows)] = -1
             if found is not None:
                 count_row[in_window] = found
                 old = found >= 0
