@@ -250,17 +250,19 @@ class FinalWindowCount:
         table from the rows would hash each key twice. Only the keys of records with a pair are numbered
         there: a late record's key is not appended. Any other batch (its pairs in several windows, as every
         record's are in hopping windows, or in one window new to a store of aggregates) is numbered in a
-        KeyTable of its own (`_number_in_batch_table`), and without pandas in a dict."""
+        KeyTable of its own (`_number_in_table`), and without pandas in a dict."""
         single = len(start) and int(start.min()) == int(start.max())
         rows = self.count.store.rows(int(start[0])) if single else None
         try:
             if rows is not None:
                 return self._number_by_rows(rows, int(start[0]), keys, rec)
             if single and self.count.store.columns[0] == INT64:  # a window of live rows (a count's)
-                numbered = self._number_in_new_table(keys, rec)
-                if numbered is not False:
-                    return numbered
-            numbered = self._number_in_batch_table(keys)
+                # sized for the keys the window may come to hold (as many as the largest window's, or the
+                # batch's and more for a store filling up, `table_size`): the window's table from then on
+                expected = max(self._expected_keys(), table_size(keys, 0))
+                numbered = self._number_in_table(keys, expected, self._numbered_mask(keys, rec), kept=True)
+            else:  # the batch's own table (each window then looks the distinct keys up in its own rows)
+                numbered = self._number_in_table(keys, len(keys) if mostly_distinct(keys) else SAMPLE)
             if numbered is not False:
                 return numbered
             number, distinct = number_by_first_appearance(keys, 0)
@@ -270,38 +272,24 @@ class FinalWindowCount:
             return None  # other types may differ in which object a row keeps: node by node
         return number, distinct, 0, -1, None
 
-    def _number_in_new_table(
-        self, keys: list, rec: np.ndarray
+    @staticmethod
+    def _number_in_table(
+        keys: list, expected: int, numbered: np.ndarray | None = None, kept: bool = False
     ) -> tuple[np.ndarray, np.ndarray, int, int, Any] | None | bool:
-        """`_number_keys` of a batch whose pairs are all in one window that the count does not hold, in a
-        new KeyTable sized for SPARSE_TABLE times the keys the window may come to hold (as many as the
-        largest window's, or the batch's and more for a store filling up, `table_size`); False without
+        """`_number_keys` in a new KeyTable sized for SPARSE_TABLE times `expected` keys, in one C loop
+        where a dict costs a call and a boxed int per key: the keys where `numbered` (None: every key) by
+        first appearance, and the table where it is `kept` (the window's, `WindowRows.take_table`); None
+        where a key is not a str (node by node, as the keys a dict numbered are refused), False without
         pandas (numbered in a dict then)."""
-        table = KeyTable.new(SPARSE_TABLE * max(self._expected_keys(), table_size(keys, 0)))
+        table = KeyTable.new(SPARSE_TABLE * expected)
         if table is None:
             return False
         # the list as it is: a batch of many keys is made an object array a chunk at a time (KeyTable.number)
-        numbering = table.number(keys, self._numbered_mask(keys, rec), str_only=True)
+        numbering = table.number(keys, numbered, str_only=True)
         if numbering is None:
             return None
         number, distinct = numbering
-        return number, distinct, 0, -1, table
-
-    @staticmethod
-    def _number_in_batch_table(keys: list) -> tuple[np.ndarray, np.ndarray, int, int, Any] | None | bool:
-        """`_number_keys` of a batch that no window's table numbers (each window then looks the distinct
-        keys up in its own rows): the keys numbered by first appearance in a KeyTable of the batch's own,
-        in one C loop, where a dict costs a call and a boxed int per key; None where a key is not a str
-        (node by node, as the keys a dict numbered are refused), False without pandas (numbered in a dict
-        then)."""
-        table = KeyTable.new(SPARSE_TABLE * (len(keys) if mostly_distinct(keys) else SAMPLE))
-        if table is None:
-            return False
-        numbering = table.number(keys, str_only=True)
-        if numbering is None:
-            return None
-        number, distinct = numbering
-        return number, distinct, 0, -1, None
+        return number, distinct, 0, -1, table if kept else None
 
     @staticmethod
     def _numbered_mask(keys: list, rec: np.ndarray) -> np.ndarray | None:
